@@ -1,0 +1,3 @@
+from orion.cli import main
+
+main()

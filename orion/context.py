@@ -1,0 +1,34 @@
+"""System context blocks, rebuilt from plugins for every model request."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orion.plugins import PluginManager
+
+
+@dataclass(frozen=True)
+class ContextBlock:
+    name: str
+    text: str
+    order: int = 100  # lower comes first
+
+
+@dataclass(frozen=True)
+class ContextRequest:
+    conversation_id: str = ""
+    states: Mapping[str, str] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def build_context(pm: PluginManager, request: ContextRequest) -> list[ContextBlock]:
+    """Every plugin's blocks, ordered by ``order`` then by name."""
+    blocks: list[ContextBlock] = []
+    for result in pm.hook.build_context(request=request):
+        if result is None:
+            continue
+        blocks.extend([result] if isinstance(result, ContextBlock) else result)
+    return sorted(blocks, key=lambda b: (b.order, b.name))

@@ -1,0 +1,143 @@
+"""Every hook Orion calls. ``docs/plugins.md`` documents each one; a test keeps them in step.
+
+Implement hooks in a module or class and mark them with :data:`orion.hookimpl`::
+
+    from orion import hookimpl
+
+    @hookimpl
+    def lifecycle_transition(lifecycle, transition):
+        print(lifecycle.name, transition.source, "->", transition.dest)
+
+A hook implementation may accept any subset of the arguments named here, in any order.
+
+Observer hooks (``lifecycle_*`` and ``store_traces``) are isolated: an implementation that
+raises is reported on the plugin manager's ``failures`` and in the ``orion.plugins`` log, and the
+lifecycle goes on. Guards and ``authorize_tool_call`` fail closed: an error denies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import click
+import pluggy
+
+if TYPE_CHECKING:
+    from orion.context import ContextBlock, ContextRequest
+    from orion.statechart.lifecycle import Lifecycle, Transition
+    from orion.tools.gating import Decision, GateRequest
+    from orion.tools.spec import ToolCall, ToolSpec
+    from orion.trace.events import TraceEvent
+    from orion.validation import Issue, ValidationRequest
+
+hookspec = pluggy.HookspecMarker("orion")
+
+# ---------------------------------------------------------------------------------------------
+# Lifecycle transitions (observers)
+
+
+@hookspec
+def lifecycle_started(lifecycle: Lifecycle) -> None:
+    """A lifecycle instance was created and entered its initial state (after the initial
+    states' entry actions ran). Not called for instances restored from a snapshot."""
+
+
+@hookspec
+def lifecycle_transition(lifecycle: Lifecycle, transition: Transition) -> None:
+    """A transition was taken. ``transition`` records the trigger, the active state before
+    (``source``) and after (``dest``), the payload, the start time (``at_ms``, from the
+    lifecycle's clock) and ``duration_ms`` (guards, exit, actions and entry, measured with a
+    monotonic timer). ``wrapper=True`` implementations wrap the other observers, for timing
+    or tracing them."""
+
+
+@hookspec
+def lifecycle_finished(lifecycle: Lifecycle) -> None:
+    """The lifecycle entered a top-level final state. Its timers are cancelled and it accepts
+    no more triggers."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Registration
+
+
+@hookspec
+def register_guards(register: Callable[..., None]) -> None:
+    """Provide named guards for statecharts: ``register(name, fn)``, where
+    ``fn(lifecycle, transition) -> bool``. A guard that raises counts as ``False``."""
+
+
+@hookspec
+def register_actions(register: Callable[..., None]) -> None:
+    """Provide named actions for statecharts: ``register(name, fn)``, where
+    ``fn(lifecycle, transition) -> None``. A failing action raises
+    :class:`orion.errors.ActionError` from the trigger."""
+
+
+@hookspec
+def register_tools(register: Callable[[ToolSpec], None]) -> None:
+    """Provide tools for the model: ``register(ToolSpec(...))``. The spec's pydantic
+    argument model produces the OpenAI function definition."""
+
+
+@hookspec
+def register_commands(cli: click.Group) -> None:
+    """Add commands to the ``orion`` command line: ``@cli.command()``."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Context building
+
+
+@hookspec
+def build_context(request: ContextRequest) -> ContextBlock | Iterable[ContextBlock] | None:
+    """Return system context blocks for the next model request. Blocks are rebuilt on every
+    turn, so what they carry survives compaction of the conversation."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Finalization
+
+
+@hookspec(firstresult=True)
+def finalize(lifecycle: Lifecycle, transition: Transition) -> Any:
+    """Carry out what a lifecycle has collected, when its statechart runs the built-in
+    ``finalize`` action (a write plan, a plan draft). The first implementation that returns
+    something other than ``None`` owns the result; return ``None`` for lifecycles you do not
+    handle (check ``lifecycle.name``)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Content validation
+
+
+@hookspec
+def validate_content(request: ValidationRequest) -> Iterable[Issue] | None:
+    """Return the issues found in ``request.content`` (bytes) bound for ``request.path``:
+    each with a line, a column, a code and a message."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Trace storage (observer)
+
+
+@hookspec
+def store_traces(events: Sequence[TraceEvent]) -> None:
+    """Persist or export a batch of trace events. Events are JSON-safe and content-free."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Tool gating
+
+
+@hookspec
+def gate_tools(tools: Sequence[ToolSpec], request: GateRequest) -> Iterable[str] | None:
+    """Return the names of tools to withhold from the next model request. A tool is
+    advertised when no implementation withholds it."""
+
+
+@hookspec(firstresult=True)
+def authorize_tool_call(call: ToolCall, request: GateRequest) -> Decision | None:
+    """Decide one tool call before it runs. The first non-``None`` decision wins; with none the
+    call is allowed. An implementation that raises denies the call (fail closed)."""

@@ -1,0 +1,69 @@
+"""Named guards, actions and tools, collected from the ``register_*`` hooks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from orion.errors import PluginError
+from orion.tools.spec import ToolSpec
+
+if TYPE_CHECKING:
+    from orion.plugins import PluginManager
+
+
+@dataclass(frozen=True)
+class Registered:
+    name: str
+    function: Callable[..., Any]
+    plugin: str
+
+
+@dataclass
+class Registry:
+    guards: dict[str, Registered] = field(default_factory=dict)
+    actions: dict[str, Registered] = field(default_factory=dict)
+    tools: dict[str, ToolSpec] = field(default_factory=dict)
+    tool_plugins: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def collect(cls, pm: PluginManager) -> Registry:
+        registry = cls()
+        for hook, table in (("register_guards", registry.guards),
+                            ("register_actions", registry.actions)):
+            kind = hook.removeprefix("register_")[:-1]
+            for impl in getattr(pm.hook, hook).get_hookimpls():
+                def register(name: str, function: Callable[..., Any], *,
+                             _plugin: str = impl.plugin_name, _table: dict = table,
+                             _kind: str = kind) -> None:
+                    if not callable(function):
+                        raise PluginError(f"plugin {_plugin!r} registered {_kind} {name!r} "
+                                          "with something that is not callable")
+                    if name in _table:
+                        raise PluginError(f"{_kind} {name!r} is registered twice: by plugin "
+                                          f"{_table[name].plugin!r} and by {_plugin!r}")
+                    _table[name] = Registered(name, function, _plugin)
+                _call(impl, hook, register=register)
+        for impl in pm.hook.register_tools.get_hookimpls():
+            def register_tool(spec: ToolSpec, *, _plugin: str = impl.plugin_name) -> None:
+                if not isinstance(spec, ToolSpec):
+                    raise PluginError(f"plugin {_plugin!r} registered a tool that is not a "
+                                      f"ToolSpec: {spec!r}")
+                if spec.name in registry.tools:
+                    raise PluginError(f"tool {spec.name!r} is registered twice: by plugin "
+                                      f"{registry.tool_plugins[spec.name]!r} and by {_plugin!r}")
+                registry.tools[spec.name] = spec
+                registry.tool_plugins[spec.name] = _plugin
+            _call(impl, "register_tools", register=register_tool)
+        return registry
+
+
+def _call(impl: Any, hook: str, **kwargs: Any) -> None:
+    try:
+        impl.function(*(kwargs[name] for name in impl.argnames))
+    except PluginError:
+        raise
+    except Exception as exc:
+        raise PluginError(f"plugin {impl.plugin_name!r} failed in {hook}: "
+                          f"{type(exc).__name__}: {exc}") from exc

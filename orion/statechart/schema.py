@@ -1,0 +1,116 @@
+"""The statechart file format, as pydantic models.
+
+These models are the format's single definition: `orion schema` prints their JSON Schema and
+`orion check` validates files against them before the semantic checks run. Unknown fields are
+errors (``extra="forbid"``) so a typo never silently changes a lifecycle.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+
+STATE_NAME = r"^[A-Za-z][A-Za-z0-9_-]*$"
+STATE_PATH = r"^[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z][A-Za-z0-9_-]*)*$"
+IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+PLUGIN_NAME = r"^[A-Za-z_][A-Za-z0-9_.:-]*$"
+WILDCARD = "*"
+
+
+def _listify(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+def _names(pattern: str, what: str) -> Any:
+    """A list of names that may also be written as one bare name."""
+    item = {"type": "string", "pattern": pattern}
+    return Annotated[
+        list[Annotated[str, Field(pattern=pattern)]],
+        BeforeValidator(_listify),
+        WithJsonSchema({"anyOf": [item, {"type": "array", "items": item}],
+                        "description": f"one {what} name or a list of them"}),
+    ]
+
+
+Names = _names(PLUGIN_NAME, "guard or action")
+SourceNames = _names(r"^(\*|[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z][A-Za-z0-9_-]*)*)$", "state path (or '*')")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SettingSpec(_Strict):
+    """A typed value that code reads from the lifecycle and users may override."""
+
+    type: Literal["int", "float", "bool", "str"]
+    default: int | float | bool | str
+    description: str = ""
+    env: str | None = Field(default=None, pattern=r"^[A-Z][A-Z0-9_]*$",
+                            description="an extra environment variable that overrides it")
+    min: float | None = None
+    max: float | None = None
+
+
+class DelayedTransition(_Strict):
+    """A transition taken when the state has been active for ``ms`` milliseconds (XState's
+    ``after``). The timer is armed on entry and cancelled on exit."""
+
+    ms: Annotated[int, Field(ge=0)] | Annotated[str, Field(pattern=IDENTIFIER)] = Field(
+        description="milliseconds, or the name of an int setting that holds them")
+    trigger: str = Field(default="timeout", pattern=IDENTIFIER,
+                         description="the event the timer raises; it can also be sent by code")
+    dest: str | None = Field(default=None, pattern=STATE_PATH,
+                             description="absolute state path; omit for an internal transition")
+    guards: Names = Field(default_factory=list)
+    unless: Names = Field(default_factory=list)
+    actions: Names = Field(default_factory=list)
+    description: str = ""
+
+
+class StateSpec(_Strict):
+    """A state. A state with ``states`` is compound and needs an ``initial`` child."""
+
+    description: str = ""
+    initial: str | None = Field(default=None, pattern=STATE_NAME)
+    final: bool = False
+    entry: Names = Field(default_factory=list)
+    exit: Names = Field(default_factory=list)
+    after: list[DelayedTransition] = Field(default_factory=list)
+    states: dict[Annotated[str, Field(pattern=STATE_NAME)], StateSpec] = Field(default_factory=dict)
+
+
+class TransitionSpec(_Strict):
+    """A transition. Sources and destinations are absolute ``.`` paths; a transition from a
+    compound state applies in all of its descendants."""
+
+    trigger: str = Field(pattern=IDENTIFIER)
+    source: SourceNames
+    dest: str | None = Field(default=None, pattern=STATE_PATH,
+                             description="absolute state path; omit for an internal transition")
+    guards: Names = Field(default_factory=list)
+    unless: Names = Field(default_factory=list)
+    actions: Names = Field(default_factory=list)
+    description: str = ""
+
+
+class StatechartSpec(_Strict):
+    """One lifecycle, as a team edits it."""
+
+    statechart: str = Field(pattern=IDENTIFIER, description="the lifecycle's name")
+    version: int = 1
+    description: str = ""
+    settings: dict[Annotated[str, Field(pattern=IDENTIFIER)], SettingSpec] = Field(default_factory=dict)
+    context: dict[str, Any] = Field(default_factory=dict,
+                                    description="initial values of the per-instance context")
+    initial: str = Field(pattern=STATE_NAME)
+    states: dict[Annotated[str, Field(pattern=STATE_NAME)], StateSpec]
+    transitions: list[TransitionSpec] = Field(default_factory=list)
+
+
+def json_schema() -> dict[str, Any]:
+    schema = StatechartSpec.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "Orion statechart"
+    return schema

@@ -1,0 +1,83 @@
+"""Typed statechart settings and their overrides.
+
+Precedence, lowest first: the statechart's ``default``, the workspace's ``orion.yaml``, the
+setting's own ``env`` variable (e.g. ``WRITE_SESSION_IDLE_MS``), then
+``ORION_<STATECHART>_<SETTING>`` (e.g. ``ORION_WRITE_SESSION_IDLE_MS``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from orion.errors import ConfigError
+from orion.statechart.schema import SettingSpec, StatechartSpec
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def coerce(setting: SettingSpec, value: Any, where: str) -> Any:
+    """``value`` as the setting's type, within its bounds; ``ValueError`` names ``where``."""
+    kind = setting.type
+    try:
+        if kind == "bool":
+            if isinstance(value, bool):
+                result: Any = value
+            elif isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+                result = value.strip().lower() in _TRUE
+            else:
+                raise ValueError
+        elif kind == "int":
+            if isinstance(value, bool) or isinstance(value, float):
+                raise ValueError
+            result = int(value.strip()) if isinstance(value, str) else int(value)
+        elif kind == "float":
+            if isinstance(value, bool):
+                raise ValueError
+            result = float(value)
+        else:
+            if not isinstance(value, str):
+                raise ValueError
+            result = value
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: expected {kind}, got {value!r}") from None
+    if kind in ("int", "float"):
+        if setting.min is not None and result < setting.min:
+            raise ValueError(f"{where}: {result} is below the minimum {setting.min:g}")
+        if setting.max is not None and result > setting.max:
+            raise ValueError(f"{where}: {result} is above the maximum {setting.max:g}")
+    return result
+
+
+def env_names(spec: StatechartSpec, name: str) -> list[str]:
+    """Environment variables that override setting ``name``, weakest first."""
+    setting = spec.settings[name]
+    names = [setting.env] if setting.env else []
+    return names + [f"ORION_{spec.statechart}_{name}".upper()]
+
+
+def resolve(spec: StatechartSpec, overrides: Mapping[str, Any] | None = None,
+            env: Mapping[str, str] | None = None, *, origin: str = "overrides") -> Mapping[str, Any]:
+    """The effective settings of ``spec``. Raises :class:`ConfigError` naming the bad source."""
+    overrides = dict(overrides or {})
+    unknown = sorted(set(overrides) - set(spec.settings))
+    if unknown:
+        raise ConfigError(f"{origin}: statechart {spec.statechart!r} has no setting "
+                          f"{', '.join(map(repr, unknown))} (it has: "
+                          f"{', '.join(spec.settings) or 'none'})")
+    values: dict[str, Any] = {}
+    for name, setting in spec.settings.items():
+        candidates = [(setting.default, f"settings.{name}.default")]
+        if name in overrides:
+            candidates.append((overrides[name], f"{origin}: {spec.statechart}.{name}"))
+        for var in env_names(spec, name):
+            if env is not None and var in env:
+                candidates.append((env[var], f"environment variable {var}"))
+        value, where = candidates[-1]
+        try:
+            values[name] = coerce(setting, value, where)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    return MappingProxyType(values)

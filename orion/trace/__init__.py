@@ -1,0 +1,1 @@
+"""Trace events and their storage."""

@@ -1,0 +1,92 @@
+"""Counters, guards and model prompts of the write-session statechart.
+
+Prompts for the model are appended to the lifecycle's ``outbox`` context list, which the runtime
+drains before its next model request. Keeping them in the context means a pending prompt is part
+of the snapshot and survives a crash.
+"""
+
+from __future__ import annotations
+
+from orion import hookimpl
+
+DONE_PROMPT = "If you're finished, reply with DONE on its own line; otherwise continue."
+
+
+def _prompt(lifecycle, text: str) -> None:
+    lifecycle.context.setdefault("outbox", []).append(text)
+
+
+def done_line(lifecycle) -> str:
+    """The terminator the model must send: ``DONE``, or ``DONE <short id>`` in strict mode."""
+    return f"DONE {lifecycle.id[:8]}" if lifecycle.settings.get("strict_done") else "DONE"
+
+
+def prompt_for_done(lifecycle, transition) -> None:
+    text = DONE_PROMPT
+    if lifecycle.settings.get("strict_done"):
+        text = text.replace("with DONE", f"with {done_line(lifecycle)}")
+    _prompt(lifecycle, text)
+
+
+def count_continuation(lifecycle, transition) -> None:
+    lifecycle.context["continuations"] = lifecycle.context.get("continuations", 0) + 1
+
+
+def count_correction(lifecycle, transition) -> None:
+    lifecycle.context["corrections"] = lifecycle.context.get("corrections", 0) + 1
+
+
+def request_continuation(lifecycle, transition) -> None:
+    payload = transition.payload
+    n, limit = lifecycle.context["continuations"], lifecycle.settings["max_continuations"]
+    tail = payload.get("last_lines") or []
+    quoted = "\n".join(f"> {line}" for line in tail)
+    _prompt(lifecycle,
+            f"Your output was cut off. {payload.get('lines', 0)} lines are saved "
+            f"(continuation {n}/{limit}). The last lines received were:\n{quoted}\n"
+            "Continue exactly where you stopped, without repeating anything, and end with "
+            f"{done_line(lifecycle)} on its own line.")
+
+
+def request_corrections(lifecycle, transition) -> None:
+    issues = transition.payload.get("issues") or []
+    lines = [f"- line {i.get('line')}: {i.get('context', '')!s} ({i.get('message', '')})"
+             for i in issues]
+    _prompt(lifecycle,
+            f"The content has {len(issues)} issue(s) (correction round "
+            f"{lifecycle.context['corrections']}/{lifecycle.settings['max_corrections']}):\n"
+            + "\n".join(lines)
+            + "\nReply only with corrected lines, one per line, as `L<line>: <corrected line>`.")
+
+
+def mark_incomplete(lifecycle, transition) -> None:
+    lifecycle.context["status"] = "incomplete"
+
+
+def mark_replaced(lifecycle, transition) -> None:
+    lifecycle.context["safe_replacement"] = True
+
+
+def has_content(lifecycle, transition) -> bool:
+    return int(transition.payload.get("bytes", lifecycle.context.get("bytes", 0))) > 0
+
+
+def continuations_left(lifecycle, transition) -> bool:
+    return lifecycle.context.get("continuations", 0) < lifecycle.settings["max_continuations"]
+
+
+def corrections_left(lifecycle, transition) -> bool:
+    return lifecycle.context.get("corrections", 0) < lifecycle.settings["max_corrections"]
+
+
+@hookimpl
+def register_actions(register):
+    for action in (prompt_for_done, count_continuation, count_correction, request_continuation,
+                   request_corrections, mark_incomplete, mark_replaced):
+        register(action.__name__, action)
+
+
+@hookimpl
+def register_guards(register):
+    for guard in (has_content, continuations_left, corrections_left):
+        register(guard.__name__, guard)
