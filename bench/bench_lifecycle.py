@@ -1,0 +1,312 @@
+"""Orion lifecycle benchmark: Orion's cost against bare ``transitions``, in one process.
+
+Run from the repository root with the project's virtualenv::
+
+    .venv/bin/python bench/bench_lifecycle.py            # prints figures, always exits 0
+    .venv/bin/python bench/bench_lifecycle.py --check    # exits 1 when a target is missed
+
+Two measurements, each beside a bare ``transitions`` baseline timed in the same run:
+
+1. state-changing events/s through an Orion lifecycle with five no-op
+   ``lifecycle_transition`` observers, against a bare ``HierarchicalMachine`` of the same shape
+   driven through the same event sequence. Target: Orion costs at most 2.0x the bare time.
+2. lifecycle instances/s from the compiled ``statecharts/write_session.yaml`` (built-in
+   plugins, shared ``VirtualClock``), against ``add_model``/``remove_model`` of bare models on
+   a pre-built ``HierarchicalMachine`` of the same shape. Target: at least 5,000 instances/s.
+
+Timing: ``time.perf_counter``; a warm-up batch per side; batches sized by calibration to about
+``--batch-seconds``; baseline and Orion batches interleaved (alternating which goes first);
+the best (fastest) of ``--reps`` batches per side is reported. The garbage collector is
+disabled inside timed batches (as ``timeit`` does) and collected between them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pluggy
+import transitions
+import yaml
+from transitions.extensions.nesting import HierarchicalMachine
+
+import orion
+from orion.clock import VirtualClock
+from orion.plugins import make_plugin_manager
+from orion.statechart.definition import load_definition
+
+REPO = Path(__file__).resolve().parent.parent
+WRITE_SESSION = REPO / "statecharts" / "write_session.yaml"
+
+MAX_EVENT_COST_RATIO = 2.0
+MIN_INSTANCES_PER_S = 5_000.0
+
+# -- measurement 1: the cycle statechart ------------------------------------------------------
+
+CYCLE_YAML = textwrap.dedent("""\
+    statechart: bench_cycle
+    description: Nested states and a cycle of state-changing events; no guards or actions.
+    initial: idle
+    states:
+      idle: {}
+      active:
+        initial: a
+        states:
+          a: {}
+          b: {}
+    transitions:
+      - {trigger: start, source: idle,     dest: active}
+      - {trigger: flip,  source: active.a, dest: active.b}
+      - {trigger: flop,  source: active.b, dest: active.a}
+      - {trigger: stop,  source: active,   dest: idle}
+    """)
+
+#: idle -> active.a -> active.b -> active.a -> active.b -> active.a -> active.b -> idle.
+#: Every event changes the leaf state; the cycle ends where it started.
+CYCLE = ["start", "flip", "flop", "flip", "flop", "flip", "stop"]
+EXPECTED = ["active.a", "active.b", "active.a", "active.b", "active.a", "active.b", "idle"]
+
+
+def make_observer(index: int) -> object:
+    """A distinct plugin object (its own class) with a no-op ``lifecycle_transition``."""
+
+    @orion.hookimpl
+    def lifecycle_transition(self, lifecycle, transition):
+        pass
+
+    cls = type(f"NoopObserver{index}", (), {"lifecycle_transition": lifecycle_transition})
+    return cls()
+
+
+def bare_cycle_machine() -> tuple[HierarchicalMachine, Any]:
+    """The cycle statechart as a bare machine with one model: same states, transitions and
+    machine options as Orion's compiled machine (``_`` is the separator; names have none)."""
+
+    class Model:
+        pass
+
+    model = Model()
+    states = ["idle", {"name": "active", "initial": "a", "children": ["a", "b"]}]
+    trans = [
+        {"trigger": "start", "source": "idle", "dest": "active"},
+        {"trigger": "flip", "source": "active_a", "dest": "active_b"},
+        {"trigger": "flop", "source": "active_b", "dest": "active_a"},
+        {"trigger": "stop", "source": "active", "dest": "idle"},
+    ]
+    machine = HierarchicalMachine(model=model, states=states, transitions=trans, initial="idle",
+                                  auto_transitions=False, send_event=True,
+                                  ignore_invalid_triggers=False)
+    return machine, model
+
+
+# -- measurement 2: the write_session shape as a bare machine ---------------------------------
+
+def _camel(name: str) -> str:
+    """``session_active`` -> ``sessionActive``: ``_`` is the bare machine's separator."""
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def _bare_path(path: str) -> str:
+    return "_".join(_camel(p) for p in path.split("."))
+
+
+def bare_machine_like(yaml_path: Path) -> HierarchicalMachine:
+    """A model-less machine with the statechart's states and transitions (timers become their
+    trigger's internal transition, as Orion compiles them). Guards and actions are left out:
+    they do not change what ``add_model`` does."""
+    doc = yaml.safe_load(yaml_path.read_text(encoding="utf-8"))
+
+    def state(name: str, spec: dict[str, Any] | None) -> Any:
+        spec = spec or {}
+        if not spec.get("states"):
+            return _camel(name)
+        return {"name": _camel(name), "initial": _camel(spec["initial"]),
+                "children": [state(n, s) for n, s in spec["states"].items()]}
+
+    trans = []
+    for t in doc.get("transitions", []):
+        source = t["source"]
+        source = [_bare_path(s) for s in ([source] if isinstance(source, str) else source)]
+        dest = _bare_path(t["dest"]) if t.get("dest") else None
+        trans.append({"trigger": t["trigger"], "source": source, "dest": dest})
+
+    def timers(prefix: str, states: dict[str, Any]) -> None:
+        for name, spec in (states or {}).items():
+            spec = spec or {}
+            path = f"{prefix}{name}"
+            for after in spec.get("after", []):
+                trans.append({"trigger": after.get("trigger", "timeout"),
+                              "source": _bare_path(path),
+                              "dest": _bare_path(after["dest"]) if after.get("dest") else None})
+            timers(f"{path}.", spec.get("states"))
+
+    timers("", doc["states"])
+    return HierarchicalMachine(model=None, states=[state(n, s) for n, s in doc["states"].items()],
+                               transitions=trans, initial=_camel(doc["initial"]),
+                               auto_transitions=False, send_event=True,
+                               ignore_invalid_triggers=False)
+
+
+# -- timing ------------------------------------------------------------------------------------
+
+def timed(fn: Callable[[int], None], n: int) -> float:
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        fn(n)
+        return time.perf_counter() - start
+    finally:
+        gc.enable()
+
+
+def calibrate(fn: Callable[[int], None], target_s: float) -> int:
+    """Batch size (in units of ``fn``'s argument) that takes about ``target_s``."""
+    n = 1
+    while True:
+        elapsed = timed(fn, n)
+        if elapsed >= target_s / 10 or n >= 10_000_000:
+            return max(1, int(n * target_s / max(elapsed, 1e-9)))
+        n *= 4
+
+
+def compare(bare: Callable[[int], None], orion_fn: Callable[[int], None], *, reps: int,
+            batch_s: float) -> tuple[int, float, float]:
+    """``(n, best bare seconds, best orion seconds)`` for batches of ``n``, interleaved."""
+    n = calibrate(bare, batch_s)
+    # The batch is sized on the baseline; cap it so a slow Orion cannot blow the time budget.
+    n = min(n, max(1, calibrate(orion_fn, batch_s * MAX_EVENT_COST_RATIO)))
+    timed(bare, n)  # warm-up
+    timed(orion_fn, n)
+    best_bare = best_orion = float("inf")
+    for rep in range(reps):
+        pair = [(bare, "bare"), (orion_fn, "orion")]
+        if rep % 2:
+            pair.reverse()
+        for fn, side in pair:
+            elapsed = timed(fn, n)
+            if side == "bare":
+                best_bare = min(best_bare, elapsed)
+            else:
+                best_orion = min(best_orion, elapsed)
+    return n, best_bare, best_orion
+
+
+# -- the two measurements ----------------------------------------------------------------------
+
+def measure_events(tmp: Path, reps: int, batch_s: float) -> dict[str, Any]:
+    path = tmp / "bench_cycle.yaml"
+    path.write_text(CYCLE_YAML, encoding="utf-8")
+    pm = make_plugin_manager(entrypoints=False)
+    for i in range(5):
+        pm.register(make_observer(i), name=f"bench-observer-{i}")
+    impls = [impl for impl in pm.hook.lifecycle_transition.get_hookimpls()
+             if impl.plugin_name.startswith("bench-observer-")]
+    assert len(impls) == 5, impls
+    definition = load_definition(path, plugins=pm, env={})
+    lifecycle = definition.create(clock=VirtualClock())
+    machine, model = bare_cycle_machine()
+
+    # Same sequence, same states, on both sides (checked once, outside the timing).
+    for trigger, expected in zip(CYCLE, EXPECTED):
+        assert lifecycle.trigger(trigger) is True
+        assert lifecycle.state == expected, (trigger, lifecycle.state, expected)
+        assert getattr(model, trigger)() is True
+        assert model.state == expected.replace(".", "_"), (trigger, model.state, expected)
+
+    orion_trigger = lifecycle.trigger
+    bare_triggers = [getattr(model, t) for t in CYCLE]  # partial(machine.trigger_event, model, t)
+
+    def run_orion(cycles: int) -> None:
+        for _ in range(cycles):
+            for t in CYCLE:
+                orion_trigger(t)
+
+    def run_bare(cycles: int) -> None:
+        for _ in range(cycles):
+            for fire in bare_triggers:
+                fire()
+
+    cycles, bare_s, orion_s = compare(run_bare, run_orion, reps=reps, batch_s=batch_s)
+    assert lifecycle.state == "idle" and model.state == "idle"
+    assert not pm.failures, pm.failures
+    events = cycles * len(CYCLE)
+    ratio = orion_s / bare_s
+    return {"events": events, "bare_per_s": events / bare_s, "orion_per_s": events / orion_s,
+            "ratio": ratio, "ok": ratio <= MAX_EVENT_COST_RATIO}
+
+
+def measure_instances(reps: int, batch_s: float) -> dict[str, Any]:
+    pm = make_plugin_manager(entrypoints=False)
+    definition = load_definition(WRITE_SESSION, plugins=pm, env={})
+    clock = VirtualClock()
+    machine = bare_machine_like(WRITE_SESSION)
+
+    class BareModel:
+        pass
+
+    sample = BareModel()
+    machine.add_model(sample)
+    first = definition.create(clock=clock)
+    assert sample.state == _bare_path(first.state), (sample.state, first.state)
+    machine.remove_model(sample)
+
+    create = definition.create
+    add, remove = machine.add_model, machine.remove_model
+
+    def run_orion(n: int) -> None:
+        for _ in range(n):
+            create(clock=clock)
+
+    def run_bare(n: int) -> None:
+        for _ in range(n):
+            obj = BareModel()
+            add(obj)
+            remove(obj)
+
+    n, bare_s, orion_s = compare(run_bare, run_orion, reps=reps, batch_s=batch_s)
+    assert not machine.models
+    assert not pm.failures, pm.failures
+    orion_per_s = n / orion_s
+    return {"instances": n, "bare_per_s": n / bare_s, "orion_per_s": orion_per_s,
+            "ratio": orion_s / bare_s, "ok": orion_per_s >= MIN_INSTANCES_PER_S}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 when a target is missed (default: always exit 0)")
+    parser.add_argument("--reps", type=int, default=7,
+                        help="timed batches per side and measurement; the best counts (7)")
+    parser.add_argument("--batch-seconds", type=float, default=0.15,
+                        help="approximate duration of one baseline batch (0.15)")
+    args = parser.parse_args(argv)
+
+    print(f"Orion lifecycle benchmark: python {sys.version.split()[0]}, "
+          f"transitions {transitions.__version__}, pluggy {pluggy.__version__}; "
+          f"best of {args.reps} interleaved batches per side")
+    with tempfile.TemporaryDirectory(prefix="orion-bench-") as tmp:
+        ev = measure_events(Path(tmp), args.reps, args.batch_seconds)
+    print(f"[1] events/s, 5 observers  orion {ev['orion_per_s']:>10,.0f}/s   "
+          f"bare transitions {ev['bare_per_s']:>10,.0f}/s   "
+          f"cost ratio {ev['ratio']:.2f}x (orion time / bare time; target <= "
+          f"{MAX_EVENT_COST_RATIO:.1f}x)   {'OK' if ev['ok'] else 'MISS'}")
+    inst = measure_instances(args.reps, args.batch_seconds)
+    print(f"[2] instances/s, write_session  orion {inst['orion_per_s']:>10,.0f}/s   "
+          f"bare add+remove_model {inst['bare_per_s']:>10,.0f}/s   "
+          f"cost ratio {inst['ratio']:.2f}x (orion time / bare time)   "
+          f"target >= {MIN_INSTANCES_PER_S:,.0f}/s   {'OK' if inst['ok'] else 'MISS'}")
+    missed = not (ev["ok"] and inst["ok"])
+    return 1 if args.check and missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""The ``orion`` command line. Data goes to stdout; human messages go to stderr.
+
+Exit codes: 0 ok, 1 failed (invalid statecharts, a failed run), 2 usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from orion import __version__
+from orion.errors import ConfigError, PluginError, StatechartError
+from orion.plugins import PluginManager, default_plugin_manager
+from orion.statechart import builtin_statecharts
+from orion.statechart.definition import load_definition, parse
+from orion.statechart.diagram import mermaid
+from orion.statechart.schema import json_schema
+
+err = Console(stderr=True, highlight=False)
+
+
+def _plugins() -> PluginManager:
+    try:
+        return default_plugin_manager()
+    except PluginError as exc:
+        raise click.UsageError(str(exc)) from exc  # exit 2: the installation is misconfigured
+
+
+def _statechart_files(paths: tuple[str, ...]) -> list[Path]:
+    if not paths:
+        return builtin_statecharts()
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted([*path.glob("*.yaml"), *path.glob("*.yml")])
+            if not found:
+                raise click.BadParameter(f"no .yaml files in directory {raw}", param_hint="FILES")
+            files.extend(found)
+        else:
+            files.append(path)
+    return files
+
+
+def _resolve_chart(name_or_path: str) -> Path:
+    """A file path, or the name of a built-in statechart such as ``write_session``."""
+    path = Path(name_or_path)
+    if path.exists():
+        return path
+    for builtin in builtin_statecharts():
+        if builtin.stem == name_or_path:
+            return builtin
+    names = ", ".join(p.stem for p in builtin_statecharts())
+    raise click.BadParameter(f"{name_or_path!r} is neither a file nor a built-in statechart "
+                             f"({names})", param_hint="FILE")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="orion")
+def cli() -> None:
+    """Orion: reliable LLM tool runtimes with YAML statechart lifecycles and plugins."""
+
+
+@cli.command()
+@click.argument("files", nargs=-1, type=click.Path(exists=True))
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+def check(files: tuple[str, ...], as_json: bool) -> None:
+    """Validate statecharts (default: the built-in ones).
+
+    Prints each finding as path:line:col: message. Exits 1 when any file has errors.
+    """
+    pm = _plugins()
+    results: list[dict[str, Any]] = []
+    failed = 0
+    for path in _statechart_files(files):
+        _, spec, diagnostics = parse(path, pm)
+        ok = spec is not None and not diagnostics
+        failed += not ok
+        results.append({"path": str(path), "ok": ok,
+                        "statechart": spec.statechart if spec else None,
+                        "errors": [{"line": d.line, "column": d.column, "message": d.message}
+                                   for d in diagnostics]})
+        if not as_json:
+            for d in diagnostics:
+                click.echo(str(d))
+            if ok:
+                err.print(f"[green]ok[/green] {path} ({spec.statechart})")
+    if as_json:
+        click.echo(json.dumps(results, indent=2))
+    elif failed:
+        err.print(f"[red]{failed} of {len(results)} file(s) failed[/red]")
+    sys.exit(1 if failed else 0)
+
+
+@cli.command()
+def schema() -> None:
+    """Print the JSON Schema of the statechart format (for editors and CI)."""
+    click.echo(json.dumps(json_schema(), indent=2))
+
+
+@cli.command()
+@click.argument("file")
+@click.option("--highlight", metavar="STATE", help="A state path to mark as active.")
+def diagram(file: str, highlight: str | None) -> None:
+    """Print a Mermaid stateDiagram-v2 of FILE (a path or a built-in name)."""
+    pm = _plugins()
+    path = _resolve_chart(file)
+    try:
+        definition = load_definition(path, plugins=pm)
+    except (StatechartError, ConfigError) as exc:
+        click.echo(str(exc))
+        sys.exit(1)
+    if highlight is not None and highlight not in definition.nodes:
+        raise click.BadParameter(f"{highlight!r} is not a state of {definition.name} "
+                                 f"(states: {', '.join(definition.nodes)})",
+                                 param_hint="--highlight")
+    click.echo(mermaid(definition.spec, highlight=highlight, settings=dict(definition.settings)),
+               nl=False)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+def plugins(as_json: bool) -> None:
+    """List the loaded plugins and the hooks each implements."""
+    pm = _plugins()
+    rows = []
+    for name, plugin in sorted(pm.list_name_plugin()):
+        origin = pm.origins.get(name)
+        rows.append({
+            "name": name,
+            "kind": origin.kind if origin else "registered",
+            "distribution": origin.distribution if origin else None,
+            "version": origin.version if origin else None,
+            "hooks": sorted(caller.name for caller in pm.get_hookcallers(plugin) or []),
+        })
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    from rich.table import Table
+
+    table = Table("plugin", "kind", "version", "hooks")
+    for row in rows:
+        table.add_row(row["name"], row["kind"], row["version"] or "", ", ".join(row["hooks"]))
+    Console().print(table)
+
+
+@cli.command()
+@click.option("--workspace", type=click.Path(file_okay=False), default=None,
+              help="Where the demo writes its files (default: a new temporary directory).")
+def demo(workspace: str | None) -> None:
+    """Play Orion's two lifecycles and show what happens."""
+    from orion.demo import run_demo
+
+    sys.exit(run_demo(workspace))
+
+
+def main() -> None:
+    try:
+        _plugins().hook.register_commands(cli=cli)
+    except click.UsageError as exc:
+        err.print(f"[red]error:[/red] {exc.message}")
+        sys.exit(2)
+    cli(prog_name="orion")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
