@@ -6,6 +6,7 @@ Exit codes: 0 ok, 1 failed (invalid statecharts, a failed run), 2 usage or confi
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,26 +15,37 @@ import click
 from rich.console import Console
 
 from orion import __version__
+from orion.config import WorkspaceConfig, load_config
 from orion.errors import ConfigError, PluginError, StatechartError
-from orion.plugins import PluginManager, default_plugin_manager
+from orion.plugins import PluginManager, default_plugin_manager, make_plugin_manager
 from orion.statechart import builtin_statecharts
 from orion.statechart.definition import load_definition, parse
 from orion.statechart.diagram import mermaid
 from orion.statechart.schema import json_schema
+from orion.statechart.settings import resolve as resolve_settings
 
 err = Console(stderr=True, highlight=False)
 
 
-def _plugins() -> PluginManager:
+def _plugins(config: WorkspaceConfig | None = None) -> PluginManager:
     try:
+        if config is not None and config.model.plugins.disable:
+            return make_plugin_manager(blocked=config.model.plugins.disable)
         return default_plugin_manager()
     except PluginError as exc:
         raise click.UsageError(str(exc)) from exc  # exit 2: the installation is misconfigured
 
 
-def _statechart_files(paths: tuple[str, ...]) -> list[Path]:
+def _config(workspace: str) -> WorkspaceConfig:
+    try:
+        return load_config(workspace)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+
+def _statechart_files(paths: tuple[str, ...], config: WorkspaceConfig) -> list[Path]:
     if not paths:
-        return builtin_statecharts()
+        return builtin_statecharts() + config.statechart_paths()
     files: list[Path] = []
     for raw in paths:
         path = Path(raw)
@@ -66,28 +78,43 @@ def cli() -> None:
     """Orion: reliable LLM tool runtimes with YAML statechart lifecycles and plugins."""
 
 
+WORKSPACE = click.option("--workspace", type=click.Path(file_okay=False), default=".",
+                         show_default=True, help="The workspace whose orion.yaml applies.")
+
+
 @cli.command()
 @click.argument("files", nargs=-1, type=click.Path(exists=True))
+@WORKSPACE
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
-def check(files: tuple[str, ...], as_json: bool) -> None:
-    """Validate statecharts (default: the built-in ones).
+def check(files: tuple[str, ...], workspace: str, as_json: bool) -> None:
+    """Validate statecharts (default: the built-in ones and those in orion.yaml).
 
-    Prints each finding as path:line:col: message. Exits 1 when any file has errors.
+    Setting overrides from orion.yaml and the environment are checked too. Prints each finding
+    as path:line:col: message. Exits 1 when any file has errors.
     """
-    pm = _plugins()
+    config = _config(workspace)
+    pm = _plugins(config)
     results: list[dict[str, Any]] = []
     failed = 0
-    for path in _statechart_files(files):
+    for path in _statechart_files(files, config):
         _, spec, diagnostics = parse(path, pm)
-        ok = spec is not None and not diagnostics
+        errors = [{"line": d.line, "column": d.column, "message": d.message, "text": str(d)}
+                  for d in diagnostics]
+        if spec is not None and not diagnostics:
+            try:
+                resolve_settings(spec, config.overrides(spec.statechart), os.environ,
+                                 origin=config.origin(spec.statechart))
+            except ConfigError as exc:  # the message names orion.yaml:line:col or the variable
+                errors.append({"line": None, "column": None, "message": str(exc),
+                               "text": f"{exc} (overriding a setting of {path})"})
+        ok = spec is not None and not errors
         failed += not ok
         results.append({"path": str(path), "ok": ok,
                         "statechart": spec.statechart if spec else None,
-                        "errors": [{"line": d.line, "column": d.column, "message": d.message}
-                                   for d in diagnostics]})
+                        "errors": [{k: v for k, v in e.items() if k != "text"} for e in errors]})
         if not as_json:
-            for d in diagnostics:
-                click.echo(str(d))
+            for error in errors:
+                click.echo(error["text"])
             if ok:
                 err.print(f"[green]ok[/green] {path} ({spec.statechart})")
     if as_json:
