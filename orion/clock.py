@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import math
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -42,16 +43,22 @@ class RealClock:
 
 
 class _VirtualTimer:
-    __slots__ = ("deadline", "seq", "callback", "cancelled")
+    """``deadline`` is when it fires (never before it was armed); ``requested`` is the deadline
+    asked for, which orders timers that were armed already overdue."""
 
-    def __init__(self, deadline: float, seq: int, callback: Callable[[], object]):
-        self.deadline, self.seq, self.callback, self.cancelled = deadline, seq, callback, False
+    __slots__ = ("deadline", "requested", "seq", "callback", "cancelled")
+
+    def __init__(self, deadline: float, requested: float, seq: int,
+                 callback: Callable[[], object]):
+        self.deadline, self.requested, self.seq = deadline, requested, seq
+        self.callback, self.cancelled = callback, False
 
     def cancel(self) -> None:
         self.cancelled = True
 
     def __lt__(self, other: _VirtualTimer) -> bool:
-        return (self.deadline, self.seq) < (other.deadline, other.seq)
+        return ((self.deadline, self.requested, self.seq)
+                < (other.deadline, other.requested, other.seq))
 
 
 class VirtualClock:
@@ -67,7 +74,10 @@ class VirtualClock:
         return self._now
 
     def call_at(self, deadline_ms: float, callback: Callable[[], object]) -> TimerHandle:
-        timer = _VirtualTimer(max(float(deadline_ms), self._now), next(self._seq), callback)
+        if math.isnan(deadline_ms):
+            raise ValueError("a timer deadline cannot be NaN")
+        requested = float(deadline_ms)
+        timer = _VirtualTimer(max(requested, self._now), requested, next(self._seq), callback)
         heapq.heappush(self._heap, timer)
         return timer
 
@@ -79,6 +89,8 @@ class VirtualClock:
         """Move time forward by ``ms`` and fire what falls due; return how many fired."""
         if ms < 0:
             raise ValueError("time cannot go backwards")
+        if not math.isfinite(ms):
+            raise ValueError(f"cannot advance by {ms!r} ms: the amount must be finite")
         target = self._now + ms
         fired = 0
         while self._heap and self._heap[0].deadline <= target:

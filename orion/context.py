@@ -30,5 +30,9 @@ def build_context(pm: PluginManager, request: ContextRequest) -> list[ContextBlo
     for result in pm.hook.build_context(request=request):
         if result is None:
             continue
-        blocks.extend([result] if isinstance(result, ContextBlock) else result)
+        for block in [result] if isinstance(result, (ContextBlock, str, bytes)) else result:
+            if not isinstance(block, ContextBlock):
+                raise TypeError(f"build_context returned {type(block).__name__} "
+                                f"{block!r:.60}, not a ContextBlock")
+            blocks.append(block)
     return sorted(blocks, key=lambda b: (b.order, b.name))

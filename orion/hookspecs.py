@@ -12,7 +12,8 @@ A hook implementation may accept any subset of the arguments named here, in any 
 
 Observer hooks (``lifecycle_*`` and ``store_traces``) are isolated: an implementation that
 raises is reported on the plugin manager's ``failures`` and in the ``orion.plugins`` log, and the
-lifecycle goes on. Guards and ``authorize_tool_call`` fail closed: an error denies.
+lifecycle goes on. Guards and ``authorize_tool_call`` fail closed: an error denies, and the
+denial names the plugin. Other hooks' errors propagate to the caller.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ def finalize(lifecycle: Lifecycle, transition: Transition) -> Any:
 @hookspec
 def validate_content(request: ValidationRequest) -> Iterable[Issue] | None:
     """Return the issues found in ``request.content`` (bytes) bound for ``request.path``:
-    each with a line, a column, a code and a message."""
+    each with a line, a column, a code and a message. ``None`` (or nothing) when it is fine."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -133,11 +134,13 @@ def store_traces(events: Sequence[TraceEvent]) -> None:
 
 @hookspec
 def gate_tools(tools: Sequence[ToolSpec], request: GateRequest) -> Iterable[str] | None:
-    """Return the names of tools to withhold from the next model request. A tool is
-    advertised when no implementation withholds it."""
+    """Return the names of tools to withhold from the next model request (an iterable of
+    names, or one name), or ``None``. A tool is advertised when no implementation withholds
+    it."""
 
 
 @hookspec(firstresult=True)
 def authorize_tool_call(call: ToolCall, request: GateRequest) -> Decision | None:
     """Decide one tool call before it runs. The first non-``None`` decision wins; with none the
-    call is allowed. An implementation that raises denies the call (fail closed)."""
+    call is allowed. An implementation that raises, or returns something other than a
+    ``Decision``, denies the call (fail closed) with a reason that names the plugin."""

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import importlib
 import importlib.metadata
+import inspect
 import logging
 import os
 import pkgutil
+import re
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -24,6 +28,8 @@ BUILTIN_PACKAGE = "orion_plugins"
 #: Hooks whose failing implementations are reported and skipped instead of raised.
 OBSERVER_HOOKS = frozenset({"lifecycle_started", "lifecycle_transition", "lifecycle_finished",
                             "store_traces"})
+#: Hooks whose failing implementations deny instead of raising.
+FAIL_CLOSED_HOOKS = frozenset({"authorize_tool_call"})
 
 
 @dataclass(frozen=True)
@@ -60,34 +66,64 @@ class PluginManager(pluggy.PluginManager):
         try:
             registered = super().register(plugin, name)
         except pluggy.PluginValidationError as exc:
-            raise PluginError(f"plugin {label!r} is invalid: {exc}") from exc
+            detail = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+            hook = re.search(r"hook '(\w+)'", detail)
+            caller = getattr(self.hook, hook.group(1), None) if hook else None
+            if caller is not None and caller.spec is not None:
+                detail += (f" ({caller.name} takes: "
+                           f"{', '.join(caller.spec.argnames) or 'no arguments'})")
+            raise PluginError(f"plugin {label!r} is invalid: {detail}") from exc
         except ValueError as exc:
             raise PluginError(f"plugin {label!r} cannot be registered: {exc}") from exc
         if registered is None:  # blocked
             return None
-        self.origins[registered] = origin or PluginOrigin("registered", getattr(plugin, "__name__", None))
+        self.origins[registered] = origin or PluginOrigin("registered",
+                                                          getattr(plugin, "__name__", None))
         for caller in self.get_hookcallers(plugin) or []:
-            if caller.name in OBSERVER_HOOKS:
-                for impl in caller.get_hookimpls():
-                    if impl.plugin is plugin:
-                        impl.function = self._isolated(impl, caller.name)
+            for impl in caller.get_hookimpls():
+                if impl.plugin is not plugin:
+                    continue
+                if caller.name in OBSERVER_HOOKS:
+                    impl.function = self._isolated(impl, caller.name)  # type: ignore[misc]
+                elif caller.name in FAIL_CLOSED_HOOKS and not (impl.wrapper or impl.hookwrapper):
+                    impl.function = self._fail_closed(impl, caller.name)  # type: ignore[misc]
         self._registry = None
         return registered
 
     def unregister(self, plugin: object | None = None, name: str | None = None) -> Any:
+        # Look the name up first: once unregistered, ``get_name(plugin)`` no longer knows it.
+        if name is None and plugin is not None:
+            name = self.get_name(plugin)
         result = super().unregister(plugin, name)
         self._registry = None
-        if name or result is not None:
-            self.origins.pop(name or self.get_name(result) or "", None)
+        if name is not None:
+            self.origins.pop(name, None)
         return result
 
     def check(self) -> None:
-        """Fail on hook implementations that match no hook (a typo in a hook name)."""
-        try:
-            self.check_pending()
-        except pluggy.PluginValidationError as exc:
-            name = self.get_name(exc.plugin) if exc.plugin is not None else "?"
-            raise PluginError(f"plugin {name!r}: {exc}") from exc
+        """Fail on hook implementations that match no hook (a typo in a hook name), like
+        pluggy's ``check_pending``, with a message that names the plugin and the closest hook.
+        Implementations marked ``optionalhook=True`` are allowed."""
+        hooks = self.hook_names()
+        for name in sorted(vars(self.hook)):
+            caller = getattr(self.hook, name)
+            if name.startswith("_") or caller.has_spec():
+                continue
+            for impl in caller.get_hookimpls():
+                if impl.optionalhook:
+                    continue
+                origin = self.origins.get(impl.plugin_name)
+                where = (f" (from distribution {origin.distribution})"
+                         if origin is not None and origin.distribution else "")
+                close = difflib.get_close_matches(name, hooks, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise PluginError(f"plugin {impl.plugin_name!r}{where} implements unknown hook "
+                                  f"{name!r}{hint} (Orion's hooks: {', '.join(hooks)})")
+
+    def hook_names(self) -> list[str]:
+        """The names of every hook in :mod:`orion.hookspecs`."""
+        return sorted(name for name in vars(self.hook)
+                      if not name.startswith("_") and getattr(self.hook, name).has_spec())
 
     @property
     def registry(self):  # -> orion.registry.Registry
@@ -105,17 +141,27 @@ class PluginManager(pluggy.PluginManager):
         logger.warning("plugin %s failed in %s: %s", plugin, hook, failure.error)
 
     def _isolated(self, impl: pluggy.HookImpl, hook: str) -> Callable[..., Any]:
+        """Wrap an observer implementation so that what it raises is reported, not raised."""
         function, plugin = impl.function, impl.plugin_name
         report = self.report_failure
         if impl.wrapper or impl.hookwrapper:
-            def guarded_wrapper(*args: Any) -> Any:
-                gen = function(*args)
+            def guarded_wrapper(*args: Any, **kwargs: Any) -> Any:
+                gen = function(*args, **kwargs)
                 try:
                     next(gen)
+                except StopIteration:
+                    report(plugin, hook, RuntimeError("wrapper returned without yielding"))
+                    return (yield)
                 except Exception as exc:
                     report(plugin, hook, exc)
                     return (yield)
-                result = yield
+                try:
+                    result = yield
+                except BaseException:
+                    # Only a non-isolated error (KeyboardInterrupt, ...) gets here: let the
+                    # plugin's generator clean up and let the error through.
+                    gen.close()
+                    raise
                 try:
                     gen.send(result)
                 except StopIteration as stop:
@@ -126,15 +172,59 @@ class PluginManager(pluggy.PluginManager):
                 gen.close()
                 report(plugin, hook, RuntimeError("wrapper yielded more than once"))
                 return result
+            guarded_wrapper.__wrapped__ = function  # type: ignore[attr-defined]
             return guarded_wrapper
 
-        def guarded(*args: Any) -> Any:
+        def guarded(*args: Any, **kwargs: Any) -> Any:
             try:
-                return function(*args)
+                return function(*args, **kwargs)
             except Exception as exc:
                 report(plugin, hook, exc)
                 return None
+        guarded.__wrapped__ = function  # type: ignore[attr-defined]
         return guarded
+
+    def _fail_closed(self, impl: pluggy.HookImpl, hook: str) -> Callable[..., Any]:
+        """Wrap an ``authorize_tool_call`` implementation: an error, or a result that is not a
+        :class:`~orion.tools.gating.Decision`, becomes a denial that names the plugin. Decisions
+        without a ``plugin`` get the implementation's plugin name."""
+        from orion.tools.gating import Decision
+
+        function, plugin = impl.function, impl.plugin_name
+        report = self.report_failure
+
+        def fail_closed(*args: Any, **kwargs: Any) -> Any:
+            try:
+                decision = function(*args, **kwargs)
+            except Exception as exc:
+                report(plugin, hook, exc)
+                return Decision(False, f"plugin {plugin!r} failed in {hook}, so the call is "
+                                       f"denied: {type(exc).__name__}: {exc}", plugin)
+            if decision is None:
+                return None
+            if not isinstance(decision, Decision):
+                return Decision(False, f"plugin {plugin!r} returned "
+                                       f"{type(decision).__name__} from {hook}, not a Decision; "
+                                       "the call is denied", plugin)
+            return decision if decision.plugin else dataclasses.replace(decision, plugin=plugin)
+        fail_closed.__wrapped__ = function  # type: ignore[attr-defined]
+        return fail_closed
+
+    def culprit(self, hook: str, exc: BaseException) -> str:
+        """The plugin whose implementation of ``hook`` raised ``exc`` (from the traceback), or
+        ``"?"`` when no implementation's code is on it."""
+        caller = getattr(self.hook, hook, None)
+        codes: dict[Any, str] = {}
+        for impl in caller.get_hookimpls() if caller is not None else ():
+            function = inspect.unwrap(getattr(impl.function, "__func__", impl.function))
+            code = getattr(function, "__code__", None)
+            if code is not None:
+                codes[code] = impl.plugin_name
+        found, tb = "?", exc.__traceback__
+        while tb is not None:
+            found = codes.get(tb.tb_frame.f_code, found)
+            tb = tb.tb_next
+        return found
 
 
 def parse_allow_list(value: str | None) -> set[str] | None:
@@ -143,6 +233,11 @@ def parse_allow_list(value: str | None) -> set[str] | None:
     if value is None:
         return None
     return {part.strip() for part in value.split(",") if part.strip()}
+
+
+def canonical_distribution_name(name: str) -> str:
+    """PEP 503 normalization: ``My_Plugin``, ``my.plugin`` and ``my-plugin`` are one name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def builtin_modules() -> list[str]:
@@ -166,13 +261,20 @@ def load_builtins(pm: PluginManager, *, skip: Iterable[str] = ()) -> None:
 
 
 def load_entrypoints(pm: PluginManager, allow: set[str] | None) -> None:
+    """Load the plugins of entry-point group ``orion``; with ``allow``, only those whose
+    entry-point name or distribution name (in any PEP 503 spelling) it lists."""
+    allowed_dists = {canonical_distribution_name(a) for a in allow} if allow is not None else set()
     seen: set[str] = set()
+    dists: set[str] = set()
     for ep in importlib.metadata.entry_points(group=ENTRYPOINT_GROUP):
         dist = ep.dist.name if ep.dist is not None else None
+        if dist is not None:
+            dists.add(canonical_distribution_name(dist))
         if ep.name in seen:
             continue
         seen.add(ep.name)
-        if allow is not None and ep.name not in allow and dist not in allow:
+        if allow is not None and ep.name not in allow and (
+                dist is None or canonical_distribution_name(dist) not in allowed_dists):
             continue
         if pm.is_blocked(ep.name) or pm.has_plugin(ep.name):
             continue
@@ -182,19 +284,20 @@ def load_entrypoints(pm: PluginManager, allow: set[str] | None) -> None:
             raise PluginError(f"plugin {ep.name!r} ({ep.value}"
                               + (f", from distribution {dist}" if dist else "")
                               + f") failed to import: {type(exc).__name__}: {exc}") from exc
-        pm.register(plugin, ep.name, PluginOrigin(
-            "entrypoint", ep.value, dist, ep.dist.version if ep.dist is not None else None))
+        try:
+            pm.register(plugin, ep.name, PluginOrigin(
+                "entrypoint", ep.value, dist, ep.dist.version if ep.dist is not None else None))
+        except PluginError as exc:
+            if dist is None:
+                raise
+            raise PluginError(f"{exc} (from distribution {dist})") from exc
     if allow:
-        missing = sorted(allow - seen - {d for d in _distributions_in_group()})
+        missing = sorted(a for a in allow
+                         if a not in seen and canonical_distribution_name(a) not in dists)
         if missing:
             raise PluginError(f"ORION_LOAD_PLUGINS names {', '.join(map(repr, missing))}, but no "
                               f"installed plugin has that name (installed: "
                               f"{', '.join(sorted(seen)) or 'none'})")
-
-
-def _distributions_in_group() -> set[str]:
-    return {ep.dist.name for ep in importlib.metadata.entry_points(group=ENTRYPOINT_GROUP)
-            if ep.dist is not None}
 
 
 def make_plugin_manager(*, builtins: bool = True, entrypoints: bool = True,

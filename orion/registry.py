@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -11,6 +12,10 @@ from orion.tools.spec import ToolSpec
 
 if TYPE_CHECKING:
     from orion.plugins import PluginManager
+
+#: What a statechart accepts as a guard or action name (``orion.statechart.schema.PLUGIN_NAME``;
+#: not imported from there, because that package imports this module).
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]*")
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,10 @@ class Registry:
                 def register(name: str, function: Callable[..., Any], *,
                              _plugin: str = impl.plugin_name, _table: dict = table,
                              _kind: str = kind) -> None:
+                    if not isinstance(name, str) or not NAME.fullmatch(name):
+                        raise PluginError(f"plugin {_plugin!r} registered {_kind} {name!r}: a "
+                                          f"name must match {NAME.pattern} to be usable in a "
+                                          "statechart")
                     if not callable(function):
                         raise PluginError(f"plugin {_plugin!r} registered {_kind} {name!r} "
                                           "with something that is not callable")
@@ -60,8 +69,13 @@ class Registry:
 
 
 def _call(impl: Any, hook: str, **kwargs: Any) -> None:
+    """Call one implementation directly, so that what it registers is credited to its plugin."""
+    if impl.wrapper or impl.hookwrapper:
+        raise PluginError(f"plugin {impl.plugin_name!r}: {hook} cannot be a wrapper; it is called "
+                          "once per plugin, with nothing to wrap")
     try:
-        impl.function(*(kwargs[name] for name in impl.argnames))
+        impl.function(*(kwargs[name] for name in impl.argnames),
+                      **{name: kwargs[name] for name in impl.kwargnames if name in kwargs})
     except PluginError:
         raise
     except Exception as exc:

@@ -33,6 +33,11 @@ def collect_issues(pm: PluginManager, request: ValidationRequest) -> list[Issue]
     """All issues from every validator, in content order."""
     issues: list[Issue] = []
     for found in pm.hook.validate_content(request=request):
-        if found:
-            issues.extend(found)
+        if not found:
+            continue
+        for issue in [found] if isinstance(found, (Issue, str, bytes)) else found:
+            if not isinstance(issue, Issue):
+                raise TypeError(f"validate_content returned {type(issue).__name__} "
+                                f"{issue!r:.60}, not an Issue")
+            issues.append(issue)
     return sorted(issues, key=lambda i: (i.line, i.column, i.code))

@@ -62,32 +62,85 @@ def load_yaml(source: str | Path, *, text: str | None = None) -> SourceDocument:
     """Parse one YAML document from ``source`` (or from ``text``, reported as ``source``)."""
     path = str(source)
     if text is None:
-        try:
-            text = Path(source).read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise YamlSourceError([Diagnostic(path, 1, exc.start + 1,
-                                              f"not valid UTF-8 at byte {exc.start}")]) from exc
-        except OSError as exc:
-            raise YamlSourceError([Diagnostic(path, 1, 1, f"cannot read file: {exc.strerror}")]) from exc
-    loader = yaml.SafeLoader(text)
+        text = _read(path)
+    try:
+        loader = yaml.SafeLoader(text)  # the reader rejects unprintable characters here
+    except yaml.reader.ReaderError as exc:
+        line, col = _text_position(text, exc.position)
+        message = f"malformed YAML: {exc.reason}: {_character(exc.character)}"
+        raise YamlSourceError([Diagnostic(path, line, col, message)]) from exc
     try:
         root = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        problem = exc.problem or exc.context or "malformed YAML"
-        raise YamlSourceError([Diagnostic(path, line, col, f"malformed YAML: {problem}")]) from exc
+        raise YamlSourceError([Diagnostic(path, line, col,
+                                          f"malformed YAML: {_yaml_message(exc)}")]) from exc
     except yaml.YAMLError as exc:  # pragma: no cover - PyYAML marks nearly everything
         raise YamlSourceError([Diagnostic(path, 1, 1, f"malformed YAML: {exc}")]) from exc
     finally:
         loader.dispose()
-    if root is None:
+    if root is None or _is_empty(root):
         raise YamlSourceError([Diagnostic(path, 1, 1, "the file is empty")])
     builder = _Builder(path, loader)
     data = builder.build(root, ())
     if builder.problems:
         raise YamlSourceError(builder.problems)
     return SourceDocument(path, data, builder.positions, builder.key_positions)
+
+
+def _read(path: str) -> str:
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise YamlSourceError([Diagnostic(path, 1, 1, f"cannot read file: {reason}")]) from exc
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # Report where the bad byte is, as an editor shows it: line, and column in characters.
+        before = raw[: exc.start]
+        line = before.count(b"\n") + 1
+        start_of_line = before.rfind(b"\n") + 1
+        col = len(before[start_of_line:].decode("utf-8", errors="replace")) + 1
+        raise YamlSourceError([Diagnostic(
+            path, line, col, f"not valid UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start} "
+                             "(save the file as UTF-8)")]) from exc
+
+
+def _text_position(text: str, index: int) -> tuple[int, int]:
+    before = text[:index]
+    return before.count("\n") + 1, index - (before.rfind("\n") + 1) + 1
+
+
+def _character(char: object) -> str:
+    if isinstance(char, str) and len(char) == 1:
+        char = ord(char)
+    return f"U+{char:04X}" if isinstance(char, int) else repr(char)
+
+
+def _yaml_message(exc: yaml.MarkedYAMLError) -> str:
+    problem, context, mark = exc.problem, exc.context, exc.context_mark
+    if not problem:
+        return context or "malformed YAML"
+    if not context:
+        return problem
+    if problem.startswith("but "):  # "expected a single document in the stream, but found ..."
+        return f"{context}, {problem}"
+    if mark is not None and mark is not exc.problem_mark:
+        return f"{problem} ({context} started at line {mark.line + 1}, column {mark.column + 1})"
+    return f"{problem} ({context})"
+
+
+def _is_empty(node: yaml.Node) -> bool:
+    """A document with nothing in it, such as a lone ``---``."""
+    return (isinstance(node, yaml.ScalarNode) and node.value == "" and node.style is None
+            and node.tag == "tag:yaml.org,2002:null")
+
+
+_MAP_TAG = "tag:yaml.org,2002:map"
+_SEQ_TAG = "tag:yaml.org,2002:seq"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 class _Builder:
@@ -97,6 +150,7 @@ class _Builder:
         self.positions: dict[Loc, tuple[int, int]] = {}
         self.key_positions: dict[Loc, tuple[int, int]] = {}
         self.problems: list[Diagnostic] = []
+        self._open: set[int] = set()  # ids of the collections being built, to catch cycles
 
     @staticmethod
     def _pos(node: yaml.Node) -> tuple[int, int]:
@@ -108,29 +162,74 @@ class _Builder:
 
     def build(self, node: yaml.Node, loc: Loc) -> Any:
         self.positions[loc] = self._pos(node)
-        if isinstance(node, yaml.MappingNode):
-            self.loader.flatten_mapping(node)
-            result: dict[Any, Any] = {}
-            first_seen: dict[Any, yaml.Node] = {}
-            for key_node, value_node in node.value:
-                key = self._key(key_node)
-                if key in first_seen:
-                    line, _ = self._pos(first_seen[key])
-                    self._problem(key_node, f"duplicate key {key!r} (first defined on line {line}); "
-                                            "YAML would silently keep only the last one")
-                    continue
-                first_seen[key] = key_node
-                child = (*loc, key)
-                self.key_positions[child] = self._pos(key_node)
-                result[key] = self.build(value_node, child)
-            return result
-        if isinstance(node, yaml.SequenceNode):
-            return [self.build(item, (*loc, i)) for i, item in enumerate(node.value)]
+        if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+            if id(node) in self._open:
+                # The alias has no position of its own; its key has, if it is a mapping value.
+                line, col = self.key_positions.get(loc) or self._pos(node)
+                self.problems.append(Diagnostic(
+                    self.path, line, col, "an alias refers to a collection that contains it; "
+                                          "recursive data is not allowed"))
+                return None
+            expected = _MAP_TAG if isinstance(node, yaml.MappingNode) else _SEQ_TAG
+            if node.tag != expected:
+                self._problem(node, f"unsupported tag {node.tag!r}")
+                return None
+            self._open.add(id(node))
+            try:
+                if isinstance(node, yaml.MappingNode):
+                    return self._mapping(node, loc)
+                return [self.build(item, (*loc, i)) for i, item in enumerate(node.value)]
+            finally:
+                self._open.discard(id(node))
+        return self._construct(node)
+
+    def _construct(self, node: yaml.Node) -> Any:
         try:
             return self.loader.construct_object(node, deep=True)
         except yaml.constructor.ConstructorError as exc:
             self._problem(node, f"invalid value: {exc.problem}")
-            return None
+        except (ValueError, OverflowError) as exc:  # e.g. a timestamp such as 2024-13-01
+            self._problem(node, f"invalid value {node.value!r}: {exc}")
+        return None
+
+    def _mapping(self, node: yaml.MappingNode, loc: Loc) -> dict[Any, Any]:
+        # Keys written in this mapping override keys merged in with ``<<`` (as YAML defines);
+        # only a key written twice in the mapping itself is a duplicate.
+        own = [(k, v) for k, v in node.value if k.tag != _MERGE_TAG]
+        try:
+            self.loader.flatten_mapping(node)
+        except yaml.constructor.ConstructorError as exc:
+            mark = exc.problem_mark or node.start_mark
+            self.problems.append(Diagnostic(self.path, mark.line + 1, mark.column + 1,
+                                            f"invalid merge: {exc.problem}"))
+            return {}
+        merged = node.value[: len(node.value) - len(own)]
+        result: dict[Any, Any] = {}
+        for key_node, value_node in merged:  # later merged mappings lose, as in PyYAML
+            key = self._key(key_node)
+            child = (*loc, key)
+            self.key_positions[child] = self._pos(key_node)
+            result[key] = self.build(value_node, child)
+        first_seen: dict[Any, yaml.Node] = {}
+        for key_node, value_node in own:
+            key = self._key(key_node)
+            if key in first_seen:
+                line, _ = self._pos(first_seen[key])
+                self._problem(key_node, f"duplicate key {key!r} (first defined on line {line}); "
+                                        "YAML would silently keep only the last one")
+                continue
+            first_seen[key] = key_node
+            child = (*loc, key)
+            if key in result:  # overrides a merged key: forget the merged value's positions
+                self._forget(child)
+            self.key_positions[child] = self._pos(key_node)
+            result[key] = self.build(value_node, child)
+        return result
+
+    def _forget(self, loc: Loc) -> None:
+        for table in (self.positions, self.key_positions):
+            for stale in [k for k in table if k[: len(loc)] == loc]:
+                del table[stale]
 
     def _key(self, node: yaml.Node) -> Any:
         if not isinstance(node, yaml.ScalarNode):
@@ -140,6 +239,6 @@ class _Builder:
             self._problem(node, f"key {node.value!r} is read as a boolean by YAML 1.1; "
                                 f"quote it ('{node.value}') or choose another name")
             return node.value
-        value = self.loader.construct_object(node, deep=True)
+        value = self._construct(node)
         # Keys are looked up by name everywhere else, so numbers become their text.
         return value if isinstance(value, str) else node.value

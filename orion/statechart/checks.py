@@ -42,39 +42,95 @@ def check(doc: SourceDocument, names: Names | None = None) -> tuple[StatechartSp
     return spec, sorted(findings, key=lambda d: (d.line, d.column))
 
 
-def _all_fields() -> set[str]:
-    models: list[type[BaseModel]] = [schema.StatechartSpec, schema.StateSpec, schema.TransitionSpec,
-                                     schema.DelayedTransition, schema.SettingSpec]
-    return {name for model in models for name in model.model_fields}
+#: The model that a mapping at ``(..., field, name_or_index)`` is validated against.
+_NESTED: dict[tuple[type[BaseModel], str], type[BaseModel]] = {
+    (schema.StatechartSpec, "states"): schema.StateSpec,
+    (schema.StatechartSpec, "transitions"): schema.TransitionSpec,
+    (schema.StatechartSpec, "settings"): schema.SettingSpec,
+    (schema.StateSpec, "states"): schema.StateSpec,
+    (schema.StateSpec, "after"): schema.DelayedTransition,
+}
+
+
+def _model_at(loc: tuple) -> type[BaseModel] | None:
+    """The model that validates the mapping at ``loc`` (``None`` for free-form data)."""
+    model: type[BaseModel] | None = schema.StatechartSpec
+    parts = list(loc)
+    while parts and model is not None:
+        if len(parts) < 2:
+            return None
+        model = _NESTED.get((model, str(parts[0])))
+        parts = parts[2:]
+    return model
+
+
+def _doc_loc(doc: SourceDocument, loc: tuple) -> tuple:
+    """The part of a pydantic error location that exists in the document. Union members add
+    their type (``int``, ``constrained-str``) and bare names become one-item lists; neither
+    is in the document, so both are dropped."""
+    kept: tuple = ()
+    for part in loc:
+        candidate = (*kept, part)
+        if candidate in doc.positions or candidate in doc.key_positions:
+            kept = candidate
+    return kept
+
+
+def _where(loc: tuple) -> str:
+    return ".".join(str(p) for p in loc) or "document"
+
+
+def _yaml_type(value: object) -> str:
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return f"{type(value).__name__} {value!r}"
 
 
 def _schema_diagnostics(doc: SourceDocument, exc: ValidationError) -> Iterator[Diagnostic]:
-    seen: set[tuple[tuple[str | int, ...], str]] = set()
+    grouped: dict[tuple, list[dict]] = {}
     for err in exc.errors():
-        # Union members add their type to the location; keep only the part in the document.
-        loc = tuple(part for part in err["loc"] if _in_doc(doc, err["loc"], part))
+        full = tuple(err["loc"])
         if err["type"] == "extra_forbidden":
-            field = str(loc[-1])
-            hint = difflib.get_close_matches(field, _all_fields(), n=1)
+            loc = _doc_loc(doc, full)
+            field = str(full[-1])
+            model = _model_at(loc[:-1])
+            fields = list(model.model_fields) if model is not None else []
+            hint = difflib.get_close_matches(field, fields, n=1)
             message = f"unknown field {field!r}" + (f"; did you mean {hint[0]!r}?" if hint else "")
-            key = (loc, "extra")
-            if key not in seen:
-                seen.add(key)
-                yield doc.diagnostic(loc, message, key=True)
-            continue
-        where = ".".join(str(p) for p in loc) or "document"
-        message = f"{where}: {err['msg']}"
-        if err["type"] == "missing":
-            message = f"missing required field {str(loc[-1])!r}"
-            loc = loc[:-1]
-        if (loc, message) not in seen:
-            seen.add((loc, message))
-            yield doc.diagnostic(loc, message)
+            grouped.setdefault((loc, message, True), [])
+        elif err["type"] == "missing":
+            loc = _doc_loc(doc, full[:-1])
+            message = f"missing required field {str(full[-1])!r}"
+            grouped.setdefault((loc, f"{_where(loc)}: {message}" if loc else message, False), [])
+        elif "[key]" in full and _doc_loc(doc, full[: full.index("[key]")]):
+            loc = _doc_loc(doc, full[: full.index("[key]")])
+            message = f"invalid name {str(loc[-1])!r} in {_where(loc[:-1])}: {err['msg']}"
+            grouped.setdefault((loc, message, True), [])
+        else:
+            loc = _doc_loc(doc, full)
+            grouped.setdefault((loc, "", False), []).append(err)
+    for (loc, message, key), errors in grouped.items():
+        if errors:
+            message = f"{_where(loc)}: {_describe(errors)}"
+        yield doc.diagnostic(loc, message, key=key)
 
 
-def _in_doc(doc: SourceDocument, full: tuple, part: object) -> bool:
-    prefix = full[: full.index(part) + 1]
-    return prefix in doc.positions or prefix in doc.key_positions or isinstance(part, int)
+def _describe(errors: list[dict]) -> str:
+    """One message for the errors at one place (several when a union's members all failed)."""
+    if all(e["type"] in ("model_type", "model_attributes_type", "dict_type") for e in errors):
+        return f"expected a mapping, got {_yaml_type(errors[0]['input'])}"
+    # When a union member accepted the type but not the value (``ms: -5``), that is the
+    # member the author meant; the other members' "should be a valid ..." only add noise.
+    specific = [e for e in errors if not e["type"].endswith("_type")]
+    messages = list(dict.fromkeys(e["msg"] for e in (specific or errors)))
+    if len(messages) == 1:
+        return messages[0]
+    return f"{_yaml_type(errors[0]['input'])} is not valid: " + ", or ".join(
+        m[:1].lower() + m[1:] for m in messages)
 
 
 def _semantic(doc: SourceDocument, spec: StatechartSpec,
@@ -83,7 +139,10 @@ def _semantic(doc: SourceDocument, spec: StatechartSpec,
     d = doc.diagnostic
 
     if spec.initial not in spec.states:
-        yield d(("initial",), f"initial state {spec.initial!r} is not a top-level state")
+        hint = difflib.get_close_matches(spec.initial, spec.states, n=1)
+        yield d(("initial",), f"initial state {spec.initial!r} is not a top-level state "
+                              f"(top-level states: {', '.join(spec.states) or 'none'})"
+                              + (f"; did you mean {hint[0]!r}?" if hint else ""))
     for node in nodes.values():
         st = node.spec
         if node.compound and st.initial is None:
@@ -105,13 +164,11 @@ def _semantic(doc: SourceDocument, spec: StatechartSpec,
 
     for i, t in enumerate(spec.transitions):
         for j, src in enumerate(t.source):
+            loc = ("transitions", i, "source", j)  # a bare name falls back to 'source' itself
             if src != schema.WILDCARD and src not in nodes:
-                loc = ("transitions", i, "source", j) if ("transitions", i, "source", j) in \
-                    doc.positions else ("transitions", i, "source")
                 yield unknown_state(loc, src, "source")
             elif src in nodes and nodes[src].spec.final:
-                yield d(("transitions", i, "source"), f"final state {src!r} cannot have "
-                                                      "transitions out of it")
+                yield d(loc, f"final state {src!r} cannot have transitions out of it")
         if t.dest is not None and t.dest not in nodes:
             yield unknown_state(("transitions", i, "dest"), t.dest, "destination")
     for node in nodes.values():
@@ -129,8 +186,15 @@ def _semantic(doc: SourceDocument, spec: StatechartSpec,
                                           f"not {setting.type}")
 
     for name, setting in spec.settings.items():
+        for bound in ("min", "max"):
+            if getattr(setting, bound) is not None and setting.type not in ("int", "float"):
+                yield d(("settings", name, bound), f"setting {name!r} is a {setting.type}; only "
+                                                   f"int and float settings can have a {bound!r}")
+        if setting.min is not None and setting.max is not None and setting.min > setting.max:
+            yield d(("settings", name, "max"), f"setting {name!r} has max {setting.max:g} "
+                                               f"below its min {setting.min:g}")
         try:
-            coerce(setting, setting.default, f"settings.{name}.default")
+            coerce(setting, setting.default, f"settings.{name}.default", strict=True)
         except ValueError as exc:
             yield d(("settings", name, "default"), str(exc))
     try:
@@ -177,10 +241,14 @@ def _flow(doc: SourceDocument, spec: StatechartSpec,
             yield doc.diagnostic(node.loc, f"state {node.path!r} is unreachable from the "
                                            f"initial state {spec.initial!r}", key=True)
         elif not node.compound and not node.spec.final:
-            exits = [dest for dest in _outgoing(spec, nodes, node.path)]
+            # Internal transitions and transitions that settle back into this very leaf
+            # run actions but never leave it.
+            exits = [dest for dest in _outgoing(spec, nodes, node.path)
+                     if dest is not None and (dest not in nodes
+                                              or settle(nodes, dest) != node.path)]
             if not exits:
                 yield doc.diagnostic(node.loc, f"state {node.path!r} is not final but has no "
-                                               "transition or timer out of it", key=True)
+                                               "transition or timer that leaves it", key=True)
 
 
 def _plugin_names(doc: SourceDocument, spec: StatechartSpec, nodes: dict[str, StateNode],

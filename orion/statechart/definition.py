@@ -105,7 +105,11 @@ class Definition:
         self._context = spec.context
         self._context_is_flat = all(not isinstance(v, (dict, list)) for v in spec.context.values())
         registry: Registry = plugins.registry
+        self.registry = registry  # the guards and actions this definition was compiled with
         self.timers: dict[str, tuple[tuple[str, float], ...]] = {}
+        #: The machine event of each ``after`` entry (parallel to ``timers``): a timer takes its
+        #: own delayed transition even when another timer or a deeper state shares its trigger.
+        self.timer_events: dict[str, tuple[str, ...]] = {}
         self.entry: dict[str, tuple[_Action, ...]] = {}
         self.exit: dict[str, tuple[_Action, ...]] = {}
         for path, node in self.nodes.items():
@@ -113,6 +117,8 @@ class Definition:
                 self.timers[path] = tuple(
                     (a.trigger, float(settings[a.ms] if isinstance(a.ms, str) else a.ms))
                     for a in node.spec.after)
+                self.timer_events[path] = tuple(f"after:{path}:{k}"
+                                                for k in range(len(node.spec.after)))
             if node.spec.entry:
                 self.entry[path] = tuple(_Action(registry.actions[n], f"on entry to {path!r}")
                                          for n in node.spec.entry)
@@ -189,9 +195,14 @@ class Definition:
             transitions.append(transition_config(t.trigger, source, t.dest, t.guards, t.unless,
                                                  t.actions, f"on {t.trigger!r}"))
         for path, node in self.nodes.items():
-            for a in node.spec.after:
+            for a, event in zip(node.spec.after, self.timer_events.get(path, ())):
+                where = f"on timer {a.trigger!r} of {path!r}"
+                # Sent by code, the trigger behaves like any other: innermost state first.
                 transitions.append(transition_config(a.trigger, path, a.dest, a.guards, a.unless,
-                                                     a.actions, f"on timer {a.trigger!r}"))
+                                                     a.actions, where))
+                # Fired by the timer, it takes exactly this delayed transition.
+                transitions.append(transition_config(event, path, a.dest, a.guards, a.unless,
+                                                     a.actions, where))
         top = [state_config(n) for n in self.nodes.values() if n.parent is None]
         return DotMachine(model=None, states=top, transitions=transitions,
                           initial=self.spec.initial, auto_transitions=False, send_event=True,
@@ -202,7 +213,7 @@ class Definition:
 
 # Parsing, checking and compiling cost milliseconds; resolving settings costs microseconds. So
 # checked specs are cached per file content and plugin manager, definitions per settings too.
-_specs: dict[tuple[str, str, int], tuple[Any, StatechartSpec]] = {}
+_specs: dict[tuple[str, str, int, int], tuple[Any, Any, StatechartSpec]] = {}
 _definitions: dict[tuple, Definition] = {}
 
 
@@ -237,20 +248,26 @@ def load_definition(source: str | Path, *, plugins: Any = None,
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         text = None  # parse() reports it with a position
-    spec_key = (str(path.resolve()), hashlib.sha256((text or "").encode()).hexdigest(), id(plugins))
+    # The registry is rebuilt whenever a plugin is (un)registered, so keying on it means a
+    # definition never keeps calling guards and actions of a plugin that is gone, and a file is
+    # re-checked against the names the plugins provide now.
+    registry = plugins.registry
+    spec_key = (str(path.resolve()), hashlib.sha256((text or "").encode()).hexdigest(),
+                id(plugins), id(registry))
     cached = _specs.get(spec_key)
-    if cached is not None and cached[0] is plugins:
-        spec = cached[1]
+    if cached is not None and cached[0] is plugins and cached[1] is registry:
+        spec = cached[2]
     else:
         _, parsed, diagnostics = parse(path, plugins, text=text)
         if diagnostics or parsed is None:
             raise StatechartError(diagnostics)
         spec = parsed
-        _specs[spec_key] = (plugins, spec)
+        _specs[spec_key] = (plugins, registry, spec)
     settings = resolve(spec, overrides, env, origin=overrides_origin)
     key = (spec_key, tuple(settings.items()))
     definition = _definitions.get(key)
-    if definition is None or definition.plugins is not plugins:
+    if definition is None or definition.plugins is not plugins \
+            or definition.registry is not registry:
         definition = Definition(spec, source=str(path), plugins=plugins, settings=settings)
         _definitions[key] = definition
     return definition

@@ -7,13 +7,14 @@ or from a timer callback) is queued and processed right after it, in order.
 from __future__ import annotations
 
 import json
+import math
 import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from transitions.core import MachineError
 
 from orion.clock import Clock, TimerHandle
@@ -44,6 +45,7 @@ class Transition:
 @dataclass(slots=True, eq=False)  # identity: two timers may share a deadline
 class _Timer:
     state: str
+    index: int  # position in the state's ``after`` list
     trigger: str
     deadline_ms: float
     handle: TimerHandle = field(repr=False)
@@ -53,7 +55,9 @@ class TimerSnapshot(BaseModel):
     model_config = ConfigDict(extra="forbid")
     state: str
     trigger: str
-    deadline_ms: float
+    deadline_ms: float = Field(allow_inf_nan=False)
+    #: Position in the state's ``after`` list; ``None`` means its first timer of ``trigger``.
+    index: int | None = Field(default=None, ge=0)
 
 
 class Snapshot(BaseModel):
@@ -63,7 +67,7 @@ class Snapshot(BaseModel):
     format: int = SNAPSHOT_FORMAT
     definition: str
     definition_hash: str
-    id: str
+    id: str = Field(min_length=1)
     state: str
     finished: bool = False
     context: dict[str, Any]
@@ -80,9 +84,11 @@ class Lifecycle:
         self.id = instance_id or uuid.uuid4().hex
         self.clock = clock
         self.plugins = plugins
-        self.context: dict[str, Any] = dict(definition.initial_context)
+        self.context: dict[str, Any] = definition.initial_context  # a fresh copy each time
         if context:
-            self.context.update(context)
+            # Copy the caller's containers too: two instances created from one dict must not
+            # share an ``outbox`` list, and the caller's dict must not change under it.
+            self.context.update(_copy_data(context))
         self.state = definition.initial_leaf
         self.finished = False
         self._timers: dict[str, list[_Timer]] = {}
@@ -126,9 +132,20 @@ class Lifecycle:
         """Enter the initial states, outermost first, running their entry actions."""
         self._current = Transition(self.name, self.id, "start", "", self.state, {},
                                    self.clock.now_ms())
-        for path in self.definition.lineage(self.state):
-            self._enter(path)
-        self._hook.lifecycle_started(lifecycle=self)
+        # Starting runs to completion as well: a trigger sent by an entry action (or a
+        # started observer) waits until every initial state is entered.
+        self._busy = True
+        try:
+            for path in self.definition.lineage(self.state):
+                self._enter(path)
+            self._hook.lifecycle_started(lifecycle=self)
+            if self.state in self.definition.finals:
+                self._finish()
+            while self._queue:
+                self._step(*self._queue.popleft())
+        finally:
+            self._queue.clear()
+            self._busy = False
         return self
 
     def trigger(self, trigger: str, **payload: Any) -> bool | None:
@@ -139,23 +156,26 @@ class Lifecycle:
         """
         if trigger not in self.definition.triggers:
             raise UnknownTrigger(self.name, trigger, self.state, sorted(self.definition.triggers))
+        return self._send(trigger, trigger, payload)
+
+    send = trigger
+
+    def _send(self, trigger: str, event: str, payload: dict[str, Any]) -> bool | None:
+        """Process machine ``event``, recorded as ``trigger`` (they differ for timers)."""
         if self._busy:
-            self._queue.append((trigger, payload))
+            self._queue.append((trigger, event, payload))
             return None
         self._busy = True
         try:
-            taken = self._step(trigger, payload)
+            taken = self._step(trigger, event, payload)
             while self._queue:
-                queued, queued_payload = self._queue.popleft()
-                self._step(queued, queued_payload)
+                self._step(*self._queue.popleft())
         finally:
             self._queue.clear()
             self._busy = False
         return taken
 
-    send = trigger
-
-    def _step(self, trigger: str, payload: dict[str, Any]) -> bool:
+    def _step(self, trigger: str, event: str, payload: dict[str, Any]) -> bool:
         if self.finished:
             raise TriggerNotAllowed(self.name, trigger, self.state, [])
         record = Transition(self.name, self.id, trigger, self.state, None, payload,
@@ -163,7 +183,7 @@ class Lifecycle:
         self._current = record
         started = time.perf_counter()
         try:
-            taken = self.definition.machine.trigger_event(self, trigger)
+            taken = self.definition.machine.trigger_event(self, event)
         except MachineError:
             raise TriggerNotAllowed(self.name, trigger, self.state,
                                     self.allowed_triggers()) from None
@@ -173,17 +193,20 @@ class Lifecycle:
         record.duration_ms = (time.perf_counter() - started) * 1000.0
         self._hook.lifecycle_transition(lifecycle=self, transition=record)
         if self.state in self.definition.finals:
-            self.finished = True
-            for path in list(self._timers):
-                self._cancel_timers(path)
-            self._hook.lifecycle_finished(lifecycle=self)
+            self._finish()
         return True
+
+    def _finish(self) -> None:
+        self.finished = True
+        for path in list(self._timers):
+            self._cancel_timers(path)
+        self._hook.lifecycle_finished(lifecycle=self)
 
     # -- called by the compiled machine -------------------------------------------------------
 
     def _enter(self, path: str) -> None:
-        for trigger, delay in self.definition.timers.get(path, ()):
-            self._arm(path, trigger, self.clock.now_ms() + delay)
+        for index, (trigger, delay) in enumerate(self.definition.timers.get(path, ())):
+            self._arm(path, index, trigger, self.clock.now_ms() + delay)
         for action in self.definition.entry.get(path, ()):
             action(self)
 
@@ -192,8 +215,8 @@ class Lifecycle:
         for action in self.definition.exit.get(path, ()):
             action(self)
 
-    def _arm(self, path: str, trigger: str, deadline: float) -> None:
-        timer = _Timer(path, trigger, deadline, None)  # type: ignore[arg-type]
+    def _arm(self, path: str, index: int, trigger: str, deadline: float) -> None:
+        timer = _Timer(path, index, trigger, deadline, None)  # type: ignore[arg-type]
         timer.handle = self.clock.call_at(deadline, lambda: self._fire(timer))
         self._timers.setdefault(path, []).append(timer)
 
@@ -208,33 +231,37 @@ class Lifecycle:
         armed.remove(timer)
         if not armed:
             del self._timers[timer.state]
-        self.trigger(timer.trigger)
+        # The timer's own delayed transition, even when a deeper state or another of this
+        # state's timers uses the same trigger name (every ``after`` defaults to ``timeout``).
+        self._send(timer.trigger, self.definition.timer_events[timer.state][timer.index], {})
 
     # -- snapshots ----------------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
         """A JSON-safe dict: state, context, pending timers as absolute deadlines, and the
         definition's name and hash. Raises :class:`SnapshotError` for non-JSON context."""
-        try:
-            context = json.loads(json.dumps(self.context, allow_nan=False))
-        except (TypeError, ValueError) as exc:
-            bad = [k for k, v in self.context.items() if not _json_ok(v)]
-            raise SnapshotError(f"{self.name}: context key(s) {', '.join(map(repr, bad))} "
-                                f"are not JSON data: {exc}") from exc
+        problem = _json_problem(self.context, "context")
+        if problem is not None:
+            raise SnapshotError(f"{self.name}: cannot snapshot lifecycle {self.id}: {problem}")
+        context = json.loads(json.dumps(self.context, allow_nan=False))  # a deep, detached copy
         return Snapshot(definition=self.name, definition_hash=self.definition.hash, id=self.id,
                         state=self.state, finished=self.finished, context=context,
-                        timers=[TimerSnapshot(state=s, trigger=t, deadline_ms=d)
-                                for s, t, d in self.pending_timers()]).model_dump()
+                        timers=[TimerSnapshot(state=t.state, trigger=t.trigger,
+                                              deadline_ms=t.deadline_ms, index=t.index)
+                                for ts in self._timers.values() for t in ts]).model_dump()
 
     @classmethod
     def restore(cls, definition: Definition, data: dict[str, Any], *, clock: Clock,
                 plugins: PluginManager) -> Lifecycle:
         """Resume from :meth:`snapshot`: re-arm timers at their deadlines (a deadline already
         passed fires at once) without re-running entry actions."""
+        if not isinstance(data, dict):
+            raise SnapshotError(f"invalid snapshot: expected a JSON object (dict), "
+                                f"got {type(data).__name__}")
         try:
             snap = Snapshot.model_validate(data)
         except ValidationError as exc:
-            raise SnapshotError(f"invalid snapshot: {exc}") from exc
+            raise SnapshotError(f"invalid snapshot of {definition.name!r}: {exc}") from exc
         if snap.format != SNAPSHOT_FORMAT:
             raise SnapshotError(f"snapshot format {snap.format} is not supported "
                                 f"(expected {SNAPSHOT_FORMAT})")
@@ -247,22 +274,86 @@ class Lifecycle:
                                 f"now {definition.hash[:12]})")
         if snap.state not in definition.leaves:
             raise SnapshotError(f"snapshot state {snap.state!r} is not a state of "
-                                f"{definition.name!r}")
+                                f"{definition.name!r} (its states: "
+                                f"{', '.join(sorted(definition.leaves))})")
+        final = snap.state in definition.finals
+        if snap.finished != final:
+            raise SnapshotError(f"snapshot of {definition.name!r} says finished="
+                                f"{snap.finished} but state {snap.state!r} is "
+                                f"{'' if final else 'not '}a final state")
+        problem = _json_problem(snap.context, "context")
+        if problem is not None:
+            raise SnapshotError(f"invalid snapshot of {definition.name!r}: {problem}")
         lifecycle = cls(definition, clock=clock, plugins=plugins, instance_id=snap.id)
-        lifecycle.context = dict(snap.context)
+        # A detached copy: the caller's dict (and other instances restored from it) must not
+        # share lists or dicts with this lifecycle.
+        lifecycle.context = json.loads(json.dumps(snap.context, allow_nan=False))
         lifecycle.state = snap.state
         lifecycle.finished = snap.finished
+        armed: list[tuple[float, str, int, str]] = []
         for timer in snap.timers:
             if not lifecycle.is_in(timer.state):
                 raise SnapshotError(f"snapshot timer for {timer.state!r} but the state is "
                                     f"{snap.state!r}")
-            lifecycle._arm(timer.state, timer.trigger, timer.deadline_ms)
+            triggers = [t for t, _ in definition.timers.get(timer.state, ())]
+            if timer.index is None:
+                index = triggers.index(timer.trigger) if timer.trigger in triggers else None
+            else:
+                index = timer.index if timer.index < len(triggers) \
+                    and triggers[timer.index] == timer.trigger else None
+            if index is None:
+                raise SnapshotError(f"snapshot timer {timer.trigger!r}"
+                                    + ("" if timer.index is None else f" (#{timer.index})")
+                                    + f" is not a timer of state {timer.state!r} in "
+                                    f"{definition.name!r}")
+            armed.append((timer.deadline_ms, timer.state, index, timer.trigger))
+        # Earliest deadline first: overdue timers all fire "now", and must still fire in the
+        # order they fell due (a clock breaks ties between equal deadlines by arming order).
+        for deadline, state, index, trigger in sorted(armed, key=lambda a: a[0]):
+            lifecycle._arm(state, index, trigger, deadline)
         return lifecycle
 
 
-def _json_ok(value: Any) -> bool:
-    try:
-        json.dumps(value, allow_nan=False)
-        return True
-    except (TypeError, ValueError):
-        return False
+def _copy_data(value: Any) -> Any:
+    """A copy of the dicts, lists and tuples in ``value``; anything else is shared as is."""
+    if isinstance(value, dict):
+        return {k: _copy_data(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_data(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_copy_data(v) for v in value)
+    return value
+
+
+def _json_problem(value: Any, where: str, _path: frozenset[int] = frozenset()) -> str | None:
+    """Why ``value`` would not survive a JSON round trip unchanged, or ``None``.
+
+    Stricter than :func:`json.dumps`: it rejects non-string object keys, which ``json`` would
+    silently turn into strings (so ``context["counts"][1]`` would vanish after a restore).
+    Tuples are accepted and come back as lists."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{where} is {value!r}, which JSON cannot hold"
+    if isinstance(value, (dict, list, tuple)):
+        if id(value) in _path:
+            return f"{where} contains itself (a circular reference)"
+        inner = _path | {id(value)}
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    return (f"{where} has the key {key!r} of type {type(key).__name__}; "
+                            "JSON object keys must be strings")
+                problem = _json_problem(item, f"{where}[{key!r}]", inner)
+                if problem is not None:
+                    return problem
+        else:
+            for i, item in enumerate(value):
+                problem = _json_problem(item, f"{where}[{i}]", inner)
+                if problem is not None:
+                    return problem
+        return None
+    shown = repr(value)
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return f"{where} is a {type(value).__name__} ({shown}), which is not JSON data"

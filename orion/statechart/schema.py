@@ -22,11 +22,12 @@ def _listify(value: Any) -> Any:
     return [value] if isinstance(value, str) else value
 
 
-def _names(pattern: str, what: str) -> Any:
+def _names(pattern: str, what: str, *, min_length: int = 0) -> Any:
     """A list of names that may also be written as one bare name."""
     item = {"type": "string", "pattern": pattern}
     return Annotated[
         list[Annotated[str, Field(pattern=pattern)]],
+        Field(min_length=min_length),
         BeforeValidator(_listify),
         WithJsonSchema({"anyOf": [item, {"type": "array", "items": item}],
                         "description": f"one {what} name or a list of them"}),
@@ -34,7 +35,11 @@ def _names(pattern: str, what: str) -> Any:
 
 
 Names = _names(PLUGIN_NAME, "guard or action")
-SourceNames = _names(r"^(\*|[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z][A-Za-z0-9_-]*)*)$", "state path (or '*')")
+SourceNames = _names(r"^(\*|[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z][A-Za-z0-9_-]*)*)$", "state path (or '*')",
+                     min_length=1)
+
+
+Milliseconds = Annotated[int, Field(ge=0, strict=True)]
 
 
 class _Strict(BaseModel):
@@ -57,7 +62,8 @@ class DelayedTransition(_Strict):
     """A transition taken when the state has been active for ``ms`` milliseconds (XState's
     ``after``). The timer is armed on entry and cancelled on exit."""
 
-    ms: Annotated[int, Field(ge=0)] | Annotated[str, Field(pattern=IDENTIFIER)] = Field(
+    # Strict: YAML reads ``ms: yes`` as true, which must not become a 1 ms timer.
+    ms: Milliseconds | Annotated[str, Field(pattern=IDENTIFIER)] = Field(
         description="milliseconds, or the name of an int setting that holds them")
     trigger: str = Field(default="timeout", pattern=IDENTIFIER,
                          description="the event the timer raises; it can also be sent by code")
@@ -74,7 +80,7 @@ class StateSpec(_Strict):
 
     description: str = ""
     initial: str | None = Field(default=None, pattern=STATE_NAME)
-    final: bool = False
+    final: bool = Field(default=False, strict=True)
     entry: Names = Field(default_factory=list)
     exit: Names = Field(default_factory=list)
     after: list[DelayedTransition] = Field(default_factory=list)

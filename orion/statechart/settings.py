@@ -8,6 +8,7 @@ setting's own ``env`` variable (e.g. ``WRITE_SESSION_IDLE_MS``), then
 from __future__ import annotations
 
 from collections.abc import Mapping
+import math
 from types import MappingProxyType
 from typing import Any
 
@@ -18,10 +19,17 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
-def coerce(setting: SettingSpec, value: Any, where: str) -> Any:
-    """``value`` as the setting's type, within its bounds; ``ValueError`` names ``where``."""
+def coerce(setting: SettingSpec, value: Any, where: str, *, strict: bool = False) -> Any:
+    """``value`` as the setting's type, within its bounds; ``ValueError`` names ``where``.
+
+    Text (from environment variables) is parsed unless ``strict``: a value written in YAML,
+    such as a default, must already have the setting's type, so ``default: "2000"`` for an
+    int setting is an error rather than a silent conversion.
+    """
     kind = setting.type
     try:
+        if strict and kind != "str" and isinstance(value, str):
+            raise ValueError
         if kind == "bool":
             if isinstance(value, bool):
                 result: Any = value
@@ -37,6 +45,8 @@ def coerce(setting: SettingSpec, value: Any, where: str) -> Any:
             if isinstance(value, bool):
                 raise ValueError
             result = float(value)
+            if not math.isfinite(result):  # nan would slip past every bound
+                raise ValueError
         else:
             if not isinstance(value, str):
                 raise ValueError
@@ -75,9 +85,11 @@ def resolve(spec: StatechartSpec, overrides: Mapping[str, Any] | None = None,
         for var in env_names(spec, name):
             if env is not None and var in env:
                 candidates.append((env[var], f"environment variable {var}"))
-        value, where = candidates[-1]
-        try:
-            values[name] = coerce(setting, value, where)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+        # Every source is checked, not only the one that wins: a bad value hidden by a
+        # stronger one would break as soon as the stronger one is removed.
+        for value, where in candidates:
+            try:
+                values[name] = coerce(setting, value, where)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
     return MappingProxyType(values)

@@ -23,35 +23,50 @@ class GateRequest:
 
 @dataclass(frozen=True)
 class Decision:
+    """Whether one tool call may run. ``plugin`` names the deciding plugin (filled in by the
+    plugin manager when the plugin leaves it empty)."""
+
     allowed: bool
     reason: str = ""
     plugin: str = ""
+
+    @classmethod
+    def allow(cls, reason: str = "") -> Decision:
+        return cls(True, reason)
 
     @classmethod
     def deny(cls, reason: str) -> Decision:
         return cls(False, reason)
 
 
-def advertised(pm: PluginManager, tools: Sequence[ToolSpec], request: GateRequest) -> list[ToolSpec]:
+def advertised(pm: PluginManager, tools: Sequence[ToolSpec],
+               request: GateRequest) -> list[ToolSpec]:
     """The tools no plugin withholds, in their given order."""
     withheld: set[str] = set()
     for names in pm.hook.gate_tools(tools=list(tools), request=request):
-        if names:
+        if isinstance(names, str):  # one name, not an iterable of its characters
+            withheld.add(names)
+        elif names:
             withheld.update(names)
     return [tool for tool in tools if tool.name not in withheld]
 
 
 def authorize(pm: PluginManager, call: ToolCall, request: GateRequest) -> Decision:
-    """The first plugin decision, or allowed. A failing plugin denies (fail closed)."""
+    """The first plugin decision, or allowed. A failing plugin denies (fail closed), and so does
+    a result that is not a :class:`Decision`; the denial names the plugin."""
     try:
         decision = pm.hook.authorize_tool_call(call=call, request=request)
     except Exception as exc:
-        pm.report_failure("?", "authorize_tool_call", exc)
-        return Decision(False, f"authorization failed, so the call is denied: "
-                               f"{type(exc).__name__}: {exc}")
+        # Plain implementations are wrapped by the plugin manager and deny on their own; this
+        # catches wrappers (and managers that are not Orion's).
+        culprit = getattr(pm, "culprit", None)
+        plugin = culprit("authorize_tool_call", exc) if culprit is not None else "?"
+        pm.report_failure(plugin, "authorize_tool_call", exc)
+        return Decision(False, f"authorization failed in plugin {plugin!r}, so the call is "
+                               f"denied: {type(exc).__name__}: {exc}", plugin)
     if decision is None:
         return Decision(True)
     if not isinstance(decision, Decision):
         return Decision(False, f"authorization returned {type(decision).__name__}, not a Decision; "
-                               "denied")
+                               "the call is denied")
     return decision

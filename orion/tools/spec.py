@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
+
+#: OpenAI's (and Anthropic's) rule for function names.
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -15,6 +19,16 @@ class ToolSpec:
     description: str
     args_model: type[BaseModel]
     handler: Callable[..., Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not TOOL_NAME.fullmatch(self.name):
+            raise ValueError(f"tool name {self.name!r} must match {TOOL_NAME.pattern} "
+                             "(what model APIs accept)")
+        if not (isinstance(self.args_model, type) and issubclass(self.args_model, BaseModel)):
+            raise TypeError(f"tool {self.name!r}: args_model must be a pydantic BaseModel "
+                            f"subclass, not {self.args_model!r}")
+        if self.handler is not None and not callable(self.handler):
+            raise TypeError(f"tool {self.name!r}: handler is not callable")
 
     def openai_definition(self) -> dict[str, Any]:
         """The ``tools`` entry of an OpenAI chat-completions request."""

@@ -1,0 +1,131 @@
+"""Shared fixtures for the engine tests: a real plugin manager, a probe plugin and YAML files.
+
+Nothing of Orion is mocked. The probe is an ordinary plugin: it registers named actions and
+guards through the ``register_*`` hooks and observes lifecycles through the observer hooks.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import orion
+from orion.plugins import PluginManager, make_plugin_manager
+
+ROOT = Path(__file__).resolve().parent.parent
+STATECHARTS = ROOT / "statecharts"
+
+#: Actions the probe provides. Each one appends its name to ``probe.log`` and then runs the
+#: effect a test installed for it, if any.
+PROBE_ACTIONS = (
+    "enter_idle", "exit_idle",
+    "enter_outer", "exit_outer",
+    "enter_inner", "exit_inner",
+    "enter_other", "exit_other",
+    "enter_done",
+    "act", "act2", "boom", "kick",
+)
+
+
+class Probe:
+    """A test plugin that records what the engine does."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+        self.transitions: list[tuple[str, str, str, str | None]] = []
+        self.records: list[Any] = []
+        self.started: list[str] = []
+        self.finished: list[str] = []
+        self.effects: dict[str, Callable[[Any, Any], None]] = {}
+        self.guard_calls: list[str] = []
+
+    # -- registration ----------------------------------------------------------------------
+
+    @orion.hookimpl
+    def register_actions(self, register):
+        for name in PROBE_ACTIONS:
+            register(name, self._action(name))
+
+    @orion.hookimpl
+    def register_guards(self, register):
+        register("allow", self._guard("allow", lambda lc, tr: True))
+        register("deny", self._guard("deny", lambda lc, tr: False))
+        register("flag", self._guard("flag", lambda lc, tr: bool(lc.context.get("flag"))))
+        register("explode", self._guard("explode", _explode))
+
+    def _action(self, name: str) -> Callable[[Any, Any], None]:
+        def action(lifecycle, transition) -> None:
+            self.log.append(name)
+            effect = self.effects.get(name)
+            if effect is not None:
+                effect(lifecycle, transition)
+            if name == "boom":
+                raise ValueError("kaboom")
+        action.__name__ = name
+        return action
+
+    def _guard(self, name: str, fn: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
+        def guard(lifecycle, transition) -> bool:
+            self.guard_calls.append(name)
+            return fn(lifecycle, transition)
+        return guard
+
+    # -- observers -------------------------------------------------------------------------
+
+    @orion.hookimpl
+    def lifecycle_started(self, lifecycle):
+        self.started.append(lifecycle.id)
+
+    @orion.hookimpl
+    def lifecycle_transition(self, lifecycle, transition):
+        self.transitions.append((lifecycle.id, transition.trigger, transition.source,
+                                 transition.dest))
+        self.records.append(transition)
+
+    @orion.hookimpl
+    def lifecycle_finished(self, lifecycle):
+        self.finished.append(lifecycle.id)
+
+
+def _explode(lifecycle, transition) -> bool:
+    raise RuntimeError("guard blew up")
+
+
+@pytest.fixture
+def pm() -> PluginManager:
+    """Built-in plugins only (no installed entry points), exactly as the CLI builds them."""
+    return make_plugin_manager(entrypoints=False, env={})
+
+
+@pytest.fixture
+def probe(pm: PluginManager) -> Probe:
+    """A registered probe. Register before loading definitions: the registry is lazy."""
+    plugin = Probe()
+    pm.register(plugin, "probe")
+    return plugin
+
+
+@pytest.fixture
+def write_chart(tmp_path: Path) -> Callable[..., Path]:
+    """Write a YAML statechart (dedented) to ``tmp_path`` and return its path."""
+    def write(text: str, name: str = "chart.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+        return path
+    return write
+
+
+@pytest.fixture
+def make_probe() -> Callable[[], Probe]:
+    """The probe class, for tests that register more than one (no import of conftest)."""
+    return Probe
+
+
+@pytest.fixture
+def statecharts() -> Path:
+    """The built-in statecharts directory of the source tree."""
+    return STATECHARTS
