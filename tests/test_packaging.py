@@ -19,7 +19,7 @@ def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     # Build from a copy: an in-tree build would leave build/ and *.egg-info in the checkout.
     src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "README.md", "orion", "plugins", "statecharts"):
+    for name in ("pyproject.toml", "README.md", "LICENSE", "orion", "plugins", "statecharts"):
         (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, src / name)
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
                            "--no-build-isolation", "--wheel-dir", str(out), str(src)],
