@@ -11,6 +11,7 @@ import math
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -134,19 +135,15 @@ class Lifecycle:
                                    self.clock.now_ms())
         # Starting runs to completion as well: a trigger sent by an entry action (or a
         # started observer) waits until every initial state is entered.
-        self._busy = True
-        try:
-            for path in self.definition.lineage(self.state):
-                self._enter(path)
-            self._hook.lifecycle_started(lifecycle=self)
-            if self.state in self.definition.finals:
-                self._finish()
-            while self._queue:
-                self._step(*self._queue.popleft())
-        finally:
-            self._queue.clear()
-            self._busy = False
+        self._to_completion(self._enter_initial)
         return self
+
+    def _enter_initial(self) -> None:
+        for path in self.definition.lineage(self.state):
+            self._enter(path)
+        self._hook.lifecycle_started(lifecycle=self)
+        if self.state in self.definition.finals:
+            self._finish()
 
     def trigger(self, trigger: str, **payload: Any) -> bool | None:
         """Process ``trigger``. Returns whether a transition was taken (``False`` when every
@@ -165,15 +162,19 @@ class Lifecycle:
         if self._busy:
             self._queue.append((trigger, event, payload))
             return None
+        return self._to_completion(lambda: self._step(trigger, event, payload))
+
+    def _to_completion(self, first: Callable[[], Any]) -> Any:
+        """Run ``first``, then every trigger it (or what follows it) queued, in order."""
         self._busy = True
         try:
-            taken = self._step(trigger, event, payload)
+            result = first()
             while self._queue:
                 self._step(*self._queue.popleft())
         finally:
             self._queue.clear()
             self._busy = False
-        return taken
+        return result
 
     def _step(self, trigger: str, event: str, payload: dict[str, Any]) -> bool:
         if self.finished:

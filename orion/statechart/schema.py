@@ -58,7 +58,18 @@ class SettingSpec(_Strict):
     max: float | None = None
 
 
-class DelayedTransition(_Strict):
+class _Edge(_Strict):
+    """What every transition has besides its trigger: where it goes and what it checks and does."""
+
+    dest: str | None = Field(default=None, pattern=STATE_PATH,
+                             description="absolute state path; omit for an internal transition")
+    guards: Names = Field(default_factory=list)
+    unless: Names = Field(default_factory=list)
+    actions: Names = Field(default_factory=list)
+    description: str = ""
+
+
+class DelayedTransition(_Edge):
     """A transition taken when the state has been active for ``ms`` milliseconds (XState's
     ``after``). The timer is armed on entry and cancelled on exit."""
 
@@ -67,12 +78,6 @@ class DelayedTransition(_Strict):
         description="milliseconds, or the name of an int setting that holds them")
     trigger: str = Field(default="timeout", pattern=IDENTIFIER,
                          description="the event the timer raises; it can also be sent by code")
-    dest: str | None = Field(default=None, pattern=STATE_PATH,
-                             description="absolute state path; omit for an internal transition")
-    guards: Names = Field(default_factory=list)
-    unless: Names = Field(default_factory=list)
-    actions: Names = Field(default_factory=list)
-    description: str = ""
 
 
 class StateSpec(_Strict):
@@ -87,18 +92,12 @@ class StateSpec(_Strict):
     states: dict[Annotated[str, Field(pattern=STATE_NAME)], StateSpec] = Field(default_factory=dict)
 
 
-class TransitionSpec(_Strict):
+class TransitionSpec(_Edge):
     """A transition. Sources and destinations are absolute ``.`` paths; a transition from a
     compound state applies in all of its descendants."""
 
     trigger: str = Field(pattern=IDENTIFIER)
     source: SourceNames
-    dest: str | None = Field(default=None, pattern=STATE_PATH,
-                             description="absolute state path; omit for an internal transition")
-    guards: Names = Field(default_factory=list)
-    unless: Names = Field(default_factory=list)
-    actions: Names = Field(default_factory=list)
-    description: str = ""
 
 
 class StatechartSpec(_Strict):
