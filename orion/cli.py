@@ -5,6 +5,7 @@ Exit codes: 0 ok, 1 failed (invalid statecharts, a failed run), 2 usage or confi
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -13,6 +14,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from orion import __version__
 from orion.config import WorkspaceConfig, load_config
@@ -174,6 +176,60 @@ def plugins(as_json: bool) -> None:
     for row in rows:
         table.add_row(row["name"], row["kind"], row["version"] or "", ", ".join(row["hooks"]))
     Console().print(table)
+
+
+@cli.command()
+@click.argument("script", type=click.Path(exists=True, dir_okay=False))
+@WORKSPACE
+@click.option("--state-dir", type=click.Path(file_okay=False), default=None,
+              help="Where Orion keeps its state (default: WORKSPACE/.orion).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+def run(script: str, workspace: str, state_dir: str | None, as_json: bool) -> None:
+    """Play a scripted conversation (see docs/scripts.md) through the real runtime."""
+    from orion.models.script import load_script
+    from orion.runtime.report import ConsoleReporter, Reporter
+    from orion.runtime.runner import play
+
+    try:
+        loaded = load_script(script)
+        config = load_config(workspace)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+    pm = _plugins(config)
+    reporter = Reporter() if as_json else ConsoleReporter()
+    try:
+        result = asyncio.run(play(loaded, workspace=Path(workspace), plugins=pm,
+                                  state_dir=Path(state_dir) if state_dir else None,
+                                  reporter=reporter))
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        for report in result.files:
+            err.print(f"[green]wrote[/green] {report.path} ({report.bytes} bytes)")
+        for error in result.errors:
+            err.print(f"[red]error:[/red] {escape(error)}")
+        err.print("[green]ok[/green]" if result.ok else "[red]failed[/red]")
+    sys.exit(0 if result.ok else 1)
+
+
+@cli.command()
+@click.option("--base-url", default=None, help="An OpenAI-compatible endpoint "
+              "(default: orion.yaml's model.base_url, ORION_BASE_URL or OPENAI_BASE_URL).")
+@click.option("--model", "model_name", default=None, help="The model name.")
+@WORKSPACE
+def chat(base_url: str | None, model_name: str | None, workspace: str) -> None:
+    """Talk to a real model in the workspace. Slash commands: /help, /reset, /quit."""
+    from orion.runtime.chat import run_chat
+
+    config = _config(workspace)
+    pm = _plugins(config)
+    try:
+        code = asyncio.run(run_chat(config, pm, base_url=base_url, model_name=model_name))
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+    sys.exit(code)
 
 
 @cli.command()

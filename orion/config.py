@@ -2,16 +2,30 @@
 
 ```yaml
 statecharts: [lifecycles/review_write.yaml]   # relative to the workspace
-settings:
+settings:                                     # statechart setting overrides
   write_session:
     idle_ms: 3000
 plugins:
   disable: [orion_plugins.write_session_protocol]
+pipeline:                                     # a full list, or edits by name
+  insert: [{system: audit, after: model}]
+runtime:
+  max_requests_per_turn: 20
+model:
+  base_url: http://127.0.0.1:11434/v1
+  model: qwen3-coder
+  api_key_env: OPENAI_API_KEY
 ```
+
+Environment variables override the file: ``ORION_MODEL``, ``ORION_BASE_URL``,
+``ORION_API_KEY_ENV`` and ``ORION_RUNTIME_<SETTING>`` (statechart settings have their own, see
+``orion.statechart.settings``).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +33,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orion.errors import ConfigError
+from orion.runtime.pipeline import PipelineEdit
 from orion.yamlsource import SourceDocument, YamlSourceError, load_yaml
 
 CONFIG_FILE = "orion.yaml"
@@ -33,10 +48,33 @@ class PluginsConfig(_Strict):
                                description="plugin names (as `orion plugins` lists them) not to load")
 
 
+DEFAULT_SYSTEM_PROMPT = """\
+You are a coding agent working in the user's workspace through Orion's tools. Use a tool when it
+helps; explain briefly what you did."""
+
+
+class RuntimeSettings(_Strict):
+    max_requests_per_turn: int = Field(default=20, ge=1)
+    max_messages: int = Field(default=200, ge=0, description="compact past this; 0 = no limit")
+    max_tokens: int = Field(default=100_000, ge=0,
+                            description="compact past this many (approximate) tokens; 0 = no limit")
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+
+
+class ModelSettings(_Strict):
+    base_url: str | None = Field(default=None, description="an OpenAI-compatible endpoint")
+    model: str = "gpt-4o-mini"
+    api_key_env: str = Field(default="OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+                             description="the environment variable that holds the API key")
+
+
 class OrionConfig(_Strict):
     statecharts: list[str] = Field(default_factory=list)
     settings: dict[str, dict[str, Any]] = Field(default_factory=dict)
     plugins: PluginsConfig = Field(default_factory=PluginsConfig)
+    pipeline: list[str] | PipelineEdit | None = None
+    runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
+    model: ModelSettings = Field(default_factory=ModelSettings)
 
 
 @dataclass(frozen=True)
@@ -63,27 +101,65 @@ class WorkspaceConfig:
         return f"{self.path}:{line}:{col}"
 
 
-def load_config(workspace: str | Path) -> WorkspaceConfig:
-    """Read ``<workspace>/orion.yaml``; a missing file means the defaults. Errors name the
-    file, line and column."""
+_ENV_FIELDS = {"ORION_MODEL": ("model", "model"), "ORION_BASE_URL": ("model", "base_url"),
+               "ORION_API_KEY_ENV": ("model", "api_key_env")}
+
+
+def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    data = {**data}
+    for var, (section, key) in _ENV_FIELDS.items():
+        if var in env:
+            data[section] = {**(data.get(section) or {}), key: env[var]}
+    for name in RuntimeSettings.model_fields:
+        var = f"ORION_RUNTIME_{name.upper()}"
+        if var in env:
+            data["runtime"] = {**(data.get("runtime") or {}), name: env[var]}
+    return data
+
+
+def _env_var(loc: tuple) -> str:
+    for var, target in _ENV_FIELDS.items():
+        if loc[:2] == target:
+            return var
+    return f"ORION_RUNTIME_{str(loc[1]).upper()}" if loc[:1] == ("runtime",) and len(loc) > 1 \
+        else ".".join(map(str, loc))
+
+
+def _file_errors(doc: SourceDocument, exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        if error["type"] == "extra_forbidden":
+            problems.append(str(doc.diagnostic(loc, f"unknown field {str(loc[-1])!r}", key=True)))
+        else:
+            where = ".".join(map(str, loc)) or "document"
+            problems.append(str(doc.diagnostic(loc, f"{where}: {error['msg']}")))
+    return "\n".join(problems)
+
+
+def load_config(workspace: str | Path, env: Mapping[str, str] | None = None) -> WorkspaceConfig:
+    """Read ``<workspace>/orion.yaml`` (a missing file means the defaults), then apply the
+    ``ORION_*`` environment overrides. Errors name the file, line and column, or the variable."""
     root = Path(workspace)
     path = root / CONFIG_FILE
-    if not path.exists():
-        return WorkspaceConfig(root)
+    env = os.environ if env is None else env
+    doc: SourceDocument | None = None
+    data: dict[str, Any] = {}
+    if path.exists():
+        try:
+            doc = load_yaml(path)
+        except YamlSourceError as exc:
+            raise ConfigError("\n".join(map(str, exc.diagnostics))) from exc
+        if doc.data is not None and not isinstance(doc.data, dict):
+            raise ConfigError(str(doc.diagnostic((), "orion.yaml must be a mapping")))
+        data = doc.data or {}
+        try:
+            OrionConfig.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(_file_errors(doc, exc)) from exc
     try:
-        doc = load_yaml(path)
-    except YamlSourceError as exc:
-        raise ConfigError("\n".join(map(str, exc.diagnostics))) from exc
-    try:
-        model = OrionConfig.model_validate(doc.data if doc.data is not None else {})
-    except ValidationError as exc:
-        problems = []
-        for error in exc.errors():
-            loc = tuple(error["loc"])
-            where = ".".join(map(str, loc)) or "document"
-            if error["type"] == "extra_forbidden":
-                problems.append(str(doc.diagnostic(loc, f"unknown field {str(loc[-1])!r}", key=True)))
-            else:
-                problems.append(str(doc.diagnostic(loc, f"{where}: {error['msg']}")))
-        raise ConfigError("\n".join(problems)) from exc
+        model = OrionConfig.model_validate(_apply_env(data, env))
+    except ValidationError as exc:  # the file was valid, so an environment variable is not
+        raise ConfigError("; ".join(f"environment variable {_env_var(tuple(e['loc']))}: "
+                                    f"{e['msg']}" for e in exc.errors())) from exc
     return WorkspaceConfig(root, model, doc)

@@ -1,21 +1,29 @@
-"""``orion demo``: drive both built-in lifecycles through their main paths and show them.
+"""``orion demo``: a scripted conversation through the runtime, then both built-in lifecycles
+through their main paths, then a Mermaid diagram.
 
 Time runs on a virtual clock, so the 2000 ms idle wait passes at once; the output says so.
 The demo's own plugin observes every transition and finalizes both lifecycles, through the
-same public hooks a team's plugin would use.
+same public hooks a team's plugin would use. The story goes to stderr; the diagram, which is
+data, goes to stdout.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import sys
 import tempfile
+from importlib import resources
 from pathlib import Path
 
 from rich.console import Console
 
 from orion import hookimpl
 from orion.clock import VirtualClock
+from orion.models.script import load_script
 from orion.plugins import make_plugin_manager
+from orion.runtime.report import ConsoleReporter
+from orion.runtime.runner import play
 from orion.statechart import builtin_statecharts, load_definition
 from orion.statechart.diagram import mermaid
 
@@ -60,8 +68,24 @@ class DemoPlugin:
         return None
 
 
+DEMO_SCRIPT = "demo.yaml"
+
+
+def play_conversation(console: Console, root: Path) -> bool:
+    """The bundled example conversation, through the real runtime and its built-in plugins."""
+    script = load_script(Path(str(resources.files("orion_examples") / DEMO_SCRIPT)))
+    console.print(f"[bold]A conversation[/bold]  (examples/{DEMO_SCRIPT}: {script.description})")
+    result = asyncio.run(play(script, workspace=root / "conversation",
+                              plugins=make_plugin_manager(),
+                              reporter=ConsoleReporter(console)))
+    for error in result.errors:
+        console.print(f"  [red]error:[/red] {error}", markup=True)
+    console.print("")
+    return result.ok
+
+
 def run_demo(workspace: str | None = None) -> int:
-    console = Console(highlight=False, soft_wrap=True)
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
     root = Path(workspace) if workspace else Path(tempfile.mkdtemp(prefix="orion-demo-"))
     root.mkdir(parents=True, exist_ok=True)
     pm = make_plugin_manager()
@@ -72,6 +96,7 @@ def run_demo(workspace: str | None = None) -> int:
 
     console.print(f"[bold]Orion demo[/bold]  workspace: {root}")
     console.print("Time is virtual here: idle waits are compressed, not slept.\n")
+    conversation_ok = play_conversation(console, root)
 
     ws = load_definition(charts["write_session"], plugins=pm)
     idle = ws.settings["idle_ms"]
@@ -111,9 +136,11 @@ def run_demo(workspace: str | None = None) -> int:
     plan.trigger("plan_done")
     console.print(f"  final state: [bold]{plan.state}[/bold]\n")
 
-    console.print("[bold]Mermaid diagram of write_session[/bold] (paste into any Mermaid viewer):")
+    console.print("[bold]Mermaid diagram of write_session[/bold] (on stdout; paste it into any "
+                  "Mermaid viewer):")
+    sys.stderr.flush()
     print(mermaid(ws.spec, highlight=session.state, settings=dict(ws.settings)), end="")
     if pm.failures:
         console.print(f"[red]{len(pm.failures)} plugin failure(s)[/red]")
         return 1
-    return 0
+    return 0 if conversation_ok else 1

@@ -26,6 +26,9 @@ import pluggy
 
 if TYPE_CHECKING:
     from orion.context import ContextBlock, ContextRequest
+    from orion.runtime.conversation import Budget, Message
+    from orion.runtime.pipeline import System
+    from orion.runtime.runtime import Runtime
     from orion.statechart.lifecycle import Lifecycle, Transition
     from orion.tools.gating import Decision, GateRequest
     from orion.tools.spec import ToolCall, ToolSpec
@@ -87,6 +90,20 @@ def register_commands(cli: click.Group) -> None:
     """Add commands to the ``orion`` command line: ``@cli.command()``."""
 
 
+@hookspec
+def register_systems(register: Callable[[System], None]) -> None:
+    """Provide turn-pipeline systems: ``register(system)``, where ``system`` has a ``name``
+    and an ``async def run(self, turn)``. ``statecharts/pipeline.yaml`` orders them by name,
+    and a workspace's ``orion.yaml`` can insert, replace or remove them."""
+
+
+@hookspec
+def register_slash_commands(register: Callable[..., None]) -> None:
+    """Provide slash commands for conversations: ``register(name, handler, help)``, where
+    ``handler(runtime, args) -> str | None`` (or a coroutine) handles ``/name args`` and returns
+    a message for the user."""
+
+
 # ---------------------------------------------------------------------------------------------
 # Context building
 
@@ -95,6 +112,20 @@ def register_commands(cli: click.Group) -> None:
 def build_context(request: ContextRequest) -> ContextBlock | Iterable[ContextBlock] | None:
     """Return system context blocks for the next model request. Blocks are rebuilt on every
     turn, so what they carry survives compaction of the conversation."""
+
+
+@hookspec(firstresult=True)
+def compact_conversation(messages: list[Message], budget: Budget) -> list[Message] | None:
+    """Shrink a conversation that passed its budget (``budget.max_messages``,
+    ``budget.max_tokens``): return the messages to keep (older turns dropped or summarized),
+    or ``None`` to leave it to the next plugin. System context is not in ``messages``: it is
+    rebuilt on every turn, so it survives compaction."""
+
+
+@hookspec
+def conversation_reset(runtime: Runtime) -> None:
+    """The user reset the conversation (``/reset``); the history is already cleared. End what
+    belongs to the old conversation (plan work, for example)."""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,12 +25,23 @@ class Registered:
     plugin: str
 
 
+@dataclass(frozen=True)
+class SlashCommand:
+    name: str
+    handler: Callable[..., Any]
+    help: str
+    plugin: str
+
+
 @dataclass
 class Registry:
     guards: dict[str, Registered] = field(default_factory=dict)
     actions: dict[str, Registered] = field(default_factory=dict)
     tools: dict[str, ToolSpec] = field(default_factory=dict)
     tool_plugins: dict[str, str] = field(default_factory=dict)
+    systems: dict[str, Any] = field(default_factory=dict)  # name -> orion.runtime.pipeline.System
+    system_plugins: dict[str, str] = field(default_factory=dict)
+    commands: dict[str, SlashCommand] = field(default_factory=dict)
 
     @classmethod
     def collect(cls, pm: PluginManager) -> Registry:
@@ -65,6 +76,33 @@ class Registry:
                 registry.tools[spec.name] = spec
                 registry.tool_plugins[spec.name] = _plugin
             _call(impl, "register_tools", register=register_tool)
+        for impl in pm.hook.register_systems.get_hookimpls():
+            def register_system(system: Any, *, _plugin: str = impl.plugin_name) -> None:
+                name = getattr(system, "name", None)
+                if not isinstance(name, str) or not NAME.fullmatch(name) or \
+                        not callable(getattr(system, "run", None)):
+                    raise PluginError(f"plugin {_plugin!r} registered a system without a valid "
+                                      f"'name' and a 'run(turn)' method: {system!r}")
+                if name in registry.systems:
+                    raise PluginError(f"system {name!r} is registered twice: by plugin "
+                                      f"{registry.system_plugins[name]!r} and by {_plugin!r}")
+                registry.systems[name] = system
+                registry.system_plugins[name] = _plugin
+            _call(impl, "register_systems", register=register_system)
+        for impl in pm.hook.register_slash_commands.get_hookimpls():
+            def register_command(name: str, handler: Callable[..., Any], help: str = "", *,
+                                 _plugin: str = impl.plugin_name) -> None:
+                if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_-]*", name):
+                    raise PluginError(f"plugin {_plugin!r} registered slash command {name!r}: "
+                                      "a name is lower-case letters, digits, '_' and '-'")
+                if not callable(handler):
+                    raise PluginError(f"plugin {_plugin!r} registered slash command /{name} "
+                                      "with a handler that is not callable")
+                if name in registry.commands:
+                    raise PluginError(f"slash command /{name} is registered twice: by plugin "
+                                      f"{registry.commands[name].plugin!r} and by {_plugin!r}")
+                registry.commands[name] = SlashCommand(name, handler, help, _plugin)
+            _call(impl, "register_slash_commands", register=register_command)
         return registry
 
 

@@ -128,11 +128,12 @@ def test_plugins_json_lists_builtins_and_their_hooks(runner):
 def test_demo_plays_both_lifecycles_and_writes_its_file(runner, tmp_path):
     result = runner.invoke(cli, ["demo", "--workspace", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    out = result.stdout
-    assert "virtual" in out  # it says that it compresses the idle wait
-    assert "prompt to model: If you're finished, reply with DONE on its own line" in out
-    assert "final state: done" in out and "final state: inactive" in out
-    assert "stateDiagram-v2" in out
+    story = result.stderr  # people read the story on stderr; the diagram is data, on stdout
+    assert "virtual" in story  # it says that it compresses the idle wait
+    assert "read_file invalid_json" in story and "Tag the release on Friday" in story
+    assert "prompt to model: If you're finished, reply with DONE on its own line" in story
+    assert "final state: done" in story and "final state: inactive" in story
+    assert result.stdout.startswith("stateDiagram-v2")
     guide = tmp_path / "docs" / "guide.md"
     assert guide.read_text().count("\n") == 120
 

@@ -1,8 +1,12 @@
-"""Every hook in ``orion.hookspecs``, exercised through the code that calls it."""
+"""Every hook in ``orion.hookspecs``, exercised through the code that calls it. The runtime
+hooks (systems, slash commands, compaction, reset) run through the real runtime, driven by a
+scripted conversation."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import textwrap
 from pathlib import Path
 from typing import Literal
 
@@ -14,8 +18,12 @@ from pydantic import BaseModel, Field
 from orion import hookimpl
 from orion.clock import VirtualClock
 from orion.context import ContextBlock, ContextRequest, build_context
-from orion.errors import ActionError, TriggerNotAllowed
+from orion.errors import ActionError, ConfigError, PluginError, TriggerNotAllowed
+from orion.models.script import ScriptCursor, load_script
+from orion.models.scripted import ScriptedModel
 from orion.plugins import PluginManager, make_plugin_manager
+from orion.runtime.report import Reporter
+from orion.runtime.runtime import CommandError, Runtime
 from orion.statechart import load_definition
 from orion.tools.gating import Decision, GateRequest, advertised, authorize
 from orion.tools.spec import ToolCall, ToolSpec
@@ -224,19 +232,19 @@ class ReadArgs(BaseModel):
 class Tools:
     @hookimpl
     def register_tools(self, register):
-        register(ToolSpec("read_file", "Read a file.", ReadArgs,
+        register(ToolSpec("read_doc", "Read a file.", ReadArgs,
                           handler=lambda args: f"read {args.path}"))
 
 
 def test_register_tools_fills_the_registry_and_makes_an_openai_definition(pm):
     pm.register(Tools(), "tools")
-    spec = pm.registry.tools["read_file"]
-    assert pm.registry.tool_plugins["read_file"] == "tools"
+    spec = pm.registry.tools["read_doc"]
+    assert pm.registry.tool_plugins["read_doc"] == "tools"
 
     definition = spec.openai_definition()
     assert definition["type"] == "function"
     function = definition["function"]
-    assert (function["name"], function["description"]) == ("read_file", "Read a file.")
+    assert (function["name"], function["description"]) == ("read_doc", "Read a file.")
     parameters = function["parameters"]
     assert parameters["type"] == "object"
     assert "title" not in parameters
@@ -598,3 +606,562 @@ def test_authorize_hook_called_directly_also_fails_closed(pm):
     pm.register(Raises(), "raises")
     decision = pm.hook.authorize_tool_call(call=CALL, request=GateRequest())
     assert isinstance(decision, Decision) and decision.allowed is False
+
+
+# -- the runtime: register_systems, register_slash_commands, compact_conversation and
+# -- conversation_reset, through a real Runtime playing a scripted conversation --------------
+
+NOTES = "The release is on Friday.\n"
+
+HELLO = """\
+conversation:
+  - user: Hello
+  - model: {text: Hello!}
+"""
+
+READ_NOTES = """\
+conversation:
+  - user: When is the release? It is in notes.md.
+  - model:
+      tool_calls: [{name: read_file, arguments: {path: notes.md}}]
+  - expect: The release is on Friday
+  - model: {text: On Friday.}
+"""
+
+
+class RecordingModel(ScriptedModel):
+    """The scripted model, keeping every request it answered."""
+
+    def __init__(self, cursor: ScriptCursor):
+        super().__init__(cursor)
+        self.requests = []
+
+    async def stream(self, request):
+        self.requests.append(request)
+        async for event in super().stream(request):
+            yield event
+
+
+class Notices(Reporter):
+    def __init__(self):
+        self.notices: list[str] = []
+
+    def notice(self, text):
+        self.notices.append(text)
+
+
+class Session:
+    """A real runtime with ``tmp_path`` as its workspace (``orion.yaml`` from ``config``) and a
+    scripted model. ``play()`` sends the script's user lines through ``runtime.handle``, as
+    ``orion run`` does, while the model takes the ``expect`` and ``model`` entries."""
+
+    def __init__(self, tmp_path: Path, pm: PluginManager, script: str, *,
+                 config: str | None = None):
+        if config is not None:
+            (tmp_path / "orion.yaml").write_text(textwrap.dedent(config))
+        (tmp_path / "notes.md").write_text(NOTES)
+        path = tmp_path / "script.yaml"
+        path.write_text(textwrap.dedent(script))
+        self.cursor = load_script(path).cursor()
+        self.model = RecordingModel(self.cursor)
+        self.reporter = Notices()
+        self.runtime = Runtime(model=self.model, plugins=pm, workspace=tmp_path,
+                               clock=VirtualClock(), reporter=self.reporter)
+        self.replies: list[str | None] = []
+
+    def play(self) -> Session:
+        while (entry := self.cursor.peek()) is not None and entry.kind == "user":
+            self.cursor.next()
+            self.replies.append(asyncio.run(self.runtime.handle(entry.user)))
+        assert self.cursor.done, f"entries left over: {self.cursor.remaining}"
+        return self
+
+    @property
+    def order(self) -> list[str]:
+        return [system.name for system in self.runtime.pipeline]
+
+    def messages(self, number: int) -> list[dict]:
+        """The messages of model request ``number`` (1-based), after the system message."""
+        [request] = [r for r in self.model.requests if r.number == number]
+        return request.messages[1:]
+
+    def system(self, number: int) -> str:
+        """The system message of model request ``number``."""
+        [request] = [r for r in self.model.requests if r.number == number]
+        assert request.messages[0]["role"] == "system"
+        return request.messages[0]["content"]
+
+
+def roles(session: Session) -> list[str]:
+    return [message.role for message in session.runtime.conversation.messages]
+
+
+# -- register_systems ---------------------------------------------------------------------------
+
+
+class Audit:
+    """A system that records what the turn holds when it runs."""
+
+    name = "audit"
+
+    def __init__(self):
+        self.seen: list[dict] = []
+
+    async def run(self, turn):
+        self.seen.append({
+            "number": turn.number,
+            "request": turn.request is not None,
+            "finish": turn.finish.reason if turn.finish else None,
+            "text": turn.response_text,
+            "tool_calls": [call.name for call in turn.tool_calls],
+            "outcomes": len(turn.outcomes),
+            "last_message": turn.runtime.conversation.messages[-1].role,
+        })
+
+
+class StrictTools:
+    """A replacement for the ``tools`` system: every call is refused, none runs."""
+
+    name = "strict_tools"
+
+    async def run(self, turn):
+        for call in turn.tool_calls:
+            turn.runtime.conversation.add_tool_result(
+                call.id, f"refused: {call.name} is not allowed in this workspace")
+        turn.follow_up = bool(turn.tool_calls)
+
+
+class Offline:
+    """Answers without a model, from the context blocks the ``context`` system built."""
+
+    name = "offline"
+
+    async def run(self, turn):
+        turn.text.append("offline; context: " + ", ".join(block.name for block in turn.blocks))
+        turn.runtime.conversation.add_assistant(turn.response_text)
+
+
+class Canned:
+    """Answers ``ping`` itself and stops the pass before the model is asked."""
+
+    name = "canned"
+
+    async def run(self, turn):
+        last = turn.runtime.conversation.messages[-1]
+        if last.role == "user" and last.content == "ping":
+            turn.runtime.conversation.add_assistant("pong")
+            turn.stop = True
+
+
+class Systems:
+    def __init__(self, *systems):
+        self.systems = systems
+
+    @hookimpl
+    def register_systems(self, register):
+        for system in self.systems:
+            register(system)
+
+
+class HouseRules:
+    """Context blocks that must reach every model request, compacted or not."""
+
+    BLOCKS = (ContextBlock("plan", "Plan: ship the release on Friday.", order=10),
+              ContextBlock("rules", "Answer in English."))
+
+    @hookimpl
+    def build_context(self, request):
+        return list(self.BLOCKS)
+
+
+def test_the_default_pipeline_is_context_model_tools(pm, tmp_path):
+    session = Session(tmp_path, pm, READ_NOTES).play()
+    assert session.order == ["context", "model", "tools"]
+    assert {name: pm.registry.system_plugins[name] for name in session.order} == {
+        name: "orion_plugins.turn_systems" for name in session.order}
+    assert roles(session) == ["user", "assistant", "tool", "assistant"]
+
+
+def test_register_systems_a_system_inserted_after_the_model_runs_on_every_request(pm, tmp_path):
+    audit = Audit()
+    pm.register(Systems(audit), "auditing")
+    session = Session(tmp_path, pm, READ_NOTES, config="""\
+        pipeline:
+          insert: [{system: audit, after: model}]
+        """).play()
+    assert session.order == ["context", "model", "audit", "tools"]
+    assert pm.registry.system_plugins["audit"] == "auditing"
+    # after the model (the reply is in the turn and the conversation), before the tool results
+    assert audit.seen == [
+        {"number": 1, "request": True, "finish": "tool_calls", "text": "",
+         "tool_calls": ["read_file"], "outcomes": 0, "last_message": "assistant"},
+        {"number": 2, "request": True, "finish": "stop", "text": "On Friday.",
+         "tool_calls": [], "outcomes": 0, "last_message": "assistant"},
+    ]
+    assert roles(session) == ["user", "assistant", "tool", "assistant"]
+
+
+def test_register_systems_a_replaced_system_runs_in_its_place(pm, tmp_path):
+    pm.register(Systems(StrictTools()), "strict")
+    session = Session(tmp_path, pm, """\
+        conversation:
+          - user: When is the release? It is in notes.md.
+          - model:
+              tool_calls: [{name: read_file, arguments: {path: notes.md}}]
+          - expect: "refused: read_file is not allowed"
+          - model: {text: I may not read it.}
+        """, config="""\
+        pipeline:
+          replace: {tools: strict_tools}
+        """).play()
+    assert session.order == ["context", "model", "strict_tools"]
+    [tool_result] = [m for m in session.runtime.conversation.messages if m.role == "tool"]
+    assert tool_result.content == "refused: read_file is not allowed in this workspace"
+    assert "Friday" not in json.dumps(session.messages(2))  # read_file never ran
+
+
+def test_register_systems_a_full_list_replaces_the_default_pipeline(pm, tmp_path):
+    pm.register(Systems(Offline()), "offline")
+    pm.register(HouseRules(), "rules")
+    session = Session(tmp_path, pm, """\
+        conversation:
+          - user: Hello
+          - user: Still there?
+        """, config="pipeline: [context, offline]\n").play()
+    assert session.order == ["context", "offline"]
+    assert session.model.requests == []  # no model system, no model request
+    replies = [m.content for m in session.runtime.conversation.messages if m.role == "assistant"]
+    assert replies == ["offline; context: plan, rules"] * 2
+
+
+def test_register_systems_a_system_can_stop_the_pass_before_the_model(pm, tmp_path):
+    pm.register(Systems(Canned()), "canned")
+    session = Session(tmp_path, pm, """\
+        conversation:
+          - user: ping
+          - user: What did I say?
+          - model: {text: You said ping.}
+        """, config="""\
+        pipeline:
+          insert: [{system: canned, before: model}]
+        """).play()
+    assert session.order == ["context", "canned", "model", "tools"]
+    assert [r.number for r in session.model.requests] == [2]  # pass 1 stopped before the model
+    assert session.messages(2) == [{"role": "user", "content": "ping"},
+                                   {"role": "assistant", "content": "pong"},
+                                   {"role": "user", "content": "What did I say?"}]
+
+
+@pytest.mark.parametrize("config,order", [
+    ("pipeline: {insert: [{system: audit, before: context}]}",
+     ["audit", "context", "model", "tools"]),
+    ("pipeline: {replace: {tools: strict_tools}, insert: [{system: audit, after: model}]}",
+     ["context", "model", "audit", "strict_tools"]),
+    ("pipeline: {remove: [tools]}", ["context", "model"]),
+    ("pipeline: [audit, context, model, strict_tools]",
+     ["audit", "context", "model", "strict_tools"]),
+])
+def test_register_systems_orion_yaml_orders_the_pipeline(pm, tmp_path, config, order):
+    pm.register(Systems(Audit(), StrictTools()), "systems")
+    assert Session(tmp_path, pm, HELLO, config=config).order == order
+
+
+@pytest.mark.parametrize("config,named", [
+    ("pipeline: {insert: [{system: audti, after: model}]}", "'audti'"),
+    ("pipeline: {replace: {tools: strict_toolz}}", "'strict_toolz'"),
+    ("pipeline: [context, modle, tools]", "'modle'"),
+    ("pipeline: {insert: [{system: audit, after: modle}]}", "'modle'"),
+    ("pipeline: {remove: [trace]}", "'trace'"),
+])
+def test_register_systems_an_unknown_system_is_a_config_error_naming_it(pm, tmp_path, config,
+                                                                        named):
+    pm.register(Systems(Audit(), StrictTools()), "systems")
+    with pytest.raises(ConfigError) as info:
+        Session(tmp_path, pm, HELLO, config=config)
+    message = str(info.value)
+    assert named in message
+    assert "orion.yaml" in message
+
+
+def test_register_systems_a_name_registered_twice_names_both_plugins(pm, tmp_path):
+    class Model:
+        name = "model"
+
+        async def run(self, turn):
+            pass
+
+    pm.register(Systems(Model()), "my_model")
+    with pytest.raises(PluginError) as info:
+        Session(tmp_path, pm, HELLO)
+    message = str(info.value)
+    assert "system 'model' is registered twice" in message
+    assert "'orion_plugins.turn_systems'" in message and "'my_model'" in message
+
+
+def test_register_systems_rejects_a_system_without_a_name_or_run(pm, tmp_path):
+    class Nameless:
+        async def run(self, turn):
+            pass
+
+    pm.register(Systems(Nameless()), "nameless")
+    with pytest.raises(PluginError, match="plugin 'nameless' registered a system without"):
+        Session(tmp_path, pm, HELLO)
+
+
+# -- register_slash_commands --------------------------------------------------------------------
+
+
+class Greetings:
+    def __init__(self):
+        self.runtimes: list[Runtime] = []
+
+    @hookimpl
+    def register_slash_commands(self, register):
+        def hello(runtime, args):
+            self.runtimes.append(runtime)
+            return f"Hello, {args or 'world'}!"
+
+        async def later(runtime, args):
+            await asyncio.sleep(0)
+            return f"later: {args}"
+
+        def ask(runtime, args):
+            runtime.inject(f"Explain {args} in one line.")
+
+        register("hello", hello, "say hello")
+        register("later", later, "an async command")
+        register("ask", ask, "ask the model about something")
+
+
+def test_register_slash_commands_plugin_commands_answer_the_user(pm, tmp_path):
+    greetings = Greetings()
+    pm.register(greetings, "greetings")
+    session = Session(tmp_path, pm, """\
+        conversation:
+          - user: /hello Ada
+          - user: /hello
+          - user: /later tea
+          - user: /help
+          - user: /ask statecharts
+          - expect: Explain statecharts in one line
+          - model: {text: States and the transitions between them.}
+        """).play()
+    assert pm.registry.commands["hello"].plugin == "greetings"
+    hello_ada, hello, later, help_text, ask = session.replies
+    assert (hello_ada, hello, later, ask) == ("Hello, Ada!", "Hello, world!", "later: tea", None)
+    assert greetings.runtimes == [session.runtime, session.runtime]
+    assert "/hello" in help_text and "say hello" in help_text and "/reset" in help_text
+    assert session.reporter.notices[:3] == ["Hello, Ada!", "Hello, world!", "later: tea"]
+    # commands are not messages: only the prompt /ask queued reached the model, and was answered
+    assert [r.number for r in session.model.requests] == [1]
+    assert session.messages(1) == [{"role": "user", "content": "Explain statecharts in one line."}]
+    assert roles(session) == ["user", "assistant"]
+
+
+def test_an_unknown_slash_command_lists_the_available_ones(pm, tmp_path):
+    pm.register(Greetings(), "greetings")
+    session = Session(tmp_path, pm, "conversation:\n  - user: /nope please\n")
+    with pytest.raises(CommandError) as info:
+        session.play()
+    assert str(info.value) == ("unknown command /nope (available: /ask, /hello, /help, /later, "
+                               "/quit, /reset)")
+    assert session.runtime.conversation.messages == []
+    assert session.model.requests == []
+
+
+@pytest.mark.parametrize("name", ["hello", "reset"])
+def test_register_slash_commands_a_name_registered_twice_is_a_plugin_error(pm, tmp_path, name):
+    class Again:
+        @hookimpl
+        def register_slash_commands(self, register):
+            register(name, lambda runtime, args: "again")
+
+    pm.register(Greetings(), "greetings")
+    pm.register(Again(), "again")
+    with pytest.raises(PluginError) as info:
+        Session(tmp_path, pm, HELLO)
+    message = str(info.value)
+    first = "greetings" if name == "hello" else "orion_plugins.conversation_commands"
+    assert f"slash command /{name} is registered twice" in message
+    assert f"'{first}'" in message and "'again'" in message
+
+
+@pytest.mark.parametrize("name,handler,match", [
+    ("Hello", lambda runtime, args: None, "lower-case"),
+    ("/hello", lambda runtime, args: None, "lower-case"),
+    ("hello", "not a function", "not callable"),
+])
+def test_register_slash_commands_rejects_bad_names_and_handlers(pm, tmp_path, name, handler,
+                                                                match):
+    class Bad:
+        @hookimpl
+        def register_slash_commands(self, register):
+            register(name, handler)
+
+    pm.register(Bad(), "bad")
+    with pytest.raises(PluginError, match=f"plugin 'bad' registered slash command.*{match}"):
+        Session(tmp_path, pm, HELLO)
+
+
+# -- compact_conversation -----------------------------------------------------------------------
+
+#: Three user turns; with max_messages 4 each of the last two requests needs compaction.
+LONG = """\
+conversation:
+  - user: Hi
+  - model: {text: Hello.}                 # request 1: [Hi]
+  - user: When is the release? It is in notes.md.
+  - model:                                # request 2: [Hi, Hello., When...]
+      tool_calls: [{name: read_file, arguments: {path: notes.md}}]
+  - expect: The release is on Friday      # request 3: 5 messages, the first turn goes
+  - model: {text: On Friday.}
+  - user: Thanks!
+  - model: {text: You are welcome.}       # request 4: 5 messages, the second turn goes
+"""
+
+BUDGET = "runtime: {max_messages: 4}\n"
+
+
+def test_compact_conversation_builtin_drops_the_oldest_whole_turns(pm, tmp_path):
+    pm.register(HouseRules(), "rules")
+    session = Session(tmp_path, pm, LONG, config=BUDGET).play()
+    assert [r.number for r in session.model.requests] == [1, 2, 3, 4]
+    asked = "When is the release? It is in notes.md."
+    assert [m["content"] for m in session.messages(2)] == ["Hi", "Hello.", asked]
+    # request 3: the first turn is gone, the newest kept whole (the call with its result)
+    third = session.messages(3)
+    assert [m["role"] for m in third] == ["user", "assistant", "tool"]
+    assert third[0]["content"] == asked
+    assert third[2]["tool_call_id"] == third[1]["tool_calls"][0]["id"]
+    assert session.messages(4) == [{"role": "user", "content": "Thanks!"}]
+    assert session.runtime.conversation.compacted == 6
+    assert roles(session) == ["user", "assistant"]
+    assert session.reporter.notices == ["compacted the conversation to 3 messages",
+                                        "compacted the conversation to 1 messages"]
+    # compaction safety: every plugin block is in every request's system message; the notice
+    # block only once messages were removed, with the count so far
+    for number in (1, 2, 3, 4):
+        system = session.system(number)
+        assert all(block.text in system for block in HouseRules.BLOCKS), number
+        assert system.index("Plan: ship") < system.index("Answer in English.")
+    assert "earlier messages" not in session.system(1) + session.system(2)
+    assert "2 earlier messages of this conversation were removed" in session.system(3)
+    assert "6 earlier messages of this conversation were removed" in session.system(4)
+
+
+def test_compact_conversation_keeps_the_newest_turn_even_over_budget(pm, tmp_path):
+    session = Session(tmp_path, pm, READ_NOTES, config="runtime: {max_messages: 2}\n").play()
+    assert [m["role"] for m in session.messages(2)] == ["user", "assistant", "tool"]
+    assert session.runtime.conversation.compacted == 0
+    assert session.reporter.notices == []
+    assert "earlier messages" not in session.system(2)
+
+
+def test_compact_conversation_is_not_called_within_the_budget(pm, tmp_path):
+    class Never:
+        @hookimpl
+        def compact_conversation(self, messages):
+            raise AssertionError("called within the budget")
+
+    pm.register(Never(), "never")
+    session = Session(tmp_path, pm, LONG).play()  # the default budget: 200 messages
+    assert session.runtime.conversation.compacted == 0
+
+
+def test_compact_conversation_a_plugin_result_wins_over_the_builtin(pm, tmp_path):
+    from orion.runtime.conversation import Budget, Message
+
+    class Summarize:
+        """Replaces everything before the newest user turn with one summary message."""
+
+        def __init__(self):
+            self.calls: list[tuple[int, Budget]] = []
+
+        @hookimpl
+        def compact_conversation(self, messages, budget):
+            self.calls.append((len(messages), budget))
+            start = max(i for i, m in enumerate(messages) if m.role == "user" and not m.injected)
+            summary = Message("user", f"Summary of {start} earlier messages.", injected=True)
+            return [summary, *messages[start:]]
+
+    [builtin] = [impl for impl in pm.hook.compact_conversation.get_hookimpls()
+                 if impl.plugin_name == "orion_plugins.compaction"]
+    assert builtin.trylast
+    summarize = Summarize()
+    pm.register(summarize, "summarize")
+    pm.register(HouseRules(), "rules")
+    session = Session(tmp_path, pm, LONG, config=BUDGET).play()
+    assert [(n, b.max_messages) for n, b in summarize.calls] == [(5, 4), (6, 4)]
+    third = session.messages(3)
+    assert third[0] == {"role": "user", "content": "Summary of 2 earlier messages."}
+    assert [m["role"] for m in third] == ["user", "user", "assistant", "tool"]
+    assert session.messages(4) == [{"role": "user", "content": "Summary of 5 earlier messages."},
+                                   {"role": "user", "content": "Thanks!"}]
+    assert session.runtime.conversation.compacted == 1 + 4  # removed minus added, each time
+    assert all(block.text in session.system(4) for block in HouseRules.BLOCKS)
+
+
+def test_compact_conversation_a_plugin_returning_none_leaves_it_to_the_builtin(pm, tmp_path):
+    class Abstain:
+        def __init__(self):
+            self.calls = 0
+
+        @hookimpl
+        def compact_conversation(self):
+            self.calls += 1
+            return None
+
+    abstain = Abstain()
+    pm.register(abstain, "abstain")
+    session = Session(tmp_path, pm, LONG, config=BUDGET).play()
+    assert abstain.calls == 2
+    assert session.messages(4) == [{"role": "user", "content": "Thanks!"}]
+    assert session.runtime.conversation.compacted == 6
+
+
+# -- conversation_reset -------------------------------------------------------------------------
+
+
+class ResetWatcher:
+    def __init__(self, prompt: str | None = None):
+        self.prompt = prompt
+        self.seen: list[tuple] = []
+
+    @hookimpl
+    def conversation_reset(self, runtime):
+        conversation = runtime.conversation
+        self.seen.append((runtime, list(conversation.messages), conversation.compacted))
+        if self.prompt:
+            runtime.inject(self.prompt)
+
+
+def test_conversation_reset_clears_the_conversation_and_calls_the_hook(pm, tmp_path):
+    watcher = ResetWatcher()
+    pm.register(watcher, "watcher")
+    session = Session(tmp_path, pm, """\
+        conversation:
+          - user: Remember the word kiwi.
+          - model: {text: Noted.}
+          - user: /reset
+          - user: What was the word?
+          - model: {text: I do not know.}
+        """).play()
+    assert session.replies == [None, "The conversation was reset.", None]
+    assert watcher.seen == [(session.runtime, [], 0)]  # called once the history was cleared
+    assert session.messages(2) == [{"role": "user", "content": "What was the word?"}]
+    assert roles(session) == ["user", "assistant"]
+
+
+def test_conversation_reset_a_prompt_the_hook_queues_is_answered(pm, tmp_path):
+    pm.register(ResetWatcher("Plan work ended with the old conversation."), "watcher")
+    session = Session(tmp_path, pm, """\
+        conversation:
+          - user: Hi
+          - model: {text: Hello.}
+          - user: /reset
+          - expect: Plan work ended
+          - model: {text: Starting afresh.}
+        """).play()
+    assert session.messages(2) == [{"role": "user",
+                                    "content": "Plan work ended with the old conversation."}]
+    assert session.runtime.prompts == ["Plan work ended with the old conversation."]

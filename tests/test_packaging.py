@@ -19,7 +19,7 @@ def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     # Build from a copy: an in-tree build would leave build/ and *.egg-info in the checkout.
     src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "README.md", "LICENSE", "orion", "plugins", "statecharts"):
+    for name in ("pyproject.toml", "README.md", "LICENSE", "orion", "plugins", "statecharts", "examples"):
         (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, src / name)
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
                            "--no-build-isolation", "--wheel-dir", str(out), str(src)],
@@ -33,7 +33,8 @@ def test_wheel_contains_statecharts_plugins_and_the_console_script(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"orion_statecharts/write_session.yaml", "orion_statecharts/plan_mode.yaml",
             "orion_statecharts/statechart.schema.json",
-            "orion_plugins/finalization.py", "orion_plugins/write_session_protocol.py",
+            "orion_statecharts/pipeline.yaml", "orion_examples/demo.yaml",
+            "orion_plugins/finalization.py", "orion_plugins/turn_systems.py",
             "orion/py.typed"} <= names
     (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     text = zipfile.ZipFile(wheel).read(entry_points).decode()

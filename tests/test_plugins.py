@@ -28,7 +28,14 @@ from orion.statechart import load_definition
 from orion.statechart.schema import PLUGIN_NAME
 from orion.tools.spec import ToolSpec
 
-BUILTINS = {"orion_plugins.finalization", "orion_plugins.write_session_protocol"}
+BUILTINS = {
+    "orion_plugins.compaction",
+    "orion_plugins.conversation_commands",
+    "orion_plugins.finalization",
+    "orion_plugins.turn_systems",
+    "orion_plugins.workspace_tools",
+    "orion_plugins.write_session_protocol",
+}
 
 DOOR = """\
 statechart: door
@@ -129,6 +136,14 @@ def test_builtins_load():
     assert "finalize" in registry.actions
     assert registry.actions["finalize"].plugin == "orion_plugins.finalization"
     assert {"has_content", "continuations_left", "corrections_left"} <= set(registry.guards)
+    assert {name: registry.system_plugins[name] for name in ("context", "model", "tools")} == {
+        name: "orion_plugins.turn_systems" for name in ("context", "model", "tools")}
+    assert {name: registry.tool_plugins[name] for name in ("read_file", "list_files")} == {
+        name: "orion_plugins.workspace_tools" for name in ("read_file", "list_files")}
+    assert {name: registry.commands[name].plugin for name in ("help", "reset", "quit")} == {
+        name: "orion_plugins.conversation_commands" for name in ("help", "reset", "quit")}
+    [compaction] = [impl.plugin_name for impl in pm.hook.compact_conversation.get_hookimpls()]
+    assert compaction == "orion_plugins.compaction"
 
 
 def test_builtin_can_be_blocked():

@@ -1,0 +1,1 @@
+"""The runtime: conversation, turn pipeline, compaction and the script runner."""

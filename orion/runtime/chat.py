@@ -1,0 +1,62 @@
+"""``orion chat``: a REPL against a real OpenAI-compatible endpoint, in real time."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+from orion.clock import RealClock
+from orion.config import WorkspaceConfig
+from orion.errors import OrionError
+from orion.models.base import ModelError
+from orion.models.openai_compat import OpenAICompatibleModel
+from orion.plugins import PluginManager
+from orion.runtime.report import ConsoleReporter
+from orion.runtime.runtime import CommandError, Runtime
+
+
+def make_model(config: WorkspaceConfig, *, base_url: str | None,
+               model_name: str | None) -> OpenAICompatibleModel:
+    """The endpoint from the options, else ``orion.yaml`` (with its ``ORION_*`` overrides), else
+    what the SDK reads itself (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``)."""
+    settings = config.model.model
+    return OpenAICompatibleModel(model=model_name or settings.model,
+                                 base_url=base_url or settings.base_url,
+                                 api_key=os.environ.get(settings.api_key_env))
+
+
+async def _read_line(prompt: str) -> str | None:
+    if sys.stdin.isatty():
+        sys.stderr.write(prompt)
+        sys.stderr.flush()
+    line = await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    return line if line else None  # "" is end of input
+
+
+async def run_chat(config: WorkspaceConfig, plugins: PluginManager, *, base_url: str | None,
+                   model_name: str | None) -> int:
+    """Read lines until ``/quit`` or end of input. Returns the exit code: 1 when the endpoint
+    cannot be used (authentication, connection), else 0."""
+    reporter = ConsoleReporter(stream=True, out=sys.stdout)
+    model = make_model(config, base_url=base_url, model_name=model_name)
+    runtime = Runtime(model=model, plugins=plugins, workspace=config.workspace, config=config,
+                      clock=RealClock(), reporter=reporter)
+    reporter.notice(f"orion chat with {model.name} in {runtime.workspace}; /help lists commands")
+    while not runtime.closing:
+        line = await _read_line("you> ")
+        if line is None:
+            break
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            await runtime.handle(line)
+        except CommandError as exc:
+            reporter.notice(str(exc))
+        except ModelError as exc:
+            reporter.console.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+            return 1
+        except OrionError as exc:
+            reporter.console.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+    return 0

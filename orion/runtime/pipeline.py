@@ -1,0 +1,152 @@
+"""The turn pipeline: the ordered systems that handle one model request.
+
+The order is data (``statecharts/pipeline.yaml``); each system is registered by a plugin with
+``register_systems``. A workspace's ``orion.yaml`` replaces the whole list, or edits it by name::
+
+    pipeline:
+      insert: [{system: audit, after: model}]
+      replace: {tools: strict_tools}
+      remove: [trace]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from orion.errors import ConfigError
+from orion.yamlsource import YamlSourceError, load_yaml
+
+if TYPE_CHECKING:
+    from orion.context import ContextBlock
+    from orion.models.base import ModelRequest
+    from orion.models.events import Finish, ToolCall, Usage
+    from orion.runtime.runtime import Runtime
+    from orion.tools.executor import ToolOutcome
+    from orion.tools.spec import ToolSpec
+
+
+class System(Protocol):
+    name: str
+
+    async def run(self, turn: Turn) -> None: ...
+
+
+@dataclass
+class Turn:
+    """One pass through the pipeline: one model request and what follows from it.
+
+    Systems read and fill it in order. ``follow_up`` asks for another model request in the same
+    user turn (after tool results or an injected prompt); ``stop`` ends this pass early."""
+
+    runtime: Runtime
+    number: int
+    blocks: list[ContextBlock] = field(default_factory=list)
+    tools: list[ToolSpec] = field(default_factory=list)
+    request: ModelRequest | None = None
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish: Finish | None = None
+    usage: Usage | None = None
+    outcomes: list[ToolOutcome] = field(default_factory=list)
+    follow_up: bool = False
+    stop: bool = False
+
+    @property
+    def response_text(self) -> str:
+        return "".join(self.text)
+
+
+class PipelineEdit(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    class Insert(BaseModel):
+        model_config = ConfigDict(extra="forbid", frozen=True)
+        system: str
+        before: str | None = None
+        after: str | None = None
+
+        @model_validator(mode="after")
+        def _one_anchor(self) -> PipelineEdit.Insert:
+            if (self.before is None) == (self.after is None):
+                raise ValueError("give exactly one of 'before' and 'after'")
+            return self
+
+    insert: list[Insert] = Field(default_factory=list)
+    replace: dict[str, str] = Field(default_factory=dict)
+    remove: list[str] = Field(default_factory=list)
+
+
+class PipelineFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    pipeline: list[str]
+    description: str = ""
+
+
+def load_order(path: Path) -> list[str]:
+    """The system names of a pipeline file; errors name the file, line and column."""
+    try:
+        doc = load_yaml(path)
+    except YamlSourceError as exc:
+        raise ConfigError("\n".join(map(str, exc.diagnostics))) from exc
+    try:
+        return list(PipelineFile.model_validate(doc.data).pipeline)
+    except ValidationError as exc:
+        raise ConfigError("\n".join(
+            str(doc.diagnostic(tuple(e["loc"]), f"{'.'.join(map(str, e['loc'])) or 'document'}: "
+                                                f"{e['msg']}")) for e in exc.errors())) from exc
+
+
+def default_order() -> list[str]:
+    """The system names in the shipped ``statecharts/pipeline.yaml``."""
+    from orion.statechart import builtin_pipeline
+
+    return load_order(builtin_pipeline())
+
+
+def apply_edit(order: Sequence[str], edit: PipelineEdit | Sequence[str] | None,
+               origin: str = "orion.yaml") -> list[str]:
+    """``order`` after the workspace's edit (a full list replaces it)."""
+    if edit is None:
+        return list(order)
+    if not isinstance(edit, PipelineEdit):
+        return list(edit)
+    result = list(order)
+    for name in edit.remove:
+        if name not in result:
+            raise ConfigError(f"{origin}: pipeline.remove names {name!r}, which is not in the "
+                              f"pipeline ({', '.join(result)})")
+        result.remove(name)
+    for old, new in edit.replace.items():
+        if old not in result:
+            raise ConfigError(f"{origin}: pipeline.replace names {old!r}, which is not in the "
+                              f"pipeline ({', '.join(result)})")
+        result[result.index(old)] = new
+    for item in edit.insert:
+        anchor = item.before or item.after
+        if anchor not in result:
+            raise ConfigError(f"{origin}: pipeline.insert of {item.system!r} is anchored at "
+                              f"{anchor!r}, which is not in the pipeline ({', '.join(result)})")
+        at = result.index(anchor) + (1 if item.after else 0)
+        result.insert(at, item.system)
+    return result
+
+
+def resolve(order: Sequence[str], systems: Mapping[str, Any],
+            origin: str = "orion.yaml") -> list[Any]:
+    """The system objects, in order; every name must be registered by a plugin."""
+    missing = [name for name in order if name not in systems]
+    if missing:
+        raise ConfigError(f"{origin}: the pipeline names {', '.join(map(repr, missing))}, which no "
+                          f"loaded plugin registers (registered systems: "
+                          f"{', '.join(sorted(systems)) or 'none'})")
+    duplicated = sorted({name for name in order if list(order).count(name) > 1})
+    if duplicated:
+        raise ConfigError(f"{origin}: the pipeline lists {', '.join(map(repr, duplicated))} "
+                          "more than once")
+    return [systems[name] for name in order]

@@ -1,0 +1,92 @@
+"""What the runtime tells people while it works. The base class says nothing; the command line
+supplies one that prints."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from rich.markup import escape
+
+if TYPE_CHECKING:
+    from orion.models.events import Finish
+    from orion.tools.executor import ToolOutcome
+
+
+class Reporter:
+    def user(self, text: str) -> None:
+        """A user message entered the conversation."""
+
+    def text(self, delta: str) -> None:
+        """The model streamed text."""
+
+    def message_end(self, finish: Finish) -> None:
+        """The model's message ended."""
+
+    def tool(self, outcome: ToolOutcome) -> None:
+        """A tool call ran (or was refused)."""
+
+    def prompt(self, text: str) -> None:
+        """Orion injected a prompt for the model."""
+
+    def notice(self, text: str) -> None:
+        """Anything else worth a line: a command's reply, a compaction, a warning."""
+
+
+class ConsoleReporter(Reporter):
+    """Lines for people on a rich console (stderr by default). With ``stream=True`` the model's
+    text is written as it arrives (chat); otherwise each message is summarized when it ends."""
+
+    def __init__(self, console=None, *, stream: bool = False, out=None):
+        from rich.console import Console
+
+        self.console = console or Console(stderr=True, highlight=False, soft_wrap=True)
+        self.stream = stream
+        self.out = out  # where streamed text goes (chat: stdout)
+        self._buffer: list[str] = []
+
+    def user(self, text: str) -> None:
+        self.console.print(f"[bold]user[/bold]   {escape(text)}")
+
+    def text(self, delta: str) -> None:
+        if self.stream and self.out is not None:
+            self.out.write(delta)
+            self.out.flush()
+        else:
+            self._buffer.append(delta)
+
+    def message_end(self, finish) -> None:
+        if self.stream:
+            if self.out is not None:
+                self.out.write("\n")
+                self.out.flush()
+            return
+        text = "".join(self._buffer)
+        self._buffer.clear()
+        if text:
+            lines = text.splitlines() or [""]
+            first = lines[0][:100]
+            more = f" … ({len(lines)} lines)" if len(lines) > 1 else ""
+            self.console.print(f"[cyan]model[/cyan]  {escape(first)}{more}")
+        if finish.truncated:
+            self.console.print(f"[cyan]model[/cyan]  [dim](cut off: finish reason "
+                               f"{escape(str(finish.raw or 'none'))})[/dim]")
+
+    def tool(self, outcome) -> None:
+        if outcome.ok:
+            self.console.print(f"[yellow]tool[/yellow]   {escape(outcome.name)} [green]ok[/green]")
+            return
+        try:
+            reason = str(json.loads(outcome.content).get("error", ""))
+        except (ValueError, AttributeError):
+            reason = outcome.content
+        first = reason.splitlines()[0] if reason else ""
+        self.console.print(f"[yellow]tool[/yellow]   {escape(outcome.name)} "
+                           f"[red]{outcome.kind}[/red]: {escape(first[:160])}")
+
+    def prompt(self, text: str) -> None:
+        first = text.splitlines()[0] if text else ""
+        self.console.print(f"[magenta]orion[/magenta]  {escape(first)}")
+
+    def notice(self, text: str) -> None:
+        self.console.print(f"[dim]{escape(text)}[/dim]")

@@ -1,0 +1,121 @@
+"""Play a scripted conversation through the real runtime (``orion run``).
+
+The runner and the scripted model share one cursor over the script: the runner takes ``user``
+and ``wait_ms`` entries, and every model request takes the ``expect`` and ``model`` entries in
+front of it. Time is virtual, so ``wait_ms: 2500`` passes at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orion.clock import VirtualClock
+from orion.config import WorkspaceConfig, load_config
+from orion.errors import ConfigError, OrionError
+from orion.models.base import ScriptError
+from orion.models.script import Script
+from orion.models.scripted import ScriptedModel
+from orion.plugins import PluginManager
+from orion.runtime.report import Reporter
+from orion.runtime.runtime import Runtime
+
+SKIPPED_DIRS = {".git", ".orion"}
+
+
+@dataclass(frozen=True)
+class FileReport:
+    path: str
+    bytes: int
+    sha256: str
+
+
+@dataclass
+class RunResult:
+    ok: bool
+    files: list[FileReport] = field(default_factory=list)
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+    prompts: list[str] = field(default_factory=list)
+    plan: dict[str, Any] | None = None
+    errors: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "files": [asdict(f) for f in self.files],
+                "sessions": self.sessions, "prompts": self.prompts, "plan": self.plan,
+                "errors": self.errors}
+
+
+def workspace_files(root: Path, state_dir: Path) -> dict[str, FileReport]:
+    """Every file of the workspace (not ``.git`` or the state directory), by relative path."""
+    found: dict[str, FileReport] = {}
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root)
+        if relative.parts[0] in SKIPPED_DIRS or path.is_relative_to(state_dir) \
+                or not path.is_file():
+            continue
+        data = path.read_bytes()
+        found[relative.as_posix()] = FileReport(relative.as_posix(), len(data),
+                                                hashlib.sha256(data).hexdigest())
+    return found
+
+
+def seed_files(root: Path, files: dict[str, str]) -> None:
+    """Write the script's ``files`` into the workspace. An existing file with other content is
+    an error, never overwritten: a script must not destroy a user's work."""
+    for relative, text in files.items():
+        target = root / relative
+        if target.exists():
+            if target.read_text(encoding="utf-8", errors="replace") != text:
+                raise ConfigError(f"the script seeds {relative!r}, but the workspace already has "
+                                  "that file with other content; use an empty workspace")
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+
+
+def with_script_settings(config: WorkspaceConfig, script: Script) -> WorkspaceConfig:
+    """The workspace config, with the script's setting overrides on top of ``orion.yaml``'s."""
+    if not script.settings:
+        return config
+    merged = {name: dict(values) for name, values in config.model.settings.items()}
+    for name, values in script.settings.items():
+        merged.setdefault(name, {}).update(values)
+    return WorkspaceConfig(config.workspace, config.model.model_copy(update={"settings": merged}),
+                           config.document)
+
+
+async def play(script: Script, *, workspace: Path, plugins: PluginManager,
+               state_dir: Path | None = None, reporter: Reporter | None = None) -> RunResult:
+    """Play ``script`` in ``workspace``; problems end the run and are listed in ``errors``."""
+    workspace.mkdir(parents=True, exist_ok=True)
+    config = with_script_settings(load_config(workspace), script)
+    seed_files(workspace, script.files)
+    cursor = script.cursor()
+    runtime = Runtime(model=ScriptedModel(cursor), plugins=plugins, workspace=workspace,
+                      state_dir=state_dir, config=config, clock=VirtualClock(),
+                      reporter=reporter)
+    before = workspace_files(runtime.workspace, runtime.state_dir)
+    errors: list[str] = []
+    try:
+        while not cursor.done:
+            entry = cursor.peek()
+            if entry is None:
+                break
+            if entry.kind == "user":
+                cursor.next()
+                await runtime.handle(entry.user)
+            elif entry.kind == "wait_ms":
+                cursor.next()
+                runtime.advance(entry.wait_ms)
+                await runtime.pump()
+            else:
+                raise ScriptError(f"{entry.where}: the script has a {entry.kind} entry next, but "
+                                  "no model request came for it (Orion was waiting for the "
+                                  "user or for time to pass)")
+    except OrionError as exc:
+        errors.append(str(exc))
+    after = workspace_files(runtime.workspace, runtime.state_dir)
+    changed = [report for path, report in after.items() if before.get(path) != report]
+    return RunResult(ok=not errors, files=changed, prompts=list(runtime.prompts), errors=errors)

@@ -1,0 +1,215 @@
+"""The runtime: a conversation with a model, driven through the turn pipeline.
+
+A user line is either a slash command or a message. A message starts a user turn: the pipeline
+runs once per model request, and again while a system asks for a follow-up (tool results went
+back to the model) or Orion injected a prompt (a lifecycle asked the model something).
+Lifecycles put such prompts in their context's ``outbox``; the runtime moves them into the
+conversation after every pipeline pass and after every timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from orion.clock import Clock, TimerHandle, VirtualClock
+from orion.config import WorkspaceConfig, load_config
+from orion.context import ContextBlock
+from orion.errors import ConfigError, OrionError
+from orion.models.base import Model
+from orion.plugins import PluginManager
+from orion.runtime.conversation import Budget, Conversation, Message
+from orion.runtime.pipeline import Turn, apply_edit, default_order, resolve
+from orion.runtime.report import Reporter
+from orion.statechart import builtin_statecharts, load_definition
+from orion.statechart.definition import Definition
+from orion.statechart.lifecycle import Lifecycle
+
+
+class CommandError(OrionError):
+    """An unknown slash command, or one that failed; the message is for the user."""
+
+
+class TurnLimitError(OrionError):
+    """A user turn needed more model requests than ``max_requests_per_turn`` allows."""
+
+
+class _NotifyingClock:
+    """The runtime's clock as lifecycles see it: after each timer callback, the runtime moves
+    the prompts it produced into the conversation."""
+
+    def __init__(self, clock: Clock, after: Callable[[], None]):
+        self._clock, self._after = clock, after
+
+    def now_ms(self) -> float:
+        return self._clock.now_ms()
+
+    def call_at(self, deadline_ms: float, callback: Callable[[], object]) -> TimerHandle:
+        def fire() -> None:
+            try:
+                callback()
+            finally:
+                self._after()
+        return self._clock.call_at(deadline_ms, fire)
+
+
+class Runtime:
+    def __init__(self, *, model: Model, plugins: PluginManager, workspace: str | Path,
+                 state_dir: str | Path | None = None, config: WorkspaceConfig | None = None,
+                 clock: Clock | None = None, reporter: Reporter | None = None,
+                 env: dict[str, str] | None = None):
+        self.workspace = Path(workspace).resolve()
+        self.state_dir = Path(state_dir).resolve() if state_dir else self.workspace / ".orion"
+        self.config = config if config is not None else load_config(self.workspace)
+        self.settings = self.config.model.runtime
+        self.plugins = plugins
+        self.model = model
+        self.clock = clock if clock is not None else VirtualClock()
+        self.reporter = reporter if reporter is not None else Reporter()
+        self.env = env
+        self.conversation = Conversation()
+        self.budget = Budget(self.settings.max_messages, self.settings.max_tokens)
+        origin = str(self.config.path)
+        order = apply_edit(default_order(), self.config.model.pipeline, origin)
+        self.pipeline = resolve(order, plugins.registry.systems, origin)
+        self.lifecycles: dict[str, Lifecycle] = {}
+        self.prompts: list[str] = []  # every prompt Orion injected, in order
+        self.requests = 0  # model requests made so far
+        self.closing = False  # set by /quit
+        #: Called with every text delta the model streams, on the hot path: keep them cheap.
+        self.text_sinks: list[Callable[[str], None]] = []
+        self._pending = False  # an injected prompt the model has not answered yet
+        self._lifecycle_clock = _NotifyingClock(self.clock, self._after_timer)
+        self._turn_lock = asyncio.Lock()
+
+    # -- lifecycles ---------------------------------------------------------------------------
+
+    def definition(self, name: str) -> Definition:
+        """The compiled statechart ``name`` (built-in or listed in ``orion.yaml``), with the
+        workspace's setting overrides."""
+        for path in [*self.config.statechart_paths(), *builtin_statecharts()]:
+            if path.stem == name or path.name == name:
+                return load_definition(path, plugins=self.plugins,
+                                       overrides=self.config.overrides(name), env=self.env,
+                                       overrides_origin=self.config.origin(name))
+        raise ConfigError(f"no statechart named {name!r} (built-in or in {self.config.path})")
+
+    def start_lifecycle(self, name: str, *, key: str | None = None,
+                        context: dict[str, Any] | None = None) -> Lifecycle:
+        """Create an instance of statechart ``name``, kept under ``key`` (default: its name)."""
+        lifecycle = self.definition(name).create(clock=self._lifecycle_clock, context=context)
+        self.lifecycles[key or name] = lifecycle
+        self.drain_outboxes()
+        return lifecycle
+
+    def states(self) -> dict[str, str]:
+        """The active state of each lifecycle, by key: what gating and context plugins see."""
+        return {key: lc.state for key, lc in self.lifecycles.items()}
+
+    def drain_outboxes(self) -> None:
+        """Move the prompts lifecycles queued for the model into the conversation."""
+        for lifecycle in self.lifecycles.values():
+            outbox = lifecycle.context.get("outbox")
+            while outbox:
+                self.inject(outbox.pop(0))
+
+    # -- the conversation ---------------------------------------------------------------------
+
+    def inject(self, text: str) -> Message:
+        """Add a prompt from Orion; the model will be asked to answer it."""
+        self.prompts.append(text)
+        self._pending = True
+        self.reporter.prompt(text)
+        return self.conversation.inject(text)
+
+    @property
+    def pending(self) -> bool:
+        return self._pending
+
+    def system_message(self, blocks: list[ContextBlock]) -> dict[str, Any]:
+        parts = [self.settings.system_prompt.strip()]
+        parts.extend(block.text.strip() for block in blocks if block.text.strip())
+        return {"role": "system", "content": "\n\n".join(p for p in parts if p)}
+
+    async def handle(self, line: str) -> str | None:
+        """One user line: a slash command (its reply is returned) or a message."""
+        if line.startswith("/"):
+            return await self.command(line)
+        self.reporter.user(line)
+        self.conversation.add_user(line)
+        await self.run_turn()
+        return None
+
+    async def command(self, line: str) -> str | None:
+        name, _, args = line[1:].strip().partition(" ")
+        commands = self.plugins.registry.commands
+        command = commands.get(name)
+        if command is None:
+            available = ", ".join(f"/{n}" for n in sorted(commands))
+            raise CommandError(f"unknown command /{name} (available: {available or 'none'})")
+        result = command.handler(self, args.strip())
+        if asyncio.iscoroutine(result):
+            result = await result
+        self.drain_outboxes()
+        if result:
+            self.reporter.notice(str(result))
+        await self.pump()
+        return result
+
+    async def run_turn(self) -> None:
+        """Model requests until nothing asks for another one."""
+        async with self._turn_lock:
+            for _ in range(self.settings.max_requests_per_turn):
+                self._pending = False
+                self.compact()
+                self.requests += 1
+                turn = Turn(self, self.requests)
+                for system in self.pipeline:
+                    await system.run(turn)
+                    if turn.stop:
+                        break
+                self.drain_outboxes()
+                if not (turn.follow_up or self._pending):
+                    return
+            raise TurnLimitError(f"one user turn needed more than "
+                                 f"{self.settings.max_requests_per_turn} model requests; "
+                                 "raise runtime.max_requests_per_turn in orion.yaml if that "
+                                 "is expected")
+
+    async def pump(self) -> None:
+        """Answer pending prompts (after a timer fired, or a command queued one)."""
+        if self._pending:
+            await self.run_turn()
+
+    def advance(self, ms: float) -> None:
+        """Let ``ms`` of virtual time pass (the clock must be a VirtualClock)."""
+        if not isinstance(self.clock, VirtualClock):
+            raise TypeError("advance() needs a VirtualClock; real time passes by itself")
+        self.clock.advance(ms)
+
+    def compact(self) -> None:
+        messages = self.conversation.messages
+        if not self.budget.exceeded_by(messages):
+            return
+        kept = self.plugins.hook.compact_conversation(messages=list(messages), budget=self.budget)
+        if kept is not None:
+            self.conversation.compacted += len(messages) - len(kept)
+            self.conversation.messages = list(kept)
+            self.reporter.notice(f"compacted the conversation to {len(kept)} messages")
+
+    def reset(self) -> None:
+        """``/reset``: a new, empty conversation; plugins end what belonged to the old one."""
+        self.conversation.reset()
+        self._pending = False
+        self.plugins.hook.conversation_reset(runtime=self)
+        self.drain_outboxes()
+
+    def _after_timer(self) -> None:
+        self.drain_outboxes()
+        if self._pending and not isinstance(self.clock, VirtualClock):
+            # Real time: nobody else will notice the prompt, so answer it on the loop the
+            # timer fired on. (With a virtual clock, whoever advanced it calls pump().)
+            asyncio.get_running_loop().create_task(self.pump())
+

@@ -1,0 +1,101 @@
+"""The three systems of the default turn pipeline: context, model and tools.
+
+Each is an ordinary plugin system: a team can replace any of them by name in ``orion.yaml``.
+"""
+
+from __future__ import annotations
+
+from orion import hookimpl
+from orion.context import ContextRequest, build_context
+from orion.models.base import ModelRequest
+from orion.models.events import Finish, ReasoningDelta, TextDelta, ToolCall, Usage
+from orion.tools.executor import ToolContext, execute_call
+from orion.tools.gating import GateRequest, advertised
+
+
+def gate_request(runtime) -> GateRequest:
+    return GateRequest(conversation_id=runtime.conversation.id, states=runtime.states(),
+                       extra={"runtime": runtime})
+
+
+class ContextSystem:
+    """System context blocks from every plugin, and the tools gating lets through. Both are
+    rebuilt for every request, so they survive compaction."""
+
+    name = "context"
+
+    async def run(self, turn) -> None:
+        runtime = turn.runtime
+        request = ContextRequest(conversation_id=runtime.conversation.id,
+                                 states=runtime.states(), extra={"runtime": runtime})
+        turn.blocks = build_context(runtime.plugins, request)
+        turn.tools = advertised(runtime.plugins, list(runtime.plugins.registry.tools.values()),
+                                gate_request(runtime))
+
+
+class ModelSystem:
+    """One streamed request. Text goes to the runtime's text sinks as it arrives (the write
+    session reads its content there); the reply joins the conversation when it ends."""
+
+    name = "model"
+
+    async def run(self, turn) -> None:
+        runtime = turn.runtime
+        request = ModelRequest(
+            messages=[runtime.system_message(turn.blocks), *runtime.conversation.to_openai()],
+            tools=[tool.openai_definition() for tool in turn.tools], number=turn.number,
+            newest_orion_message=runtime.conversation.newest_from_orion())
+        turn.request = request
+        sinks = runtime.text_sinks
+        reporter = runtime.reporter
+        async for event in runtime.model.stream(request):
+            if type(event) is TextDelta:
+                turn.text.append(event.text)
+                reporter.text(event.text)
+                for sink in sinks:
+                    sink(event.text)
+            elif type(event) is ReasoningDelta:
+                turn.reasoning.append(event.text)
+            elif type(event) is ToolCall:
+                turn.tool_calls.append(event)
+            elif type(event) is Usage:
+                turn.usage = event
+            elif type(event) is Finish:
+                turn.finish = event
+        if turn.finish is None:  # an adapter that ended without saying why: cut off
+            turn.finish = Finish("truncated", None)
+        reporter.message_end(turn.finish)
+        runtime.conversation.add_assistant(
+            turn.response_text,
+            tool_calls=[{"id": c.id, "type": "function",
+                         "function": {"name": c.name, "arguments": c.arguments}}
+                        for c in turn.tool_calls],
+            reasoning="".join(turn.reasoning) or None)
+
+
+class ToolsSystem:
+    """Every tool call of the reply: parsed, authorized, run, and answered in order."""
+
+    name = "tools"
+
+    async def run(self, turn) -> None:
+        if not turn.tool_calls:
+            return
+        runtime = turn.runtime
+        tools = {tool.name: tool for tool in turn.tools}
+        context = ToolContext(workspace=runtime.workspace,
+                              conversation_id=runtime.conversation.id, runtime=runtime)
+        for call in turn.tool_calls:
+            outcome = await execute_call(call, tools=tools, pm=runtime.plugins,
+                                         gate=gate_request(runtime), context=context)
+            turn.outcomes.append(outcome)
+            runtime.conversation.add_tool_result(call.id, outcome.content)
+            runtime.reporter.tool(outcome)
+        turn.follow_up = True
+
+
+@hookimpl
+def register_systems(register):
+    register(ContextSystem())
+    register(ModelSystem())
+    register(ToolsSystem())

@@ -1,0 +1,78 @@
+"""`orion chat` end to end: a real subprocess, the real openai SDK, a loopback SSE server."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from sse_server import (KEEP_ALIVE, SSEServer, error, finish_chunk, stream, text_chunk,
+                        text_stream, tool_call_chunk)
+
+
+def chat(server: SSEServer, workspace, lines: str, **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ORION_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "orion", "chat", "--base-url", server.base_url,
+         "--model", "test-model", "--workspace", str(workspace)],
+        input=lines, capture_output=True, text=True, timeout=60, env={**clean, **env})
+
+
+def test_chat_streams_the_reply_and_quits(tmp_path):
+    with SSEServer([stream([text_chunk("Hello"), KEEP_ALIVE, text_chunk(" there"),
+                            finish_chunk("stop")])]) as server:
+        proc = chat(server, tmp_path, "hi orion\n/quit\n", OPENAI_API_KEY="test-key")
+    assert proc.returncode == 0, proc.stderr
+    assert "Hello there" in proc.stdout
+    body = server.requests[0].body
+    assert body["model"] == "test-model" and body["stream"] is True
+    assert body["messages"][0]["role"] == "system"
+    assert body["messages"][-1] == {"role": "user", "content": "hi orion"}
+    assert server.requests[0].headers["authorization"] == "Bearer test-key"
+
+
+def test_chat_runs_a_tool_call_and_sends_the_result_back(tmp_path):
+    (tmp_path / "notes.md").write_text("ship it on Friday\n")
+    first = stream([tool_call_chunk(0, id="call_a", name="read_file", arguments='{"path": '),
+                    tool_call_chunk(0, arguments='"notes.md"}'), finish_chunk("stop")])
+    second = stream(text_stream("Friday."))
+    with SSEServer([first, second]) as server:
+        proc = chat(server, tmp_path, "when?\n", OPENAI_API_KEY="k")
+    assert proc.returncode == 0, proc.stderr
+    tool_message = server.requests[1].body["messages"][-1]
+    assert tool_message["role"] == "tool" and tool_message["tool_call_id"] == "call_a"
+    assert "ship it on Friday" in tool_message["content"]
+    assistant = server.requests[1].body["messages"][-2]
+    assert assistant["tool_calls"][0]["function"] == {"name": "read_file",
+                                                      "arguments": '{"path": "notes.md"}'}
+    assert "Friday." in proc.stdout
+
+
+def test_chat_slash_commands_work_without_the_model(tmp_path):
+    with SSEServer([]) as server:
+        proc = chat(server, tmp_path, "/help\n/nope\n/reset\n", OPENAI_API_KEY="k")
+    assert proc.returncode == 0, proc.stderr
+    assert "/reset" in proc.stderr and "unknown command /nope" in proc.stderr
+    assert "The conversation was reset." in proc.stderr
+    assert server.requests == []
+
+
+def test_chat_with_a_rejected_key_exits_1_with_a_clear_message(tmp_path):
+    with SSEServer([error(401, message="Incorrect API key provided")]) as server:
+        proc = chat(server, tmp_path, "hi\n", OPENAI_API_KEY="wrong")
+    assert proc.returncode == 1
+    assert "rejected the API key" in proc.stderr and "Incorrect API key provided" in proc.stderr
+
+
+def test_chat_uses_orion_yaml_and_the_api_key_variable_it_names(tmp_path):
+    with SSEServer([stream(text_stream("ok"))]) as server:
+        (tmp_path / "orion.yaml").write_text(
+            f"model:\n  base_url: {server.base_url}\n  model: from-yaml\n"
+            "  api_key_env: MY_ENDPOINT_KEY\n")
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ORION_"))}
+        proc = subprocess.run([sys.executable, "-m", "orion", "chat", "--workspace",
+                               str(tmp_path)], input="hi\n", capture_output=True, text=True,
+                              timeout=60, env={**clean, "MY_ENDPOINT_KEY": "secret-1"})
+    assert proc.returncode == 0, proc.stderr
+    assert server.requests[0].body["model"] == "from-yaml"
+    assert server.requests[0].headers["authorization"] == "Bearer secret-1"
