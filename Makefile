@@ -6,7 +6,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.orion-installed
-SOURCES := pyproject.toml $(shell find orion plugins statecharts -type f \( -name '*.py' -o -name '*.yaml' -o -name '*.json' \) 2>/dev/null)
+SOURCES := pyproject.toml $(shell find orion plugins statecharts examples -type f \( -name '*.py' -o -name '*.yaml' -o -name '*.json' \) 2>/dev/null)
 PYTEST_ARGS ?=
 
 .PHONY: demo test bench check clean
@@ -29,6 +29,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_lifecycle.py
+	$(BIN)/python bench/bench_pipeline.py
 
 check: $(STAMP)
 	$(BIN)/orion check

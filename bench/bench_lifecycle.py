@@ -23,12 +23,9 @@ disabled inside timed batches (as ``timeit`` does) and collected between them.
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
 import tempfile
 import textwrap
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +38,7 @@ import orion
 from orion.clock import VirtualClock
 from orion.plugins import make_plugin_manager
 from orion.statechart.definition import load_definition
+from timing import compare
 
 REPO = Path(__file__).resolve().parent.parent
 WRITE_SESSION = REPO / "statecharts" / "write_session.yaml"
@@ -153,51 +151,6 @@ def bare_machine_like(yaml_path: Path) -> HierarchicalMachine:
                                transitions=trans, initial=_camel(doc["initial"]),
                                auto_transitions=False, send_event=True,
                                ignore_invalid_triggers=False)
-
-
-# -- timing ------------------------------------------------------------------------------------
-
-def timed(fn: Callable[[int], None], n: int) -> float:
-    gc.collect()
-    gc.disable()
-    try:
-        start = time.perf_counter()
-        fn(n)
-        return time.perf_counter() - start
-    finally:
-        gc.enable()
-
-
-def calibrate(fn: Callable[[int], None], target_s: float) -> int:
-    """Batch size (in units of ``fn``'s argument) that takes about ``target_s``."""
-    n = 1
-    while True:
-        elapsed = timed(fn, n)
-        if elapsed >= target_s / 10 or n >= 10_000_000:
-            return max(1, int(n * target_s / max(elapsed, 1e-9)))
-        n *= 4
-
-
-def compare(bare: Callable[[int], None], orion_fn: Callable[[int], None], *, reps: int,
-            batch_s: float) -> tuple[int, float, float]:
-    """``(n, best bare seconds, best orion seconds)`` for batches of ``n``, interleaved."""
-    n = calibrate(bare, batch_s)
-    # The batch is sized on the baseline; cap it so a slow Orion cannot blow the time budget.
-    n = min(n, max(1, calibrate(orion_fn, batch_s * MAX_EVENT_COST_RATIO)))
-    timed(bare, n)  # warm-up
-    timed(orion_fn, n)
-    best_bare = best_orion = float("inf")
-    for rep in range(reps):
-        pair = [(bare, "bare"), (orion_fn, "orion")]
-        if rep % 2:
-            pair.reverse()
-        for fn, side in pair:
-            elapsed = timed(fn, n)
-            if side == "bare":
-                best_bare = min(best_bare, elapsed)
-            else:
-                best_orion = min(best_orion, elapsed)
-    return n, best_bare, best_orion
 
 
 # -- the two measurements ----------------------------------------------------------------------

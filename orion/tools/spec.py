@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from pydantic import BaseModel
@@ -31,7 +32,12 @@ class ToolSpec:
             raise TypeError(f"tool {self.name!r}: handler is not callable")
 
     def openai_definition(self) -> dict[str, Any]:
-        """The ``tools`` entry of an OpenAI chat-completions request."""
+        """The ``tools`` entry of an OpenAI chat-completions request (built once: generating a
+        JSON schema costs far more than the rest of a turn; treat the result as read-only)."""
+        return self._definition
+
+    @cached_property
+    def _definition(self) -> dict[str, Any]:
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
         return {"type": "function",

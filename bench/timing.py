@@ -1,0 +1,49 @@
+"""Timing helpers shared by the benchmarks: best of interleaved batches, GC off inside them."""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+
+def timed(fn: Callable[[int], None], n: int) -> float:
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        fn(n)
+        return time.perf_counter() - start
+    finally:
+        gc.enable()
+
+
+def calibrate(fn: Callable[[int], None], target_s: float) -> int:
+    """Batch size (in units of ``fn``'s argument) that takes about ``target_s``."""
+    n = 1
+    while True:
+        elapsed = timed(fn, n)
+        if elapsed >= target_s / 10 or n >= 10_000_000:
+            return max(1, int(n * target_s / max(elapsed, 1e-9)))
+        n *= 4
+
+
+def compare(bare: Callable[[int], None], orion_fn: Callable[[int], None], *, reps: int,
+            batch_s: float) -> tuple[int, float, float]:
+    """``(n, best bare seconds, best orion seconds)`` for batches of ``n``, interleaved."""
+    n = calibrate(bare, batch_s)
+    # The batch is sized on the baseline; cap it so a slow Orion cannot blow the time budget.
+    n = min(n, max(1, calibrate(orion_fn, batch_s * 2)))
+    timed(bare, n)  # warm-up
+    timed(orion_fn, n)
+    best_bare = best_orion = float("inf")
+    for rep in range(reps):
+        pair = [(bare, "bare"), (orion_fn, "orion")]
+        if rep % 2:
+            pair.reverse()
+        for fn, side in pair:
+            elapsed = timed(fn, n)
+            if side == "bare":
+                best_bare = min(best_bare, elapsed)
+            else:
+                best_orion = min(best_orion, elapsed)
+    return n, best_bare, best_orion
