@@ -275,3 +275,31 @@ def test_orion_run_never_overwrites_a_users_file_with_seed_content(tmp_path):
 def test_every_example_script_plays(example, tmp_path):
     result = invoke("run", str(example), "--workspace", str(tmp_path / "ws"), "--json")
     assert result.exit_code == 0, result.output
+
+
+def test_a_failing_slash_command_is_a_command_error_and_a_recorded_failure(tmp_path):
+    class Broken:
+        @hookimpl
+        def register_slash_commands(self, register):
+            def explode(runtime, args):
+                raise ValueError("no such plan")
+            register("explode", explode, "")
+
+    pm = make_plugin_manager(entrypoints=False, env={})
+    pm.register(Broken(), "broken")
+    runtime = Runtime(model=ScriptedModel(load_script(script_file(
+        tmp_path, "conversation: [{user: x}]\n")).cursor()), plugins=pm, workspace=tmp_path)
+    from orion.runtime.runtime import CommandError
+    with pytest.raises(CommandError, match=r"/explode failed: ValueError: no such plan"):
+        asyncio.run(runtime.handle("/explode"))
+    assert [(f.plugin, f.hook) for f in pm.failures] == [("broken", "slash command /explode")]
+
+
+def test_reset_starts_a_new_conversation_with_a_new_id(tmp_path):
+    runtime = Runtime(model=ScriptedModel(load_script(script_file(
+        tmp_path, "conversation: [{user: x}]\n")).cursor()),
+        plugins=make_plugin_manager(entrypoints=False, env={}), workspace=tmp_path)
+    runtime.conversation.add_user("hello")
+    old = runtime.conversation.id
+    asyncio.run(runtime.handle("/reset"))
+    assert runtime.conversation.messages == [] and runtime.conversation.id != old

@@ -562,8 +562,9 @@ def test_examples_load():
     tools = load_script(EXAMPLES / "tools.yaml")
     assert [e.kind for e in tools.entries] == ["user", "model", "expect", "model"]
     (call,) = tools.entries[1].model.tool_calls
-    assert (call.name, call.arguments_text()) == ("echo", '{"text": "hi"}')
-    assert tools.entries[2].expect == "hi"
+    assert (call.name, call.arguments_text()) == ("read_file", '{"path": "notes.md"}')
+    assert tools.entries[2].expect == "The release is on Friday"
+    assert tools.files == {"notes.md": "The release is on Friday.\n"}
     assert tools.entries[3].model.text
 
 

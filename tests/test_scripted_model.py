@@ -305,8 +305,8 @@ def test_the_python_example_in_the_docs_runs():
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr
-    assert "ToolCall(id='call_1_1', name='echo'" in proc.stdout
-    assert "The echo tool" in proc.stdout
+    assert "ToolCall(id='call_1_1', name='read_file'" in proc.stdout
+    assert "TextDelta(text='The release is o')" in proc.stdout
 
 
 # -- delays --------------------------------------------------------------------------------

@@ -96,5 +96,8 @@ class Conversation:
         return [m.to_openai() for m in self.messages]
 
     def reset(self) -> None:
+        """A new, empty conversation: a new id too, so nothing keyed by the old one carries
+        over."""
+        self.id = uuid.uuid4().hex
         self.messages.clear()
         self.compacted = 0

@@ -149,9 +149,15 @@ class Runtime:
         if command is None:
             available = ", ".join(f"/{n}" for n in sorted(commands))
             raise CommandError(f"unknown command /{name} (available: {available or 'none'})")
-        result = command.handler(self, args.strip())
-        if asyncio.iscoroutine(result):
-            result = await result
+        try:
+            result = command.handler(self, args.strip())
+            if asyncio.iscoroutine(result):
+                result = await result
+        except OrionError:
+            raise
+        except Exception as exc:
+            self.plugins.report_failure(command.plugin, f"slash command /{name}", exc)
+            raise CommandError(f"/{name} failed: {type(exc).__name__}: {exc}") from exc
         self.drain_outboxes()
         if result:
             self.reporter.notice(str(result))
