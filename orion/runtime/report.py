@@ -4,6 +4,7 @@ supplies one that prints."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
@@ -11,6 +12,23 @@ from rich.markup import escape
 if TYPE_CHECKING:
     from orion.models.events import Finish
     from orion.tools.executor import ToolOutcome
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a streaming write stands: what the live line shows."""
+
+    target: str
+    lines: int
+    bytes: int
+    state: str
+    continuation: int = 0
+    max_continuations: int = 0
+
+    def line(self) -> str:
+        size = f"{self.bytes / 1024:.1f} KiB" if self.bytes >= 1024 else f"{self.bytes} B"
+        return (f"writing {self.target}: {self.lines} lines, {size}, {self.state}, "
+                f"continuation {self.continuation}/{self.max_continuations}")
 
 
 class Reporter:
@@ -32,6 +50,12 @@ class Reporter:
     def notice(self, text: str) -> None:
         """Anything else worth a line: a command's reply, a compaction, a warning."""
 
+    def progress(self, progress: Progress) -> None:
+        """A write is streaming: update the live line."""
+
+    def progress_done(self) -> None:
+        """The write stopped streaming: end the live line."""
+
 
 class ConsoleReporter(Reporter):
     """Lines for people on a rich console (stderr by default). With ``stream=True`` the model's
@@ -44,6 +68,8 @@ class ConsoleReporter(Reporter):
         self.stream = stream
         self.out = out  # where streamed text goes (chat: stdout)
         self._buffer: list[str] = []
+        self._live: Progress | None = None  # what the live line shows now
+        self._printed: Progress | None = None  # the last plain progress line (no terminal)
 
     def user(self, text: str) -> None:
         self.console.print(f"[bold]user[/bold]   {escape(text)}")
@@ -90,3 +116,25 @@ class ConsoleReporter(Reporter):
 
     def notice(self, text: str) -> None:
         self.console.print(f"[dim]{escape(text)}[/dim]")
+
+    # A terminal gets one line rewritten in place; a log (not a TTY) gets a plain line when
+    # the state changes and every PLAIN_EVERY_LINES lines, so it stays readable.
+    PLAIN_EVERY_LINES = 50
+
+    def progress(self, progress: Progress) -> None:
+        if self.console.is_terminal:
+            self._live = progress
+            self.console.file.write("\r\x1b[2K" + progress.line())
+            self.console.file.flush()
+            return
+        last = self._printed
+        if last is None or last.state != progress.state or last.target != progress.target or \
+                progress.lines // self.PLAIN_EVERY_LINES > last.lines // self.PLAIN_EVERY_LINES:
+            self._printed = progress
+            self.console.print(escape(progress.line()), highlight=False)
+
+    def progress_done(self) -> None:
+        if self._live is not None:
+            self.console.file.write("\n")
+            self.console.file.flush()
+        self._live = self._printed = None
