@@ -16,7 +16,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python $(SOURCES)
-	$(BIN)/python -m pip install --quiet ".[test]"
+	$(BIN)/python -m pip install --quiet ".[test,otel]"
 	@rm -rf build
 	@touch $@
 

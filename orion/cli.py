@@ -232,6 +232,86 @@ def chat(base_url: str | None, model_name: str | None, workspace: str) -> None:
     sys.exit(code)
 
 
+STATE_DIR = click.option("--state-dir", type=click.Path(file_okay=False), default=None,
+                         help="Where Orion keeps its state (default: WORKSPACE/.orion).")
+
+
+def _trace_store(workspace: str, state_dir: str | None):
+    from orion.trace.store import TraceStore
+
+    path = (Path(state_dir) if state_dir else Path(workspace) / ".orion") / "orion.db"
+    if not path.exists():
+        err.print(f"no traces yet: {path} does not exist")
+        sys.exit(0)
+    return TraceStore(path)
+
+
+@cli.group(invoke_without_command=True)
+@WORKSPACE
+@STATE_DIR
+@click.option("--conversation", help="Only this conversation id.")
+@click.option("--session", help="Only this session (lifecycle instance) id.")
+@click.option("--kind", help="Only this kind: transition, model_request, tool_call, "
+              "policy_denial, validation_issue, write_report, recovery, error.")
+@click.option("--since", help="Only newer events: 10m, 2h, 1d, or an ISO 8601 date or time.")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the events as JSON.")
+@click.pass_context
+def traces(ctx: click.Context, workspace: str, state_dir: str | None,
+           conversation: str | None, session: str | None, kind: str | None,
+           since: str | None, limit: int, as_json: bool) -> None:
+    """Show recorded trace events, newest first."""
+    ctx.obj = {"workspace": workspace, "state_dir": state_dir}
+    if ctx.invoked_subcommand is not None:
+        return
+    import time
+
+    from orion.trace.store import parse_since
+
+    since_ms = None
+    if since is not None:
+        try:
+            since_ms = parse_since(since, time.time() * 1000.0)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--since") from exc
+    rows = _trace_store(workspace, state_dir).query(
+        conversation=conversation, session=session, kind=kind, since_ms=since_ms, limit=limit)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    from datetime import datetime
+
+    from rich.table import Table
+
+    table = Table("time", "kind", "name", "ms", "session", "details")
+    for row in rows:
+        when = datetime.fromtimestamp(row["at_ms"] / 1000.0).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        details = ", ".join(f"{k}={v}" for k, v in row["attributes"].items()
+                            if not k.startswith("gen_ai.operation"))
+        table.add_row(when, row["kind"], escape(row["name"]), f"{row['duration_ms']:.1f}",
+                      (row["session_id"] or "")[:8], escape(details[:120]))
+    Console().print(table)
+
+
+@traces.command("stats")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@click.pass_context
+def traces_stats(ctx: click.Context, as_json: bool) -> None:
+    """Counts per kind, dropped events and the database size."""
+    stats = _trace_store(ctx.obj["workspace"], ctx.obj["state_dir"]).stats()
+    if as_json:
+        click.echo(json.dumps(stats, indent=2))
+        return
+    from rich.table import Table
+
+    table = Table("kind", "events")
+    for kind, count in sorted(stats["counts"].items()):
+        table.add_row(kind, str(count))
+    Console().print(table)
+    Console().print(f"total {stats['total']}, dropped {stats['dropped']}, "
+                    f"database {stats['size_bytes'] / 1024:.1f} KiB ({stats['path']})")
+
+
 @cli.command()
 @click.option("--workspace", type=click.Path(file_okay=False), default=None,
               help="Where the demo writes its files (default: a new temporary directory).")

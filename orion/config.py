@@ -15,6 +15,8 @@ model:
   base_url: http://127.0.0.1:11434/v1
   model: qwen3-coder
   api_key_env: OPENAI_API_KEY
+trace:
+  capture_content: false
 ```
 
 Environment variables override the file: ``ORION_MODEL``, ``ORION_BASE_URL``,
@@ -68,6 +70,16 @@ class ModelSettings(_Strict):
                              description="the environment variable that holds the API key")
 
 
+class TraceSettings(_Strict):
+    capture_content: bool = Field(default=False, description="store long values once, in the "
+                                  "blob table keyed by sha256 (they are never in the events)")
+    max_text: int = Field(default=1024, ge=64,
+                          description="strings longer than this are traced as length, sha256 "
+                                      "and head")
+    flush_interval_ms: float = Field(default=100, ge=0,
+                                     description="flush a batch once it is this old")
+
+
 class OrionConfig(_Strict):
     statecharts: list[str] = Field(default_factory=list)
     settings: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -75,6 +87,7 @@ class OrionConfig(_Strict):
     pipeline: list[str] | PipelineEdit | None = None
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
     model: ModelSettings = Field(default_factory=ModelSettings)
+    trace: TraceSettings = Field(default_factory=TraceSettings)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from orion.models.script import load_script
 from orion.plugins import make_plugin_manager
 from orion.runtime.report import ConsoleReporter
 from orion.runtime.runner import play
+from orion.trace.store import TraceStore
 from orion.statechart import builtin_statecharts, load_definition
 from orion.statechart.diagram import mermaid
 
@@ -80,6 +81,9 @@ def play_conversation(console: Console, root: Path) -> bool:
                               reporter=ConsoleReporter(console)))
     for error in result.errors:
         console.print(f"  [red]error:[/red] {error}", markup=True)
+    stats = TraceStore(root / "conversation" / ".orion" / "orion.db").stats()
+    counts = ", ".join(f"{count} {kind}" for kind, count in sorted(stats["counts"].items()))
+    console.print(f"  trace: {counts} (orion traces --workspace {root / 'conversation'})")
     console.print("")
     return result.ok
 

@@ -18,7 +18,8 @@ denial names the plugin. Other hooks' errors propagate to the caller.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -155,8 +156,13 @@ def validate_content(request: ValidationRequest) -> Iterable[Issue] | None:
 
 
 @hookspec
-def store_traces(events: Sequence[TraceEvent]) -> None:
-    """Persist or export a batch of trace events. Events are JSON-safe and content-free."""
+def store_traces(events: Sequence[TraceEvent], blobs: Mapping[str, str], state_dir: Path) -> None:
+    """Persist or export a batch of trace events, flushed after every model request and at
+    least every ``trace.flush_interval_ms``. Events are JSON-safe and content-free: long
+    strings are summaries (length, sha256, head). ``blobs`` maps sha256 to the full text of
+    those strings, and is empty unless ``trace.capture_content`` is on. ``state_dir`` is the
+    workspace's state directory (``.orion/``). A store that fails must not raise into the
+    runtime: failures are isolated (this is an observer hook)."""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -32,6 +32,11 @@ OBSERVER_HOOKS = frozenset({"lifecycle_started", "lifecycle_transition", "lifecy
 FAIL_CLOSED_HOOKS = frozenset({"authorize_tool_call"})
 
 
+class PluginUnavailable(ImportError):
+    """Raised at import by a built-in plugin whose optional dependency is not installed (the
+    OpenTelemetry exporter without ``orion[otel]``): the plugin is skipped, not an error."""
+
+
 @dataclass(frozen=True)
 class PluginFailure:
     """An isolated failure: which plugin, in which hook (or guard), and what it raised."""
@@ -254,6 +259,9 @@ def load_builtins(pm: PluginManager, *, skip: Iterable[str] = ()) -> None:
             continue
         try:
             module = importlib.import_module(module_name)
+        except PluginUnavailable as exc:
+            logger.debug("built-in plugin %s is not available: %s", module_name, exc)
+            continue
         except Exception as exc:
             raise PluginError(f"built-in plugin {module_name!r} failed to import: "
                               f"{type(exc).__name__}: {exc}") from exc

@@ -5,12 +5,16 @@ Each is an ordinary plugin system: a team can replace any of them by name in ``o
 
 from __future__ import annotations
 
+import json
+import time
+
 from orion import hookimpl
 from orion.context import ContextRequest, build_context
 from orion.models.base import ModelRequest
 from orion.models.events import Finish, ReasoningDelta, TextDelta, ToolCall, Usage
 from orion.tools.executor import ToolContext, execute_call
 from orion.tools.gating import GateRequest, advertised
+from orion.trace import events as trace_events
 
 
 def gate_request(runtime) -> GateRequest:
@@ -48,6 +52,7 @@ class ModelSystem:
         turn.request = request
         sinks = runtime.text_sinks
         reporter = runtime.reporter
+        at_ms, started = runtime.clock.now_ms(), time.perf_counter()
         async for event in runtime.model.stream(request):
             if type(event) is TextDelta:
                 turn.text.append(event.text)
@@ -64,6 +69,10 @@ class ModelSystem:
                 turn.finish = event
         if turn.finish is None:  # an adapter that ended without saying why: cut off
             turn.finish = Finish("truncated", None)
+        runtime.tracer.emit(trace_events.model_request(
+            runtime.model.name, turn.number, turn.finish, turn.usage, at_ms=at_ms,
+            duration_ms=(time.perf_counter() - started) * 1000.0,
+            conversation_id=runtime.conversation.id))
         reporter.message_end(turn.finish)
         runtime.conversation.add_assistant(
             turn.response_text,
@@ -85,9 +94,19 @@ class ToolsSystem:
         tools = {tool.name: tool for tool in turn.tools}
         context = ToolContext(workspace=runtime.workspace,
                               conversation_id=runtime.conversation.id, runtime=runtime)
+        conversation_id = runtime.conversation.id
         for call in turn.tool_calls:
+            at_ms, started = runtime.clock.now_ms(), time.perf_counter()
             outcome = await execute_call(call, tools=tools, pm=runtime.plugins,
                                          gate=gate_request(runtime), context=context)
+            runtime.tracer.emit(trace_events.tool_call(
+                outcome, at_ms=at_ms, duration_ms=(time.perf_counter() - started) * 1000.0,
+                conversation_id=conversation_id))
+            if outcome.kind == "denied":
+                detail = json.loads(outcome.content)
+                runtime.tracer.emit(trace_events.policy_denial(
+                    outcome, detail.get("error", ""), detail.get("plugin", ""), at_ms=at_ms,
+                    conversation_id=conversation_id))
             turn.outcomes.append(outcome)
             runtime.conversation.add_tool_result(call.id, outcome.content)
             runtime.reporter.tool(outcome)

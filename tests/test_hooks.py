@@ -441,6 +441,14 @@ def test_validate_content_rejects_what_is_not_an_issue(pm):
 # -- store_traces ------------------------------------------------------------------------------
 
 
+def sqlite_rows(path):
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    db.row_factory = sqlite3.Row
+    return [dict(row) for row in db.execute("select * from trace_events order by id")]
+
+
 def test_store_traces_gets_the_batch_and_a_failing_store_is_isolated(pm, tmp_path):
     target = tmp_path / "traces.jsonl"
 
@@ -460,12 +468,15 @@ def test_store_traces_gets_the_batch_and_a_failing_store_is_isolated(pm, tmp_pat
     pm.register(Broken(), "broken")
     events = [TraceEvent("lifecycle", "transition", 1.5, "conv", "sess", {"dest": "review"}),
               TraceEvent("tool", "read_file", 2.0)]
-    assert pm.hook.store_traces(events=events) == []
+    assert pm.hook.store_traces(events=events, blobs={}, state_dir=tmp_path) == []
     lines = [json.loads(line) for line in target.read_text().splitlines()]
     assert lines == [e.as_dict() for e in events]
     assert lines[0] == {"kind": "lifecycle", "name": "transition", "at_ms": 1.5,
-                        "conversation_id": "conv", "session_id": "sess",
+                        "duration_ms": 0.0, "conversation_id": "conv", "session_id": "sess",
                         "attributes": {"dest": "review"}}
+    # the built-in SQLite store got the same batch
+    assert [row["name"] for row in sqlite_rows(tmp_path / "orion.db")] == [
+        "transition", "read_file"]
     assert [(f.plugin, f.hook, f.error) for f in pm.failures] == [
         ("broken", "store_traces", "ConnectionError: collector unreachable")]
 
@@ -774,11 +785,12 @@ class HouseRules:
         return list(self.BLOCKS)
 
 
-def test_the_default_pipeline_is_context_model_tools(pm, tmp_path):
+def test_the_default_pipeline_is_context_model_tools_trace(pm, tmp_path):
     session = Session(tmp_path, pm, READ_NOTES).play()
-    assert session.order == ["context", "model", "tools"]
+    assert session.order == ["context", "model", "tools", "trace"]
     assert {name: pm.registry.system_plugins[name] for name in session.order} == {
-        name: "orion_plugins.turn_systems" for name in session.order}
+        "context": "orion_plugins.turn_systems", "model": "orion_plugins.turn_systems",
+        "tools": "orion_plugins.turn_systems", "trace": "orion_plugins.tracing"}
     assert roles(session) == ["user", "assistant", "tool", "assistant"]
 
 
@@ -789,7 +801,7 @@ def test_register_systems_a_system_inserted_after_the_model_runs_on_every_reques
         pipeline:
           insert: [{system: audit, after: model}]
         """).play()
-    assert session.order == ["context", "model", "audit", "tools"]
+    assert session.order == ["context", "model", "audit", "tools", "trace"]
     assert pm.registry.system_plugins["audit"] == "auditing"
     # after the model (the reply is in the turn and the conversation), before the tool results
     assert audit.seen == [
@@ -814,7 +826,7 @@ def test_register_systems_a_replaced_system_runs_in_its_place(pm, tmp_path):
         pipeline:
           replace: {tools: strict_tools}
         """).play()
-    assert session.order == ["context", "model", "strict_tools"]
+    assert session.order == ["context", "model", "strict_tools", "trace"]
     [tool_result] = [m for m in session.runtime.conversation.messages if m.role == "tool"]
     assert tool_result.content == "refused: read_file is not allowed in this workspace"
     assert "Friday" not in json.dumps(session.messages(2))  # read_file never ran
@@ -845,7 +857,7 @@ def test_register_systems_a_system_can_stop_the_pass_before_the_model(pm, tmp_pa
         pipeline:
           insert: [{system: canned, before: model}]
         """).play()
-    assert session.order == ["context", "canned", "model", "tools"]
+    assert session.order == ["context", "canned", "model", "tools", "trace"]
     assert [r.number for r in session.model.requests] == [2]  # pass 1 stopped before the model
     assert session.messages(2) == [{"role": "user", "content": "ping"},
                                    {"role": "assistant", "content": "pong"},
@@ -854,10 +866,10 @@ def test_register_systems_a_system_can_stop_the_pass_before_the_model(pm, tmp_pa
 
 @pytest.mark.parametrize("config,order", [
     ("pipeline: {insert: [{system: audit, before: context}]}",
-     ["audit", "context", "model", "tools"]),
+     ["audit", "context", "model", "tools", "trace"]),
     ("pipeline: {replace: {tools: strict_tools}, insert: [{system: audit, after: model}]}",
-     ["context", "model", "audit", "strict_tools"]),
-    ("pipeline: {remove: [tools]}", ["context", "model"]),
+     ["context", "model", "audit", "strict_tools", "trace"]),
+    ("pipeline: {remove: [tools, trace]}", ["context", "model"]),
     ("pipeline: [audit, context, model, strict_tools]",
      ["audit", "context", "model", "strict_tools"]),
 ])
@@ -871,7 +883,7 @@ def test_register_systems_orion_yaml_orders_the_pipeline(pm, tmp_path, config, o
     ("pipeline: {replace: {tools: strict_toolz}}", "'strict_toolz'"),
     ("pipeline: [context, modle, tools]", "'modle'"),
     ("pipeline: {insert: [{system: audit, after: modle}]}", "'modle'"),
-    ("pipeline: {remove: [trace]}", "'trace'"),
+    ("pipeline: {remove: [tracing]}", "'tracing'"),
 ])
 def test_register_systems_an_unknown_system_is_a_config_error_naming_it(pm, tmp_path, config,
                                                                         named):

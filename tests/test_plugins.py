@@ -32,10 +32,14 @@ BUILTINS = {
     "orion_plugins.compaction",
     "orion_plugins.conversation_commands",
     "orion_plugins.finalization",
+    "orion_plugins.trace_sqlite",
+    "orion_plugins.tracing",
     "orion_plugins.turn_systems",
     "orion_plugins.workspace_tools",
     "orion_plugins.write_session_protocol",
 }
+#: Built-ins skipped when their optional dependency is missing.
+OPTIONAL_BUILTINS = {"orion_plugins.otel_exporter"}
 
 DOOR = """\
 statechart: door
@@ -128,7 +132,7 @@ def lifecycle_transition(lifecycle, transition):
 def test_builtins_load():
     pm = make_plugin_manager(entrypoints=False)
     assert BUILTINS <= {name for name, _ in pm.list_name_plugin()}
-    assert set(builtin_modules()) == BUILTINS
+    assert set(builtin_modules()) == BUILTINS | OPTIONAL_BUILTINS
     for name in BUILTINS:
         assert pm.origins[name].kind == "builtin"
         assert pm.origins[name].module == name
@@ -138,6 +142,7 @@ def test_builtins_load():
     assert {"has_content", "continuations_left", "corrections_left"} <= set(registry.guards)
     assert {name: registry.system_plugins[name] for name in ("context", "model", "tools")} == {
         name: "orion_plugins.turn_systems" for name in ("context", "model", "tools")}
+    assert registry.system_plugins["trace"] == "orion_plugins.tracing"
     assert {name: registry.tool_plugins[name] for name in ("read_file", "list_files")} == {
         name: "orion_plugins.workspace_tools" for name in ("read_file", "list_files")}
     assert {name: registry.commands[name].plugin for name in ("help", "reset", "quit")} == {
@@ -343,7 +348,7 @@ def test_wrong_argument_name_leaves_the_manager_untouched():
 
     pm = make_plugin_manager(entrypoints=False)
     with pytest.raises(PluginError,
-                       match=r"plugin 'bad' is invalid.*'event'.*store_traces takes: events"):
+                       match=r"plugin 'bad' is invalid.*'event'.*store_traces takes: events, blobs, state_dir"):
         pm.register(Bad(), "bad")
     assert not pm.has_plugin("bad")
     assert "bad" not in pm.origins
@@ -585,7 +590,7 @@ def test_failing_observers_are_isolated_and_reported(tmp_path, caplog):
     assert "plugin before failed in lifecycle_transition: ValueError: before yield" in logged
 
 
-def test_store_traces_failure_is_isolated():
+def test_store_traces_failure_is_isolated(tmp_path):
     from orion.trace.events import TraceEvent
 
     stored = []
@@ -604,7 +609,7 @@ def test_store_traces_failure_is_isolated():
     pm.register(Fails(), "fails")
     pm.register(Stores(), "stores")
     event = TraceEvent("lifecycle", "transition", 1.0)
-    pm.hook.store_traces(events=[event])
+    pm.hook.store_traces(events=[event], blobs={}, state_dir=tmp_path)
     assert stored == [event]
     assert [(f.plugin, f.hook) for f in pm.failures] == [("fails", "store_traces")]
 

@@ -6,6 +6,8 @@ import asyncio
 import os
 import sys
 
+from rich.markup import escape
+
 from orion.clock import RealClock
 from orion.config import WorkspaceConfig
 from orion.errors import OrionError
@@ -14,6 +16,7 @@ from orion.models.openai_compat import OpenAICompatibleModel
 from orion.plugins import PluginManager
 from orion.runtime.report import ConsoleReporter
 from orion.runtime.runtime import CommandError, Runtime
+from orion.trace import events as trace_events
 
 
 def make_model(config: WorkspaceConfig, *, base_url: str | None,
@@ -43,6 +46,13 @@ async def run_chat(config: WorkspaceConfig, plugins: PluginManager, *, base_url:
     runtime = Runtime(model=model, plugins=plugins, workspace=config.workspace, config=config,
                       clock=RealClock(), reporter=reporter)
     reporter.notice(f"orion chat with {model.name} in {runtime.workspace}; /help lists commands")
+    try:
+        return await _loop(runtime, reporter)
+    finally:
+        runtime.close()
+
+
+async def _loop(runtime: Runtime, reporter: ConsoleReporter) -> int:
     while not runtime.closing:
         line = await _read_line("you> ")
         if line is None:
@@ -54,9 +64,11 @@ async def run_chat(config: WorkspaceConfig, plugins: PluginManager, *, base_url:
             await runtime.handle(line)
         except CommandError as exc:
             reporter.notice(str(exc))
-        except ModelError as exc:
-            reporter.console.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
-            return 1
         except OrionError as exc:
-            reporter.console.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+            runtime.tracer.emit(trace_events.error("orion chat", exc,
+                                                   at_ms=runtime.clock.now_ms(),
+                                                   conversation_id=runtime.conversation.id))
+            reporter.console.print(f"[red]error:[/red] {escape(str(exc))}")
+            if isinstance(exc, ModelError):
+                return 1  # the endpoint cannot be used: every further line would fail too
     return 0

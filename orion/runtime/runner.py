@@ -8,6 +8,7 @@ front of it. Time is virtual, so ``wait_ms: 2500`` passes at once.
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from orion.models.scripted import ScriptedModel
 from orion.plugins import PluginManager
 from orion.runtime.report import Reporter
 from orion.runtime.runtime import Runtime
+from orion.trace import events as trace_events
 
 SKIPPED_DIRS = {".git", ".orion"}
 
@@ -93,9 +95,10 @@ async def play(script: Script, *, workspace: Path, plugins: PluginManager,
     config = with_script_settings(load_config(workspace), script)
     seed_files(workspace, script.files)
     cursor = script.cursor()
+    # Virtual time that starts now: timers fire without waiting, and trace times are real dates.
     runtime = Runtime(model=ScriptedModel(cursor), plugins=plugins, workspace=workspace,
-                      state_dir=state_dir, config=config, clock=VirtualClock(),
-                      reporter=reporter)
+                      state_dir=state_dir, config=config,
+                      clock=VirtualClock(start_ms=time.time() * 1000.0), reporter=reporter)
     before = workspace_files(runtime.workspace, runtime.state_dir)
     errors: list[str] = []
     try:
@@ -116,6 +119,10 @@ async def play(script: Script, *, workspace: Path, plugins: PluginManager,
                                   "user or for time to pass)")
     except OrionError as exc:
         errors.append(str(exc))
+        runtime.tracer.emit(trace_events.error("orion run", exc, at_ms=runtime.clock.now_ms(),
+                                               conversation_id=runtime.conversation.id))
+    finally:
+        runtime.close()
     after = workspace_files(runtime.workspace, runtime.state_dir)
     changed = [report for path, report in after.items() if before.get(path) != report]
     return RunResult(ok=not errors, files=changed, prompts=list(runtime.prompts), errors=errors)

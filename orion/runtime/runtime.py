@@ -26,6 +26,7 @@ from orion.runtime.report import Reporter
 from orion.statechart import builtin_statecharts, load_definition
 from orion.statechart.definition import Definition
 from orion.statechart.lifecycle import Lifecycle
+from orion.trace.recorder import Recorder
 
 
 class CommandError(OrionError):
@@ -82,6 +83,11 @@ class Runtime:
         self.text_sinks: list[Callable[[str], None]] = []
         self._pending = False  # an injected prompt the model has not answered yet
         self._lifecycle_clock = _NotifyingClock(self.clock, self._after_timer)
+        trace = self.config.model.trace
+        self.tracer = Recorder(plugins, self.state_dir, capture_content=trace.capture_content,
+                               max_text=trace.max_text,
+                               flush_interval_ms=trace.flush_interval_ms,
+                               now_ms=self.clock.now_ms)
         self._turn_lock = asyncio.Lock()
 
     # -- lifecycles ---------------------------------------------------------------------------
@@ -99,7 +105,8 @@ class Runtime:
     def start_lifecycle(self, name: str, *, key: str | None = None,
                         context: dict[str, Any] | None = None) -> Lifecycle:
         """Create an instance of statechart ``name``, kept under ``key`` (default: its name)."""
-        lifecycle = self.definition(name).create(clock=self._lifecycle_clock, context=context)
+        lifecycle = self.definition(name).create(clock=self._lifecycle_clock, context=context,
+                                                 owner=self)
         self.lifecycles[key or name] = lifecycle
         self.drain_outboxes()
         return lifecycle
@@ -211,6 +218,10 @@ class Runtime:
         self._pending = False
         self.plugins.hook.conversation_reset(runtime=self)
         self.drain_outboxes()
+
+    def close(self) -> None:
+        """Flush what is still batched for the trace stores."""
+        self.tracer.flush()
 
     def _after_timer(self) -> None:
         self.drain_outboxes()

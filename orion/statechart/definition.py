@@ -137,14 +137,20 @@ class Definition:
         return dict(self._context) if self._context_is_flat else copy.deepcopy(self._context)
 
     def create(self, *, clock: Clock | None = None, instance_id: str | None = None,
-               context: dict[str, Any] | None = None) -> Lifecycle:
-        """A new instance in the initial state, with its entry actions run and timers armed."""
-        return Lifecycle(self, clock=clock or VirtualClock(), plugins=self.plugins,
-                         instance_id=instance_id, context=context).start()
+               context: dict[str, Any] | None = None, owner: Any = None) -> Lifecycle:
+        """A new instance in the initial state, with its entry actions run and timers armed.
+        ``owner`` (the runtime) is there for plugins from the first hook on."""
+        lifecycle = Lifecycle(self, clock=clock or VirtualClock(), plugins=self.plugins,
+                              instance_id=instance_id, context=context)
+        lifecycle.owner = owner
+        return lifecycle.start()
 
-    def restore(self, snapshot: dict[str, Any], *, clock: Clock | None = None) -> Lifecycle:
-        return Lifecycle.restore(self, snapshot, clock=clock or VirtualClock(),
-                                 plugins=self.plugins)
+    def restore(self, snapshot: dict[str, Any], *, clock: Clock | None = None,
+                owner: Any = None) -> Lifecycle:
+        lifecycle = Lifecycle.restore(self, snapshot, clock=clock or VirtualClock(),
+                                      plugins=self.plugins)
+        lifecycle.owner = owner
+        return lifecycle
 
     # -- queries ------------------------------------------------------------------------------
 

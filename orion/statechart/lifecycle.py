@@ -76,7 +76,7 @@ class Snapshot(BaseModel):
 
 
 class Lifecycle:
-    __slots__ = ("definition", "id", "state", "context", "clock", "plugins", "finished",
+    __slots__ = ("definition", "id", "state", "context", "clock", "plugins", "finished", "owner",
                  "_timers", "_queue", "_busy", "_current", "_hook")
 
     def __init__(self, definition: Definition, *, clock: Clock, plugins: PluginManager,
@@ -92,6 +92,8 @@ class Lifecycle:
             self.context.update(_copy_data(context))
         self.state = definition.initial_leaf
         self.finished = False
+        #: Whatever runs this lifecycle (the runtime), for plugins that need it; not snapshotted.
+        self.owner: Any = None
         self._timers: dict[str, list[_Timer]] = {}
         self._queue: deque[tuple[str, dict[str, Any]]] = deque()
         self._busy = False

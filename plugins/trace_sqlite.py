@@ -1,0 +1,29 @@
+"""The default trace store: ``<state dir>/orion.db``, through sqlite-utils.
+
+One store per state directory, opened on first use and kept for the process. The store never
+raises for database problems (locked, full, read-only): it retries, then drops the batch and
+counts it, which ``orion traces stats`` shows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orion import hookimpl
+from orion.trace.store import TraceStore
+
+DATABASE = "orion.db"
+_stores: dict[Path, TraceStore] = {}
+
+
+def store_for(state_dir: Path) -> TraceStore:
+    path = Path(state_dir).resolve() / DATABASE
+    store = _stores.get(path)
+    if store is None:
+        store = _stores[path] = TraceStore(path)
+    return store
+
+
+@hookimpl
+def store_traces(events, blobs, state_dir):
+    store_for(state_dir).write(events, blobs)

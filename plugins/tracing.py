@@ -1,0 +1,29 @@
+"""Tracing through the public hooks: every lifecycle transition becomes a trace event, and the
+``trace`` system of the pipeline flushes the batch after every model request."""
+
+from __future__ import annotations
+
+from orion import hookimpl
+from orion.trace import events
+
+
+@hookimpl
+def lifecycle_transition(lifecycle, transition):
+    runtime = lifecycle.owner
+    tracer = getattr(runtime, "tracer", None)
+    if tracer is not None:
+        tracer.emit(events.transition(lifecycle, transition, runtime.conversation.id))
+
+
+class TraceSystem:
+    """Hands the events of this request to the trace stores."""
+
+    name = "trace"
+
+    async def run(self, turn) -> None:
+        turn.runtime.tracer.flush()
+
+
+@hookimpl
+def register_systems(register):
+    register(TraceSystem())
