@@ -145,6 +145,15 @@ def finalize(lifecycle: Lifecycle, transition: Transition) -> Any:
 # Content validation
 
 
+@hookspec(firstresult=True)
+def normalize_content(path: str, content: bytes) -> bytes | None:
+    """Rewrite the content of a finished write before it is validated (for example, unwrap a
+    file the model wrapped in one fenced code block). Return the new bytes, or ``None`` to leave
+    it; the first implementation that returns bytes wins. Disable a normalizer by disabling its
+    plugin in ``orion.yaml``."""
+
+
+
 @hookspec
 def validate_content(request: ValidationRequest) -> Iterable[Issue] | None:
     """Return the issues found in ``request.content`` (bytes) bound for ``request.path``:

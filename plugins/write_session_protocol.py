@@ -49,6 +49,10 @@ def request_continuation(lifecycle, transition) -> None:
 
 
 def request_corrections(lifecycle, transition) -> None:
+    prompt = transition.payload.get("prompt")
+    if prompt:  # the session wrote the batched prompt, with the lines shown escaped
+        _prompt(lifecycle, prompt)
+        return
     issues = transition.payload.get("issues") or []
     lines = [f"- line {i.get('line')}: {i.get('context', '')!s} ({i.get('message', '')})"
              for i in issues]

@@ -420,9 +420,10 @@ def test_validate_content_issues_are_collected_in_content_order(pm):
     pm.register(TrailingSpace(), "trailing")
     content = b"a = 1 \n\tb = 2\nc = 3 \n"
     issues = collect_issues(pm, ValidationRequest("x.py", content))
+    # the built-in syntax validator sees the indented line too
     assert [(i.line, i.column, i.code) for i in issues] == [
-        (1, 6, "trailing"), (2, 1, "tab"), (3, 6, "trailing")]
-    assert str(issues[1]) == "2:1: tab: tab character"
+        (1, 6, "trailing"), (2, 1, "syntax"), (2, 1, "tab"), (3, 6, "trailing")]
+    assert str(issues[2]) == "2:1: tab: tab character"
     assert [i.code for i in collect_issues(pm, ValidationRequest("x.md", content))] == ["tab"]
     assert collect_issues(pm, ValidationRequest("x.md", b"clean\n")) == []
 
@@ -787,9 +788,10 @@ class HouseRules:
 
 def test_the_default_pipeline_is_context_model_tools_trace(pm, tmp_path):
     session = Session(tmp_path, pm, READ_NOTES).play()
-    assert session.order == ["context", "model", "tools", "trace"]
+    assert session.order == ["context", "model", "write_session", "tools", "trace"]
     assert {name: pm.registry.system_plugins[name] for name in session.order} == {
         "context": "orion_plugins.turn_systems", "model": "orion_plugins.turn_systems",
+        "write_session": "orion_plugins.write_sessions",
         "tools": "orion_plugins.turn_systems", "trace": "orion_plugins.tracing"}
     assert roles(session) == ["user", "assistant", "tool", "assistant"]
 
@@ -801,7 +803,7 @@ def test_register_systems_a_system_inserted_after_the_model_runs_on_every_reques
         pipeline:
           insert: [{system: audit, after: model}]
         """).play()
-    assert session.order == ["context", "model", "audit", "tools", "trace"]
+    assert session.order == ["context", "model", "audit", "write_session", "tools", "trace"]
     assert pm.registry.system_plugins["audit"] == "auditing"
     # after the model (the reply is in the turn and the conversation), before the tool results
     assert audit.seen == [
@@ -826,7 +828,7 @@ def test_register_systems_a_replaced_system_runs_in_its_place(pm, tmp_path):
         pipeline:
           replace: {tools: strict_tools}
         """).play()
-    assert session.order == ["context", "model", "strict_tools", "trace"]
+    assert session.order == ["context", "model", "write_session", "strict_tools", "trace"]
     [tool_result] = [m for m in session.runtime.conversation.messages if m.role == "tool"]
     assert tool_result.content == "refused: read_file is not allowed in this workspace"
     assert "Friday" not in json.dumps(session.messages(2))  # read_file never ran
@@ -857,7 +859,7 @@ def test_register_systems_a_system_can_stop_the_pass_before_the_model(pm, tmp_pa
         pipeline:
           insert: [{system: canned, before: model}]
         """).play()
-    assert session.order == ["context", "canned", "model", "tools", "trace"]
+    assert session.order == ["context", "canned", "model", "write_session", "tools", "trace"]
     assert [r.number for r in session.model.requests] == [2]  # pass 1 stopped before the model
     assert session.messages(2) == [{"role": "user", "content": "ping"},
                                    {"role": "assistant", "content": "pong"},
@@ -866,10 +868,10 @@ def test_register_systems_a_system_can_stop_the_pass_before_the_model(pm, tmp_pa
 
 @pytest.mark.parametrize("config,order", [
     ("pipeline: {insert: [{system: audit, before: context}]}",
-     ["audit", "context", "model", "tools", "trace"]),
+     ["audit", "context", "model", "write_session", "tools", "trace"]),
     ("pipeline: {replace: {tools: strict_tools}, insert: [{system: audit, after: model}]}",
-     ["context", "model", "audit", "strict_tools", "trace"]),
-    ("pipeline: {remove: [tools, trace]}", ["context", "model"]),
+     ["context", "model", "audit", "write_session", "strict_tools", "trace"]),
+    ("pipeline: {remove: [write_session, tools, trace]}", ["context", "model"]),
     ("pipeline: [audit, context, model, strict_tools]",
      ["audit", "context", "model", "strict_tools"]),
 ])

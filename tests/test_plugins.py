@@ -35,8 +35,13 @@ BUILTINS = {
     "orion_plugins.trace_sqlite",
     "orion_plugins.tracing",
     "orion_plugins.turn_systems",
+    "orion_plugins.unwrap_fence",
+    "orion_plugins.validate_placeholders",
+    "orion_plugins.validate_syntax",
+    "orion_plugins.validate_utf8",
     "orion_plugins.workspace_tools",
     "orion_plugins.write_session_protocol",
+    "orion_plugins.write_sessions",
 }
 #: Built-ins skipped when their optional dependency is missing.
 OPTIONAL_BUILTINS = {"orion_plugins.otel_exporter"}

@@ -23,6 +23,7 @@ from orion.plugins import PluginManager
 from orion.runtime.report import Reporter
 from orion.runtime.runtime import Runtime
 from orion.trace import events as trace_events
+from orion.write_session.manager import manager_for
 
 SKIPPED_DIRS = {".git", ".orion"}
 
@@ -125,4 +126,8 @@ async def play(script: Script, *, workspace: Path, plugins: PluginManager,
         runtime.close()
     after = workspace_files(runtime.workspace, runtime.state_dir)
     changed = [report for path, report in after.items() if before.get(path) != report]
-    return RunResult(ok=not errors, files=changed, prompts=list(runtime.prompts), errors=errors)
+    sessions = [{"id": s.id, "target_file": s.target_file, "operation": s.operation,
+                 "status": s.status, "continuations": s.continuations,
+                 "corrections": s.corrections} for s in manager_for(runtime).summaries()]
+    return RunResult(ok=not errors, files=changed, sessions=sessions,
+                     prompts=list(runtime.prompts), errors=errors)

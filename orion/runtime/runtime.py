@@ -81,8 +81,10 @@ class Runtime:
         self.closing = False  # set by /quit
         #: Called with every text delta the model streams, on the hot path: keep them cheap.
         self.text_sinks: list[Callable[[str], None]] = []
+        #: Per-runtime state of plugins and subsystems, by name (e.g. the write sessions).
+        self.services: dict[str, Any] = {}
         self._pending = False  # an injected prompt the model has not answered yet
-        self._lifecycle_clock = _NotifyingClock(self.clock, self._after_timer)
+        self.lifecycle_clock = _NotifyingClock(self.clock, self._after_timer)
         trace = self.config.model.trace
         self.tracer = Recorder(plugins, self.state_dir, capture_content=trace.capture_content,
                                max_text=trace.max_text,
@@ -105,7 +107,7 @@ class Runtime:
     def start_lifecycle(self, name: str, *, key: str | None = None,
                         context: dict[str, Any] | None = None) -> Lifecycle:
         """Create an instance of statechart ``name``, kept under ``key`` (default: its name)."""
-        lifecycle = self.definition(name).create(clock=self._lifecycle_clock, context=context,
+        lifecycle = self.definition(name).create(clock=self.lifecycle_clock, context=context,
                                                  owner=self)
         self.lifecycles[key or name] = lifecycle
         self.drain_outboxes()

@@ -1,0 +1,238 @@
+"""Orion write finalization benchmark: a 50 MB create through ``execute`` against a bare write.
+
+Run from the repository root with the project's virtualenv::
+
+    .venv/bin/python bench/bench_write_finalize.py            # prints figures, always exits 0
+    .venv/bin/python bench/bench_write_finalize.py --check    # exits 1 when the target is missed
+
+The data is ``--mb`` MB (default 50) of generated, realistic UTF-8 Markdown: headings,
+paragraphs with emphasis, inline code and links, bullet and numbered lists, fenced code,
+tables and quotes, about 1 % non-ASCII text (accents, dashes, quotes, arrows, CJK; all in the
+Basic Multilingual Plane, so decoding is no slower than it must be).
+
+- **orion**: ``data.decode("utf-8")`` (strict; it stands for the content validators, which
+  come later), then ``check_plan`` of a ``create`` plan and
+  ``orion.write_session.operations.execute``: recheck, apply, atomic write (temp file, write,
+  fsync, rename, fsync of the directory), SHA-256 and report.
+- **bare**: what the issue names, "a bare decode plus write": ``data.decode("utf-8")`` and
+  ``open(path, "wb").write(data)``. No fsync: the data may still be in the page cache when
+  it returns. For comparison the same with ``os.fsync`` before close (**bare+fsync**).
+
+Target: orion costs at most 2x bare. Because fsync alone can cost more than the whole bare
+write, the script also prints the ratio against bare+fsync, and (for information) orion with
+``os.fsync`` replaced by a no-op against bare, which is what Orion adds apart from durability.
+
+Timing: ``time.perf_counter`` around one finalization (``timing.timed``, garbage collector off);
+each side writes a fresh file in the same temp directory (``--dir``, default the system temp
+directory); the previous file is removed and ``os.sync()`` is called before every timed run,
+so no side pays for another's dirty pages. Sides alternate for ``--reps`` rounds (default 5);
+the best run of each side counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from timing import timed  # noqa: E402
+
+from orion.write_session import operations  # noqa: E402
+from orion.write_session.operations import execute  # noqa: E402
+from orion.write_session.plan import WritePlan, check_plan  # noqa: E402
+
+MAX_RATIO = 2.0
+
+WORDS = (
+    "the of and to in is that for it as with be on not this are by from at or an have was but "
+    "all can will one which their if more about when use there other into time has what some "
+    "only new also may these two first any way like then each than been most over such where "
+    "file write plan session content model tool state lifecycle plugin runtime request error "
+    "validation buffer marker block line workspace path backup report trace event hook config "
+    "value field schema operation append insert replace create overwrite atomic rename disk "
+    "memory stream token output input handler context system message user assistant server "
+    "client cache index query table column result status check test build release version"
+).split()
+ACCENTED = ("café", "naïve", "façade", "résumé", "Zürich", "Ångström", "déjà vu", "señor",
+            "coöperate", "Straße", "fiancée", "jalapeño")
+SYMBOLS = ("—", "–", "“quoted”", "‘single’", "→", "←", "≤", "≥", "±", "×", "…", "✓", "•",
+           "日本語", "数据", "한국어", "Ελληνικά", "кириллица", "€", "£", "°C")
+CODE = (
+    "```python\n"
+    "def retry(fn, attempts=3, delay=0.5):\n"
+    "    for attempt in range(attempts):\n"
+    "        try:\n"
+    "            return fn()\n"
+    "        except OSError as exc:\n"
+    "            log.warning(\"attempt %d failed: %s\", attempt, exc)\n"
+    "            time.sleep(delay * 2 ** attempt)\n"
+    "    raise RuntimeError(\"gave up\")\n"
+    "```\n",
+    "```yaml\n"
+    "runtime:\n"
+    "  max_requests_per_turn: 20\n"
+    "  max_tokens: 100000\n"
+    "trace:\n"
+    "  capture_content: false\n"
+    "```\n",
+    "```sh\n"
+    ".venv/bin/python -m orion run examples/write.yaml --workspace ./demo\n"
+    "```\n",
+)
+
+
+def _sentence(rng: random.Random) -> str:
+    words = rng.choices(WORDS, k=rng.randint(6, 22))
+    if rng.random() < 0.25:
+        words[rng.randrange(len(words))] = rng.choice(ACCENTED)
+    if rng.random() < 0.2:
+        words[rng.randrange(len(words))] = rng.choice(SYMBOLS)
+    if rng.random() < 0.15:
+        i = rng.randrange(len(words))
+        words[i] = f"`{words[i]}()`"
+    if rng.random() < 0.1:
+        i = rng.randrange(len(words))
+        words[i] = f"**{words[i]}**"
+    if rng.random() < 0.05:
+        i = rng.randrange(len(words))
+        words[i] = f"[{words[i]}](https://example.org/docs/{words[i]}.html)"
+    text = " ".join(words)
+    return text[0].upper() + text[1:] + rng.choice(".....?!:")
+
+
+def _paragraph(rng: random.Random) -> str:
+    return " ".join(_sentence(rng) for _ in range(rng.randint(2, 6))) + "\n"
+
+
+def _section(rng: random.Random, number: int) -> str:
+    title = " ".join(rng.choices(WORDS, k=rng.randint(2, 6))).capitalize()
+    out = [f"{'#' * rng.choice((2, 2, 3))} {number}. {title}\n", "\n"]
+    for _ in range(rng.randint(2, 6)):
+        kind = rng.random()
+        if kind < 0.55:
+            out.append(_paragraph(rng))
+        elif kind < 0.7:
+            out.extend(f"- {_sentence(rng)}\n" for _ in range(rng.randint(2, 7)))
+        elif kind < 0.78:
+            out.extend(f"{i}. {_sentence(rng)}\n" for i in range(1, rng.randint(3, 7)))
+        elif kind < 0.88:
+            out.append(rng.choice(CODE))
+        elif kind < 0.95:
+            cols = rng.choices(WORDS, k=3)
+            out.append(f"| {' | '.join(cols)} |\n|{'---|' * 3}\n")
+            out.extend(f"| {' | '.join(rng.choices(WORDS, k=2))} | {rng.randint(0, 9999)} |\n"
+                       for _ in range(rng.randint(2, 8)))
+        else:
+            out.append(f"> {_sentence(rng)}\n")
+        out.append("\n")
+    return "".join(out)
+
+
+def make_markdown(size: int, seed: int = 2026) -> bytes:
+    """About ``size`` bytes of Markdown (cut at the last line break before ``size``)."""
+    rng = random.Random(seed)
+    parts, total, number = ["# The Orion handbook\n\n"], 0, 0
+    while total < size:
+        number += 1
+        section = _section(rng, number)
+        parts.append(section)
+        total += len(section) + 8  # characters; the bytes are counted exactly below
+    data = "".join(parts).encode("utf-8")
+    while len(data) < size:
+        data += data[: size - len(data)]
+    return data[: data.rfind(b"\n", 0, size) + 1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 when the target is missed (default: always exit 0)")
+    parser.add_argument("--mb", type=float, default=50.0, help="content size in MB (10^6 B)")
+    parser.add_argument("--reps", type=int, default=5, help="timed runs per side")
+    parser.add_argument("--dir", default=None, help="where to write (default: system temp)")
+    args = parser.parse_args(argv)
+
+    data = make_markdown(int(args.mb * 1_000_000))
+    text = data.decode("utf-8")
+    non_ascii = sum(1 for ch in text if ord(ch) > 127)
+    lines = data.count(b"\n")
+    del text
+    root = Path(tempfile.mkdtemp(prefix="orion-bench-write-", dir=args.dir))
+    ws, state = root / "ws", root / "ws" / ".orion"
+    state.mkdir(parents=True)
+    counter = iter(range(1_000_000))
+
+    def bare(path: Path, fsync: bool) -> None:
+        data.decode("utf-8")
+        with open(path, "wb") as handle:
+            handle.write(data)
+            if fsync:
+                handle.flush()
+                os.fsync(handle.fileno())
+
+    def orion(path: Path) -> None:
+        data.decode("utf-8")
+        plan = WritePlan(intent="Write the handbook", target_file=path.name,
+                         operation="create")
+        checked = check_plan(plan, workspace=ws, state_dir=state)
+        execute(checked, data, state_dir=state, session_id=f"bench{next(counter)}")
+
+    real_fsync = os.fsync
+
+    def orion_no_fsync(path: Path) -> None:
+        operations.os.fsync = lambda fd: None  # operations calls os.fsync via the os module
+        try:
+            orion(path)
+        finally:
+            operations.os.fsync = real_fsync
+
+    sides: dict[str, Callable[[Path], None]] = {
+        "orion": orion,
+        "bare": lambda p: bare(p, False),
+        "bare+fsync": lambda p: bare(p, True),
+        "orion, fsync a no-op": orion_no_fsync,
+    }
+    best = {name: float("inf") for name in sides}
+    try:
+        orion(ws / "warmup.md")  # imports, first-use costs; checks the result once
+        assert (ws / "warmup.md").read_bytes() == data
+        names = list(sides)
+        for rep in range(args.reps):
+            order = names if rep % 2 == 0 else names[::-1]
+            for name in order:
+                path = ws / "out.md"
+                path.unlink(missing_ok=True)
+                os.sync()
+                best[name] = min(best[name], timed(lambda _n: sides[name](path), 1))
+                assert path.stat().st_size == len(data)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+    ratio = best["orion"] / best["bare"]
+    ratio_fsync = best["orion"] / best["bare+fsync"]
+    ratio_nofsync = best["orion, fsync a no-op"] / best["bare"]
+    ok = ratio <= MAX_RATIO
+    print(f"Orion write finalization benchmark: python {sys.version.split()[0]}; "
+          f"{len(data) / 1e6:.1f} MB Markdown, {lines:,} lines, {non_ascii:,} non-ASCII "
+          f"characters; best of {args.reps} runs per side")
+    print(f"[1] create via execute  orion {best['orion']:7.3f} s   bare decode+write "
+          f"{best['bare']:7.3f} s   ratio {ratio:5.2f}x (target <= {MAX_RATIO}x)   "
+          f"{'OK' if ok else 'MISS'}")
+    print(f"[2] (info) against bare decode+write+fsync {best['bare+fsync']:7.3f} s   "
+          f"ratio {ratio_fsync:5.2f}x")
+    print(f"[3] (info) orion with os.fsync a no-op {best['orion, fsync a no-op']:7.3f} s   "
+          f"against bare decode+write   ratio {ratio_nofsync:5.2f}x")
+    return 1 if args.check and not ok else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,232 @@
+"""Per-chunk cost of the write session's hot path, against a bare append-mode file, in one process.
+
+Run from the repository root with the project's virtualenv::
+
+    .venv/bin/python bench/bench_write_ingest.py            # print figures; always exits 0
+    .venv/bin/python bench/bench_write_ingest.py --check    # exit 1 if a target is missed
+
+The stream is about 10 MB of realistic Markdown (headings, wrapped paragraphs, lists, tables,
+fenced and indented code, some non-ASCII) with no ``DONE`` line until the very end, cut into
+64-character chunks, as a model streams it. Both sides get the same chunks:
+
+- **orion**: ``EndMarker.feed`` on every chunk and ``Journal.append`` of what it returns (the
+  default flush policy, 50 lines / 5 s on a ``VirtualClock``), then ``end_message``, ``flush``
+  and ``close``; the journal keeps everything in memory and appends to ``content.txt``;
+- **bare**: a plain loop writing every chunk to a file opened in append mode and flushing it
+  every 50 lines, so both sides do comparable disk work.
+
+It prints microseconds per chunk for both, the overhead per chunk and the ratio (target: at
+most 3 us of overhead per chunk), and the peak memory traced by ``tracemalloc`` while the
+journal ingests the stream, against the content size (target: at most 3x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import sys
+import tempfile
+import tracemalloc
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+
+from timing import timed  # noqa: E402
+
+from orion.clock import VirtualClock  # noqa: E402
+from orion.write_session.journal import Journal  # noqa: E402
+from orion.write_session.protocol import EndMarker  # noqa: E402
+
+CHUNK = 64
+FLUSH_LINES = 50
+OVERHEAD_TARGET_US = 3.0
+MEMORY_TARGET = 3.0
+
+WORDS = ("the a of and to in is for that with as on by this be are from it or an session "
+         "content model journal stream chunk line file write plan target validation repair "
+         "continuation prompt timer idle controller disk memory buffer crash recovery "
+         "directory state metadata lock process Orion Data Default Done Design Decision "
+         "Markdown fence block code example table list heading paragraph value error "
+         "number configuration setting option runtime plugin hook transition event café "
+         "naïve — “quoted” über").split()
+IDENTS = "session journal marker chunk content state path data count result text".split()
+
+
+def markdown(size: int, seed: int = 1) -> str:
+    """About ``size`` bytes of Markdown without a line that is only ``DONE``."""
+    rng = random.Random(seed)
+
+    def words(lo: int, hi: int) -> str:
+        return " ".join(rng.choice(WORDS) for _ in range(rng.randint(lo, hi)))
+
+    def wrapped(n_words: int, width: int) -> list[str]:
+        lines, line = [], ""
+        for _ in range(n_words):
+            w = rng.choice(WORDS)
+            if line and len(line) + 1 + len(w) > width:
+                lines.append(line)
+                line = w
+            else:
+                line = f"{line} {w}" if line else w
+        return [*lines, line] if line else lines
+
+    out: list[str] = []
+    total = 0
+    section = 0
+    while total < size:
+        kind = rng.random()
+        if kind < 0.08:
+            section += 1
+            block = [f"{'#' * rng.randint(1, 3)} {section}. {words(2, 6).capitalize()}"]
+        elif kind < 0.55:
+            block = wrapped(rng.randint(15, 90), rng.choice((72, 80, 100)))
+        elif kind < 0.75:
+            block = []
+            for i in range(rng.randint(2, 7)):
+                bullet = rng.choice(("-", "*", f"{i + 1}."))
+                indent = "  " if rng.random() < 0.2 else ""
+                block.append(f"{indent}{bullet} {words(3, 14)}")
+        elif kind < 0.83:
+            cols = rng.randint(2, 4)
+            block = ["| " + " | ".join(words(1, 2) for _ in range(cols)) + " |",
+                     "|" + "---|" * cols]
+            block += ["| " + " | ".join(words(1, 3) for _ in range(cols)) + " |"
+                      for _ in range(rng.randint(2, 6))]
+        elif kind < 0.95:
+            fence = rng.choice(("```python", "```", "~~~", "```yaml"))
+            block = [fence]
+            depth = 0
+            for _ in range(rng.randint(3, 18)):
+                ident = rng.choice(IDENTS)
+                depth = max(0, min(3, depth + rng.choice((-1, 0, 0, 1))))
+                block.append("    " * depth + rng.choice((
+                    f"{ident} = {rng.choice(IDENTS)}.get({rng.randint(0, 999)})",
+                    f"if {ident}:", f"return {ident}", f"# {words(2, 8)}",
+                    f"{ident}.append({rng.choice(IDENTS)}[{rng.randint(0, 9)}])")))
+            block.append(fence[:3])
+        else:
+            block = ["    " + words(2, 8) for _ in range(rng.randint(2, 5))]
+        text = "\n".join(block) + "\n\n"
+        out.append(text)
+        total += len(text.encode())
+    content = "".join(out)
+    assert "\nDONE\n" not in content
+    return content
+
+
+def chunked(text: str) -> list[str]:
+    return [text[i:i + CHUNK] for i in range(0, len(text), CHUNK)]
+
+
+def orion_ingest(chunks: list[str], directory: Path) -> Journal:
+    clock = VirtualClock()
+    journal = Journal.create(directory, {"target_file": "doc.md", "operation": "create"},
+                             flush_lines=FLUSH_LINES, now_ms=clock.now_ms)
+    marker = EndMarker()
+    feed, append = marker.feed, journal.append
+    for chunk in chunks:
+        content = feed(chunk)
+        if content:
+            append(content)
+    journal.append(marker.end_message())
+    journal.flush({"status": "finalizing"})
+    return journal
+
+
+def bare_ingest(chunks: list[str], path: Path) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        pending = 0
+        for chunk in chunks:
+            f.write(chunk)
+            pending += chunk.count("\n")
+            if pending >= FLUSH_LINES:
+                f.flush()
+                pending = 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--megabytes", type=float, default=10.0)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
+    args = parser.parse_args(argv)
+
+    content = markdown(int(args.megabytes * 1024 * 1024))
+    stream = content + "DONE\n"
+    chunks = chunked(stream)
+    expected = content.encode("utf-8")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        runs = iter(range(10**9))
+
+        def run_orion(_n: int) -> None:
+            directory = root / f"orion-{next(runs)}"
+            orion_ingest(chunks, directory).close()
+            shutil.rmtree(directory)
+
+        def run_bare(_n: int) -> None:
+            path = root / f"bare-{next(runs)}.txt"
+            bare_ingest(chunks, path)
+            path.unlink()
+
+        # Both sides produce what they should before anything is timed.
+        check_dir = root / "check"
+        journal = orion_ingest(chunks, check_dir)
+        assert journal.content() == expected, "the journal's content differs from the stream"
+        journal.close()
+        assert (check_dir / "content.txt").read_bytes() == expected
+        bare_ingest(chunks, root / "check.txt")
+        assert (root / "check.txt").read_bytes() == stream.encode("utf-8")
+
+        best_orion = best_bare = float("inf")
+        for rep in range(args.reps):
+            pair = [(run_bare, "bare"), (run_orion, "orion")]
+            if rep % 2:
+                pair.reverse()
+            for fn, side in pair:
+                elapsed = timed(fn, 1)
+                if side == "bare":
+                    best_bare = min(best_bare, elapsed)
+                else:
+                    best_orion = min(best_orion, elapsed)
+
+        # Peak memory of the ingest alone: the chunks already exist (the model sent them).
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        journal = orion_ingest(chunks, root / "memory")
+        peak = tracemalloc.get_traced_memory()[1] - before
+        data = journal.content()  # what finalizing does next: one copy for the validator
+        peak_finalize = tracemalloc.get_traced_memory()[1] - before
+        del data
+        tracemalloc.stop()
+        journal.close()
+
+    n = len(chunks)
+    orion_us, bare_us = best_orion / n * 1e6, best_bare / n * 1e6
+    overhead = orion_us - bare_us
+    ratio = peak / len(expected)
+    ok_time = overhead <= OVERHEAD_TARGET_US
+    ok_memory = ratio <= MEMORY_TARGET
+    print(f"Orion write-ingest benchmark: python {sys.version.split()[0]}; "
+          f"{len(expected) / 2**20:.1f} MB of Markdown ({content.count(chr(10)):,} lines) in "
+          f"{n:,} chunks of {CHUNK} characters; best of {args.reps} interleaved runs per side")
+    print(f"[1] per chunk  orion (EndMarker.feed + Journal.append) {orion_us:5.2f} us   "
+          f"bare append-mode file {bare_us:5.2f} us   overhead {overhead:5.2f} us/chunk "
+          f"(target <= {OVERHEAD_TARGET_US:.1f})   ratio {best_orion / best_bare:4.1f}x   "
+          f"{'OK' if ok_time else 'MISS'}")
+    print(f"[2] peak traced memory while ingesting  {peak / 2**20:5.1f} MB for "
+          f"{len(expected) / 2**20:.1f} MB of content   ratio {ratio:4.2f}x "
+          f"(target <= {MEMORY_TARGET:.1f}x)   {'OK' if ok_memory else 'MISS'}")
+    print(f"[3] (info) peak with the copy finalizing takes (Journal.content())  "
+          f"{peak_finalize / 2**20:5.1f} MB   ratio {peak_finalize / len(expected):4.2f}x")
+    if args.check and not (ok_time and ok_memory):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,467 @@
+"""The journal: a write session's crash-safe record of its content.
+
+Memory is primary, disk is the crash mirror. Every streamed chunk goes to :meth:`Journal.append`
+(the hot path), which keeps all content in one ``bytearray`` and appends the new bytes to
+``content.txt`` at least every ``flush_lines`` lines or ``flush_interval_ms`` milliseconds. The
+file is opened once in append mode and only ever grows: a flush writes the bytes received since
+the previous flush, never the whole file.
+
+A session directory holds::
+
+    metadata.json   written once at creation: the caller's metadata plus ``created_at`` (ms)
+    content.txt     the content, append-only bytes
+    state.json      rewritten atomically (temp file + os.replace): counts, time of the last
+                    save, degradation, plus the caller's state dict; at every flush() (the
+                    controller's checkpoints), and by automatic flushes at most once per
+                    flush interval
+    lock            the owning process: its pid, and on Linux its start time (see is_live)
+
+"Crash-safe" means safe against the process dying (the CLI is killed, the machine sleeps):
+writes reach the operating system at each flush, without ``fsync``. After a crash,
+:meth:`Journal.open` takes the session over; ``content.txt`` is the truth, ``state.json`` only
+adds the caller's state.
+
+Content is encoded to UTF-8 with one twist, so the validator sees exactly what arrived: a lone
+surrogate U+DC80..U+DCFF (an invalid byte escaped by ``surrogateescape``, as
+:class:`~orion.write_session.protocol.Utf8StreamDecoder` produces) becomes that byte again, and
+any other lone surrogate is encoded as ``surrogatepass`` does (three bytes, invalid UTF-8).
+
+If the disk fails (full, read-only, permission denied), the journal warns once, records the
+reason in :attr:`Journal.degraded` and goes on in memory only: the content stays complete, so
+the target can still be written. Other ``OSError`` s propagate.
+"""
+
+from __future__ import annotations
+
+import codecs
+import errno
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from orion.errors import OrionError
+
+__all__ = ["Journal", "JournalLocked", "DEGRADING_ERRNOS", "ENCODING_ERRORS"]
+
+log = logging.getLogger("orion.write_session")
+
+METADATA = "metadata.json"
+CONTENT = "content.txt"
+STATE = "state.json"
+LOCK = "lock"
+
+#: Disk errors that switch the journal to memory only instead of failing the session.
+DEGRADING_ERRNOS = frozenset({errno.ENOSPC, errno.EACCES, errno.EROFS, errno.EDQUOT})
+
+#: Name of the codec error handler the journal encodes with (registered on import).
+ENCODING_ERRORS = "orion.journal"
+
+
+def _encode_surrogates(exc: UnicodeError) -> tuple[bytes, int]:
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    out = bytearray()
+    for ch in exc.object[exc.start:exc.end]:
+        cp = ord(ch)
+        if 0xDC80 <= cp <= 0xDCFF:
+            out.append(cp - 0xDC00)
+        elif 0xD800 <= cp <= 0xDFFF:
+            out += ch.encode("utf-8", "surrogatepass")
+        else:  # pragma: no cover - the UTF-8 encoder only fails on surrogates
+            raise exc
+    return bytes(out), exc.end
+
+
+codecs.register_error(ENCODING_ERRORS, _encode_surrogates)
+
+
+class JournalLocked(OrionError):
+    """The session is owned by another running process."""
+
+
+def _wall_ms() -> float:
+    return time.time() * 1000.0
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux), or None if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()
+    # After "pid (comm)": state is field 3, starttime field 22.
+    return fields[19].decode("ascii") if len(fields) > 19 else None
+
+
+def _process_state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    rest = stat[stat.rfind(b")") + 2:]
+    return rest[:1].decode("ascii", "replace") or None
+
+
+def _describe(exc: OSError, path: Path | None) -> str:
+    name = errno.errorcode.get(exc.errno or 0, "OSError")
+    filename = exc.filename or path
+    where = f" ({filename})" if filename else ""
+    return f"{name}: {exc.strerror or exc}{where}"
+
+
+class Journal:
+    """One session directory: the content in memory, mirrored to disk append-only.
+
+    Build one with :meth:`create` (a new session) or :meth:`open` (take an existing session
+    over, e.g. after a crash).
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], *, flush_lines: int = 50,
+                 flush_interval_ms: float = 5000, now_ms: Callable[[], float] | None = None,
+                 on_degraded: Callable[[str], object] | None = None,
+                 content_path: str | os.PathLike[str] | None = None):
+        """Use :meth:`create` or :meth:`open`; this only sets the fields up."""
+        if flush_lines < 1:
+            raise ValueError("flush_lines must be at least 1")
+        if flush_interval_ms <= 0:
+            raise ValueError("flush_interval_ms must be positive")
+        self.directory = Path(directory)
+        #: Where the content is appended: ``content.txt`` in the directory unless given (a seam
+        #: for tests, e.g. ``/dev/full``, and for keeping the content on another filesystem).
+        self.content_path = Path(content_path) if content_path is not None \
+            else self.directory / CONTENT
+        self.metadata: dict[str, Any] = {}
+        #: The caller's state as last passed to :meth:`flush` (or read back by :meth:`open`).
+        self.state: dict[str, Any] = {}
+        self._flush_lines = flush_lines
+        self._interval = flush_interval_ms
+        self._now_ms = now_ms or _wall_ms
+        self._on_degraded = on_degraded
+        self._buf = bytearray()
+        self._lines = 0
+        self._pending_lines = 0
+        self._flushed = 0
+        self._fd: int | None = None
+        self._degraded: str | None = None
+        self._closed = False
+        self._owns_lock = False
+        self._last_flush_ms = self._now_ms()
+        self._last_save_ms: float | None = None
+        self._last_state_ms = float("-inf")
+
+    # -- construction ------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, directory: str | os.PathLike[str], metadata: Mapping[str, Any], *,
+               flush_lines: int = 50, flush_interval_ms: float = 5000,
+               now_ms: Callable[[], float] | None = None,
+               on_degraded: Callable[[str], object] | None = None,
+               content_path: str | os.PathLike[str] | None = None) -> Journal:
+        """Start a new session in ``directory`` (created if needed; it must not hold a session
+        already: :class:`FileExistsError`)."""
+        journal = cls(directory, flush_lines=flush_lines, flush_interval_ms=flush_interval_ms,
+                      now_ms=now_ms, on_degraded=on_degraded, content_path=content_path)
+        journal.metadata = {**metadata, "created_at": journal._now_ms()}
+        try:
+            journal.directory.mkdir(parents=True, exist_ok=True)
+            path = journal.directory / METADATA
+            with open(path, "x", encoding="utf-8") as f:
+                json.dump(journal.metadata, f, ensure_ascii=False, indent=2, default=str)
+            journal._take_lock()
+            journal._open_content()
+        except FileExistsError:
+            raise
+        except OSError as exc:
+            journal._disk_failed(exc)
+        return journal
+
+    @classmethod
+    def open(cls, directory: str | os.PathLike[str], *, flush_lines: int = 50,
+             flush_interval_ms: float = 5000, now_ms: Callable[[], float] | None = None,
+             on_degraded: Callable[[str], object] | None = None,
+             content_path: str | os.PathLike[str] | None = None) -> Journal:
+        """Take over an existing session: read its content and state, count lines and bytes,
+        take the lock. Raises :class:`JournalLocked` if another live process owns it and
+        :class:`FileNotFoundError` if ``directory`` holds no session."""
+        journal = cls(directory, flush_lines=flush_lines, flush_interval_ms=flush_interval_ms,
+                      now_ms=now_ms, on_degraded=on_degraded, content_path=content_path)
+        d = journal.directory
+        with open(d / METADATA, encoding="utf-8") as f:
+            journal.metadata = json.load(f)
+        owner = cls._lock_owner(d)
+        if owner is not None and owner != os.getpid() and cls.is_live(d):
+            raise JournalLocked(f"write session {d} is owned by running process {owner}")
+        try:
+            with open(journal.content_path, "rb") as f:
+                journal._buf = bytearray(f.read())
+        except FileNotFoundError:
+            pass
+        journal._flushed = len(journal._buf)
+        journal._lines = journal._buf.count(b"\n")
+        try:
+            with open(d / STATE, encoding="utf-8") as f:
+                saved = json.load(f)
+        except (OSError, ValueError):
+            saved = {}
+        if isinstance(saved, dict):
+            journal._last_save_ms = saved.get("last_save_ms")
+            journal.state = {k: v for k, v in saved.items() if k not in _COUNT_KEYS}
+        try:
+            journal._take_lock()
+            journal._open_content()
+        except OSError as exc:
+            journal._disk_failed(exc)
+        return journal
+
+    # -- the hot path ------------------------------------------------------------------------
+
+    def append(self, text: str) -> None:
+        """Add streamed content; mirror it to disk when a flush threshold is reached."""
+        if not text:
+            return
+        data = text.encode("utf-8", ENCODING_ERRORS)
+        self._buf += data
+        n = data.count(b"\n")
+        if n:
+            self._lines += n
+            self._pending_lines += n
+            if self._pending_lines >= self._flush_lines:
+                self._flush(False)
+                return
+        if self._now_ms() - self._last_flush_ms >= self._interval:
+            self._flush(False)
+
+    def flush(self, state: Mapping[str, Any] | None = None) -> None:
+        """Write the pending bytes, then ``state.json`` (with ``state`` merged in, if given).
+
+        The controller calls it at every message end and before finalizing. In memory-only
+        mode it only resets the flush thresholds.
+        """
+        if state is not None:
+            self.state = dict(state)
+        self._flush(True)
+
+    def _flush(self, with_state: bool) -> None:
+        # Automatic flushes (from append) always write the content; they rewrite state.json
+        # only once per flush interval: the content file is the truth after a crash, and a
+        # state rewrite (temp file + rename) costs far more than appending a few kilobytes.
+        now = self._now_ms()
+        self._pending_lines = 0
+        self._last_flush_ms = now
+        if self._fd is None:
+            return
+        try:
+            self._write_pending()
+        except OSError as exc:
+            self._disk_failed(exc, self.content_path)
+            return
+        self._last_save_ms = now
+        if not with_state and now - self._last_state_ms < self._interval:
+            return
+        self._last_state_ms = now
+        try:
+            self._write_state()
+        except OSError as exc:
+            self._disk_failed(exc, self.directory / STATE)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def content(self) -> bytes:
+        """Everything received so far."""
+        return bytes(self._buf)
+
+    @property
+    def lines(self) -> int:
+        """Number of newlines received (a last line without one is not counted)."""
+        return self._lines
+
+    @property
+    def bytes(self) -> int:
+        """Number of content bytes received."""
+        return len(self._buf)
+
+    @property
+    def flushed_bytes(self) -> int:
+        """Number of content bytes written to disk."""
+        return self._flushed
+
+    @property
+    def degraded(self) -> str | None:
+        """None, or why the journal went memory-only (e.g. ``"ENOSPC: No space left ..."``)."""
+        return self._degraded
+
+    @property
+    def last_save_ms(self) -> float | None:
+        return self._last_save_ms
+
+    def tail_lines(self, n: int) -> list[str]:
+        """The last ``n`` lines (a last line without a newline counts), without line endings,
+        decoded with ``errors="replace"``: for the continuation prompt."""
+        buf = self._buf
+        if n <= 0 or not buf:
+            return []
+        end = len(buf)
+        if end and buf[end - 1] == 0x0A:
+            end -= 1
+        start = end
+        for _ in range(n):
+            i = buf.rfind(b"\n", 0, start)
+            if i < 0:
+                start = 0
+                break
+            start = i
+        else:
+            start += 1
+        text = bytes(buf[start:end]).decode("utf-8", "replace")
+        return [line.removesuffix("\r") for line in text.split("\n")]
+
+    # -- lifetime ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush what is pending, close the content file and release the lock."""
+        if self._closed:
+            return
+        if self._fd is not None and (self._flushed < len(self._buf) or self._last_save_ms is None):
+            self.flush()
+        self._close_fd()
+        self._release_lock()
+        self._closed = True
+
+    def remove(self) -> None:
+        """Delete the session directory (after the target was written or the session dropped)."""
+        self._close_fd()
+        self._owns_lock = False
+        self._closed = True
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the lock ----------------------------------------------------------------------------
+
+    @staticmethod
+    def is_live(directory: str | os.PathLike[str]) -> bool:
+        """Whether the process named in the session's lock is running (and not a zombie).
+
+        A missing or unreadable lock means not live. On Linux the lock also records the
+        process's start time, so a pid reused by an unrelated process is not live either.
+        """
+        try:
+            text = (Path(directory) / LOCK).read_text(encoding="ascii")
+            parts = text.split()
+            pid = int(parts[0])
+        except (OSError, ValueError, IndexError, UnicodeDecodeError):
+            return False
+        if pid <= 0:
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass  # it exists, it belongs to someone else
+        except OSError:
+            return False
+        if _process_state(pid) == "Z":
+            return False
+        if len(parts) > 1:
+            started = _start_time(pid)
+            if started is not None and started != parts[1]:
+                return False
+        return True
+
+    @staticmethod
+    def _lock_owner(directory: Path) -> int | None:
+        try:
+            return int((directory / LOCK).read_text(encoding="ascii").split()[0])
+        except (OSError, ValueError, IndexError, UnicodeDecodeError):
+            return None
+
+    def _take_lock(self) -> None:
+        pid = os.getpid()
+        started = _start_time(pid)
+        text = f"{pid}\n" if started is None else f"{pid}\n{started}\n"
+        self._replace(self.directory / LOCK, text.encode("ascii"))
+        self._owns_lock = True
+
+    def _release_lock(self) -> None:
+        if not self._owns_lock:
+            return
+        self._owns_lock = False
+        path = self.directory / LOCK
+        try:
+            if self._lock_owner(self.directory) == os.getpid():
+                path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            if exc.errno not in DEGRADING_ERRNOS:
+                raise
+
+    # -- disk --------------------------------------------------------------------------------
+
+    def _open_content(self) -> None:
+        self._fd = os.open(self.content_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def _close_fd(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def _write_pending(self) -> None:
+        start = self._flushed
+        end = len(self._buf)
+        if start == end:
+            return
+        with memoryview(self._buf) as view:
+            while start < end:
+                start += os.write(self._fd, view[start:end])  # type: ignore[arg-type]
+                self._flushed = start
+
+    def _write_state(self) -> None:
+        record = {"lines": self._lines, "bytes": len(self._buf), "flushed_bytes": self._flushed,
+                  "last_save_ms": self._last_save_ms, "degraded": self._degraded, **self.state}
+        data = json.dumps(record, ensure_ascii=False, default=str).encode("utf-8")
+        self._replace(self.directory / STATE, data)
+
+    @staticmethod
+    def _replace(path: Path, data: bytes) -> None:
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+
+    def _disk_failed(self, exc: OSError, path: Path | None = None) -> None:
+        """Switch to memory only on a disk-full/read-only/permission error; re-raise others."""
+        if exc.errno not in DEGRADING_ERRNOS:
+            raise exc
+        if self._degraded is not None:
+            return
+        self._degraded = _describe(exc, path)
+        try:
+            self._close_fd()
+        except OSError:
+            pass
+        log.warning("write session %s: cannot write to disk (%s); keeping the content in "
+                    "memory only, it is still complete", self.directory, self._degraded)
+        if self._on_degraded is not None:
+            self._on_degraded(self._degraded)
+
+
+_COUNT_KEYS = frozenset({"lines", "bytes", "flushed_bytes", "last_save_ms", "degraded"})

@@ -1,0 +1,109 @@
+"""The write session, wired into the runtime through the public hooks.
+
+- ``WritePlanTool_begin``: a small plan; the content then streams as plain text.
+- ``WritePlanTool_execute``: the plan with the content in JSON, for small edits only.
+- the ``write_session`` system: after each model request, the message's end becomes the open
+  session's next step (DONE, a pause, a cut-off output, a corrections reply).
+- a context block while a session is open, so the protocol survives compaction.
+- the ``finalize`` hook for ``write_session`` lifecycles: the plan, executed once.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from orion import hookimpl
+from orion.context import ContextBlock
+from orion.errors import OrionError
+from orion.tools.spec import ToolSpec
+from orion.validation import ValidationRequest, collect_issues
+from orion.write_session.manager import manager_for
+from orion.write_session.operations import execute
+from orion.write_session.plan import WritePlan, check_plan
+
+#: Content larger than this does not belong in tool-call JSON.
+EXECUTE_MAX_CONTENT = 4096
+
+BEGIN_DESCRIPTION = (
+    "Start writing a file. Give the plan only (intent, target_file, operation and the fields "
+    "of that operation); Orion checks it before you write anything. Then send the file's "
+    "content as plain text in your next message and end it with a line DONE. Use this for "
+    "any content longer than a few lines.")
+EXECUTE_DESCRIPTION = (
+    f"Make a small edit at once, with the content in the arguments (at most "
+    f"{EXECUTE_MAX_CONTENT} bytes). For anything larger use WritePlanTool_begin.")
+
+
+class ExecuteArgs(WritePlan):
+    content: str = Field(description=f"the content to write (at most {EXECUTE_MAX_CONTENT} "
+                                     "bytes; larger content goes through WritePlanTool_begin)",
+                         max_length=EXECUTE_MAX_CONTENT)
+
+
+def begin(args: WritePlan, context) -> dict:
+    return manager_for(context.runtime).begin(args)
+
+
+def execute_small(args: ExecuteArgs, context) -> str:
+    runtime = context.runtime
+    content = args.content.encode("utf-8", "surrogatepass")
+    if len(content) > EXECUTE_MAX_CONTENT:
+        raise OrionError(f"the content is {len(content)} bytes; WritePlanTool_execute takes at "
+                         f"most {EXECUTE_MAX_CONTENT}. Call WritePlanTool_begin with the same "
+                         "plan and send the content as plain text ending with a line DONE.")
+    plan = WritePlan.model_validate(args.model_dump(exclude={"content"}))
+    checked = check_plan(plan, workspace=runtime.workspace, state_dir=runtime.state_dir)
+    issues = collect_issues(runtime.plugins, ValidationRequest(checked.relative, content))
+    if issues:
+        listed = "; ".join(str(issue) for issue in issues[:20])
+        raise OrionError(f"nothing was written: the content has {len(issues)} issue(s): {listed}")
+    return execute(checked, content, state_dir=runtime.state_dir,
+                   session_id=f"execute-{runtime.requests}").report
+
+
+class WriteSessionSystem:
+    """After the model system: the end of the message is the open session's next step."""
+
+    name = "write_session"
+
+    async def run(self, turn) -> None:
+        runtime = turn.runtime
+        session = manager_for(runtime).active
+        if session is None or turn.finish is None:
+            return
+        messages = runtime.conversation.messages
+        message = messages[-1] if messages and messages[-1].role == "assistant" else None
+        session.end_message(turn.finish, message)
+
+
+@hookimpl
+def register_tools(register):
+    register(ToolSpec("WritePlanTool_begin", BEGIN_DESCRIPTION, WritePlan, begin))
+    register(ToolSpec("WritePlanTool_execute", EXECUTE_DESCRIPTION, ExecuteArgs, execute_small))
+
+
+@hookimpl
+def register_systems(register):
+    register(WriteSessionSystem())
+
+
+@hookimpl
+def build_context(request):
+    runtime = request.extra.get("runtime")
+    session = manager_for(runtime).active if runtime is not None else None
+    if session is None:
+        return None
+    return ContextBlock(
+        "write_session",
+        f"A write session is open: {session.plan.relative} ({session.plan.plan.operation.value}"
+        f", session {session.id[:8]}, {session.journal.lines} lines saved, state "
+        f"{session.state}). Everything you write as plain text is the file's content; end it "
+        f"with a line {session.terminator}. Do not repeat what was already saved.", order=20)
+
+
+@hookimpl
+def finalize(lifecycle, transition):
+    if lifecycle.name != "write_session" or lifecycle.owner is None:
+        return None
+    session = manager_for(lifecycle.owner).get(lifecycle.id)
+    return session.write() if session is not None else None

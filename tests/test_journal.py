@@ -1,0 +1,399 @@
+"""The write session's journal, on real directories: layout, append-only mirroring, flush
+thresholds on a virtual clock, byte-exact encoding, reopening, the lock and degradation."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+
+from orion.clock import VirtualClock
+from orion.write_session.journal import Journal, JournalLocked
+
+
+@pytest.fixture
+def clock():
+    return VirtualClock(start_ms=1_000_000)
+
+
+@pytest.fixture
+def session(tmp_path):
+    return tmp_path / "write_sessions" / "s1"
+
+
+def make(session, clock, **kw):
+    return Journal.create(session, {"intent": "docs", "target_file": "README.md",
+                                    "operation": "create"}, now_ms=clock.now_ms, **kw)
+
+
+def on_disk(session) -> bytes:
+    return (session / "content.txt").read_bytes()
+
+
+def state(session) -> dict:
+    return json.loads((session / "state.json").read_text(encoding="utf-8"))
+
+
+# -- layout -----------------------------------------------------------------------------------
+
+
+def test_layout(session, clock):
+    j = make(session, clock)
+    assert sorted(p.name for p in session.iterdir()) == ["content.txt", "lock", "metadata.json"]
+    assert json.loads((session / "metadata.json").read_text()) == {
+        "intent": "docs", "target_file": "README.md", "operation": "create",
+        "created_at": 1_000_000}
+    assert (session / "lock").read_text().split()[0] == str(os.getpid())
+    j.append("# Title\n")
+    j.flush({"status": "active", "continuations": 0})
+    assert sorted(p.name for p in session.iterdir()) == [
+        "content.txt", "lock", "metadata.json", "state.json"]
+    assert state(session) == {"lines": 1, "bytes": 8, "flushed_bytes": 8,
+                              "last_save_ms": 1_000_000, "degraded": None,
+                              "status": "active", "continuations": 0}
+    j.close()
+    assert not (session / "lock").exists()
+    j.remove()
+    assert not session.exists()
+
+
+def test_create_refuses_an_existing_session(session, clock):
+    make(session, clock).close()
+    with pytest.raises(FileExistsError):
+        make(session, clock)
+
+
+# -- flushing ---------------------------------------------------------------------------------
+
+
+def test_nothing_reaches_disk_before_a_threshold(session, clock):
+    j = make(session, clock)
+    for i in range(49):
+        j.append(f"line {i}\n")
+        clock.advance(100)  # 4.9 s in all
+    j.append("partial line, no newline")
+    assert on_disk(session) == b""
+    assert j.flushed_bytes == 0 and j.lines == 49
+    assert j.content().startswith(b"line 0\nline 1\n")
+    assert not (session / "state.json").exists()
+
+
+def test_flush_every_50_lines(session, clock):
+    j = make(session, clock)
+    text = "".join(f"line {i}\n" for i in range(120))
+    for i in range(0, len(text), 7):  # chunks that cut lines anywhere
+        j.append(text[i:i + 7])
+        flushed = j.content()[:j.flushed_bytes]
+        assert on_disk(session) == flushed
+    # Flushes happened on the chunks completing lines 50 and 100 (pending lines >= 50).
+    assert on_disk(session).count(b"\n") == 100
+    j.flush()
+    assert on_disk(session) == text.encode()
+
+
+def test_automatic_flushes_rewrite_state_at_most_once_per_interval(session, clock):
+    j = make(session, clock)
+    j.append("x\n" * 50)  # the first automatic flush writes state.json
+    assert state(session)["lines"] == 50
+    j.append("x\n" * 50)  # the content goes out, the state waits for the interval
+    assert j.flushed_bytes == 200 and state(session)["lines"] == 50
+    clock.advance(5000)
+    j.append("x\n" * 50)
+    assert state(session)["lines"] == 150 and state(session)["last_save_ms"] == 1_005_000
+    j.append("y\n")
+    j.flush({"status": "active"})  # an explicit flush always rewrites it
+    assert state(session)["lines"] == 151 and state(session)["status"] == "active"
+
+
+def test_flush_every_5_seconds(session, clock):
+    j = make(session, clock)
+    j.append("a long line without end")
+    clock.advance(4999)
+    j.append(" and more")
+    assert on_disk(session) == b""
+    clock.advance(1)
+    j.append(" then")
+    assert on_disk(session) == b"a long line without end and more then"
+    assert state(session)["last_save_ms"] == 1_005_000
+    clock.advance(4000)
+    j.append("!")
+    assert j.flushed_bytes == len(b"a long line without end and more then")
+    clock.advance(1000)
+    j.append("?")
+    assert on_disk(session).endswith(b"then!?")
+
+
+def test_settings_change_the_thresholds(session, clock):
+    j = make(session, clock, flush_lines=2, flush_interval_ms=10)
+    j.append("a\n")
+    assert j.flushed_bytes == 0
+    j.append("b\n")
+    assert j.flushed_bytes == 4
+    j.append("c")
+    clock.advance(10)
+    j.append("d")
+    assert on_disk(session) == b"a\nb\ncd"
+
+
+def test_disk_appends_are_append_only(session, clock):
+    j = make(session, clock, flush_lines=1)
+    path = session / "content.txt"
+    j.append("first\n")
+    before = os.stat(path)
+    first = path.read_bytes()
+    for i in range(200):
+        j.append(f"line {i}\n")
+        after = os.stat(path)
+        assert after.st_ino == before.st_ino
+        data = path.read_bytes()
+        assert data.startswith(first)
+        assert len(data) == after.st_size == j.flushed_bytes
+    # The journal writes through one descriptor opened in append mode: the file is never
+    # reopened or truncated, so bytes written by someone else in between would stay too.
+    with open(path, "ab") as other:
+        other.write(b"<external>")
+    j.append("last\n")
+    assert path.read_bytes() == first + "".join(
+        f"line {i}\n" for i in range(200)).encode() + b"<external>last\n"
+
+
+def test_state_json_is_replaced_atomically_and_complete(session, clock):
+    j = make(session, clock)
+    j.append("x\n")
+    j.flush({"status": "active"})
+    first = os.stat(session / "state.json").st_ino
+    clock.advance(10)
+    j.append("y")
+    j.flush({"status": "finalizing", "continuations": 2, "issues": ["é"]})
+    # A new file replaced the old one (temp file + os.replace), so a reader never sees a
+    # half-written state; no temp file is left behind.
+    assert os.stat(session / "state.json").st_ino != first
+    assert not (session / "state.json.tmp").exists()
+    assert state(session) == {"lines": 1, "bytes": 3, "flushed_bytes": 3,
+                              "last_save_ms": 1_000_010, "degraded": None,
+                              "status": "finalizing", "continuations": 2, "issues": ["é"]}
+    # Automatic flushes keep the caller's last state.
+    clock.advance(5000)
+    j.append("\n" * 50)
+    assert state(session)["status"] == "finalizing" and state(session)["lines"] == 51
+
+
+def test_close_flushes_what_is_pending(session, clock):
+    j = make(session, clock)
+    j.append("pending")
+    j.close()
+    assert on_disk(session) == b"pending"
+    j.close()  # twice is fine
+
+
+# -- encoding ---------------------------------------------------------------------------------
+
+
+def test_lone_surrogates_and_escaped_bytes_survive_byte_exactly(session, clock):
+    j = make(session, clock)
+    raw = b"ok \xff\xfe \xe2\x82 end\n"  # invalid bytes, as the stream decoder escapes them
+    j.append(raw.decode("utf-8", "surrogateescape"))
+    j.append("lone \ud800 and \udfff\n")  # lone surrogates, e.g. from a JSON \\ud800 escape
+    j.append("é€😀\n")
+    expected = raw + b"lone \xed\xa0\x80 and \xed\xbf\xbf\n" + "é€😀\n".encode()
+    assert j.content() == expected
+    j.flush()
+    assert on_disk(session) == expected
+    assert j.bytes == len(expected) and j.lines == 3
+
+
+# -- reading and reopening --------------------------------------------------------------------
+
+
+def test_tail_lines(session, clock):
+    j = make(session, clock)
+    assert j.tail_lines(3) == []
+    j.append("one\r\ntwo\nthree\n")
+    assert j.tail_lines(2) == ["two", "three"]
+    assert j.tail_lines(10) == ["one", "two", "three"]
+    j.append("fou\xff")
+    assert j.tail_lines(2) == ["three", "fou\xff"]
+    j.append("\udcff")
+    assert j.tail_lines(1) == ["fou\xff\ufffd"]
+    assert j.tail_lines(0) == []
+
+
+def test_reopen_counts_lines_and_bytes(session, clock):
+    j = make(session, clock)
+    j.append("a\nb\nc")
+    j.flush({"continuations": 1})
+    j.append("never flushed")  # lost with the crash below: only flushed bytes survive
+    j._close_fd()  # the process dies: no close(), the lock stays
+    again = Journal.open(session, now_ms=clock.now_ms)
+    assert again.content() == b"a\nb\nc"
+    assert (again.lines, again.bytes, again.flushed_bytes) == (2, 5, 5)
+    assert again.metadata["target_file"] == "README.md"
+    assert again.state == {"continuations": 1}
+    assert again.tail_lines(1) == ["c"]
+    again.append("d\n")
+    again.flush()
+    assert on_disk(session) == b"a\nb\ncd\n"
+    assert state(session)["lines"] == 3
+    again.close()
+
+
+def test_reopen_without_state_or_lock(session, clock):
+    make(session, clock).close()
+    (session / "content.txt").write_bytes(b"x\ny\n")
+    j = Journal.open(session, now_ms=clock.now_ms)
+    assert (j.lines, j.bytes, j.state) == (2, 4, {})
+    assert Journal.is_live(session)
+    j.close()
+
+
+def test_open_a_missing_session(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        Journal.open(tmp_path / "nothing")
+
+
+# -- the lock ---------------------------------------------------------------------------------
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_own_pid_is_live(session, clock):
+    j = make(session, clock)
+    assert Journal.is_live(session)
+    j.close()
+    assert not Journal.is_live(session)  # no lock file
+
+
+def test_dead_pid_is_not_live(session, clock):
+    make(session, clock).close()
+    (session / "lock").write_text(f"{dead_pid()}\n")
+    assert not Journal.is_live(session)
+    Journal.open(session).close()  # a dead owner's session can be taken over
+
+
+@pytest.mark.skipif(not hasattr(os, "waitid"), reason="needs os.waitid")
+def test_zombie_is_not_live(session, clock):
+    make(session, clock).close()
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped
+        (session / "lock").write_text(f"{proc.pid}\n")
+        assert not Journal.is_live(session)
+    finally:
+        proc.wait()
+
+
+def test_a_reused_pid_is_not_live(session, clock):
+    make(session, clock).close()
+    (session / "lock").write_text(f"{os.getpid()}\n1\n")  # right pid, wrong start time
+    assert not Journal.is_live(session)
+
+
+@pytest.mark.parametrize("text", ["", "garbage", "-1", "0", "12abc", "\xff"])
+def test_a_garbage_lock_is_not_live(session, clock, text):
+    make(session, clock).close()
+    (session / "lock").write_text(text, encoding="latin-1")
+    assert not Journal.is_live(session)
+
+
+def test_a_live_owner_keeps_the_session(session, clock):
+    make(session, clock).close()
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (session / "lock").write_text(f"{proc.pid}\n")
+        assert Journal.is_live(session)
+        with pytest.raises(JournalLocked, match=str(proc.pid)):
+            Journal.open(session)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+# -- degradation ------------------------------------------------------------------------------
+
+
+def test_disk_full_degrades_to_memory_only(session, clock, caplog):
+    # /dev/full is a real device whose writes fail with ENOSPC.
+    reasons = []
+    j = make(session, clock, flush_lines=2, content_path="/dev/full",
+             on_degraded=reasons.append)
+    with caplog.at_level(logging.WARNING, logger="orion.write_session"):
+        j.append("one\n")
+        assert j.degraded is None
+        j.append("two\n")  # the first flush fails
+        for i in range(100):
+            j.append(f"more {i}\n")
+        j.flush({"status": "finalizing"})
+    assert j.degraded is not None and j.degraded.startswith("ENOSPC: ")
+    assert "/dev/full" in j.degraded
+    assert reasons == [j.degraded]
+    warnings = [r for r in caplog.records if r.name == "orion.write_session"]
+    assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
+    assert str(session) in warnings[0].getMessage()
+    assert "ENOSPC" in warnings[0].getMessage()
+    expected = "one\ntwo\n" + "".join(f"more {i}\n" for i in range(100))
+    assert j.content() == expected.encode() and j.lines == 102
+    assert j.flushed_bytes == 0
+    # No more disk writes: no state.json either, and the file descriptor is closed.
+    assert not (session / "state.json").exists()
+    assert j._fd is None
+    j.close()
+    assert not (session / "lock").exists()
+
+
+def test_state_write_failure_degrades_too(session, clock, monkeypatch):
+    j = make(session, clock)
+    j.append("x\n")
+
+    def refuse(path, data):
+        raise OSError(30, "Read-only file system", str(path))
+
+    monkeypatch.setattr(Journal, "_replace", staticmethod(refuse))
+    j.flush()
+    assert j.degraded.startswith("EROFS: Read-only file system")
+    assert on_disk(session) == b"x\n"  # the content went out before the state failed
+    j.append("y\n")
+    j.flush()
+    assert on_disk(session) == b"x\n" and j.content() == b"x\ny\n"
+
+
+def test_other_disk_errors_propagate(session, clock, monkeypatch):
+    j = make(session, clock)
+    j.append("x")
+
+    def broken(fd, data):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "write", broken)
+    with pytest.raises(OSError, match="Input/output"):
+        j.flush()
+    assert j.degraded is None
+
+
+def test_create_where_nothing_can_be_written_degrades(tmp_path, clock, monkeypatch):
+    def refuse(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(type(tmp_path), "mkdir", refuse)
+    reasons = []
+    j = Journal.create(tmp_path / "s", {"target_file": "x"}, now_ms=clock.now_ms,
+                       on_degraded=reasons.append)
+    assert reasons == [j.degraded] and j.degraded.startswith("EACCES: Permission denied")
+    j.append("still\nworks\n" * 30)
+    j.flush()
+    assert j.content() == b"still\nworks\n" * 30 and not (tmp_path / "s").exists()
+    j.close()
+
+
+def test_other_errors_at_creation_propagate(tmp_path, clock):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(NotADirectoryError):
+        Journal.create(tmp_path / "s", {}, content_path=blocker / "c.txt")
