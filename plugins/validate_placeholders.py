@@ -20,6 +20,7 @@ Disable with ``plugins: {disable: [orion_plugins.validate_placeholders]}`` in ``
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
@@ -129,11 +130,12 @@ _ELLIPSIS_START = re.compile(r"^(?:\.{3,}|…+|(?:\. ){2,}\.)\s*")
 _ELLIPSIS_END = re.compile(r"\s*(?:\.{3,}|…+|(?: \.){3,})$")
 _DASHES_START = re.compile(r"^[-=~]{2,}\s*")
 _DASHES_END = re.compile(r"\s*[-=~]{2,}$")
-#: Every pattern needs one of these words: a cheap first filter.
-_KEYWORDS = re.compile(r"rest|remainder|existing|original|previous|prior|other|remaining|"
-                       r"unchanged|same|truncat|trim|cut|clip|snip|omit|elid|brevity|more|"
-                       r"additional|further|change|before|hidden|left|removed|skipped|not shown|"
-                       r"shorten|abbreviat|8<|✂|\.\.\.|…|code|content|lines", re.I)
+#: Every pattern needs one of these (in lowercase): a cheap first filter.
+KEYWORDS = ("rest", "remainder", "existing", "original", "previous", "prior", "old", "other",
+            "remaining", "unchanged", "same", "identical to", "truncat", "trimm", "cut", "clipp",
+            "snip", "brevity", "for space", "for length", "omit", "elid", "shorten", "abbreviat",
+            "remov", "skipp", "hidden", "left out", "not shown", "more", "additional",
+            "further", "...", "…", ". .", "8<", "✂")
 
 
 def strip_decoration(line: str) -> tuple[str, int]:
@@ -169,10 +171,13 @@ def strip_decoration(line: str) -> tuple[str, int]:
 def placeholder(line: str) -> str | None:
     """What kind of placeholder ``line`` is, or ``None``."""
     stripped = line.strip()
-    if not stripped or len(stripped) > MAX_LINE or not _KEYWORDS.search(stripped):
+    if not stripped or len(stripped) > MAX_LINE:
+        return None
+    lower = stripped.lower()
+    if not any(word in lower for word in KEYWORDS):
         return None
     for prefix in PREFIXES:
-        if prefix.regex.match(stripped.lower()):
+        if prefix.regex.match(lower):
             return prefix.what
     core, level = strip_decoration(stripped)
     if not core:
@@ -183,28 +188,34 @@ def placeholder(line: str) -> str | None:
     return None
 
 
+def _candidates(lower: str) -> list[int]:
+    """The 0-based numbers of the lines of ``lower`` that contain a keyword."""
+    starts = [0] + [match.end() for match in TEXT_LINE_BREAK.finditer(lower)]
+    found: set[int] = set()
+    for word in KEYWORDS:
+        index = lower.find(word)
+        while index != -1:
+            line = bisect.bisect_right(starts, index) - 1
+            found.add(line)
+            index = lower.find(word, starts[line + 1]) if line + 1 < len(starts) else -1
+    return sorted(found)
+
+
 @hookimpl
 def validate_content(request):
     text = request.content.decode("utf-8", "replace")
-    issues, view = [], None
-    number, start = 0, 0
-    for number, match in enumerate(TEXT_LINE_BREAK.finditer(text), start=1):
-        issues += _check(text[start:match.start()], number)
-        start = match.end()
-    if start < len(text):
-        issues += _check(text[start:], number + 1)
-    if not issues:
+    lines = TEXT_LINE_BREAK.split(text)
+    found = []
+    # Lowercasing may change lengths, never line breaks: line i of one is line i of the other.
+    for index in _candidates(text.lower()):
+        line = lines[index]
+        what = placeholder(line)
+        if what is not None:
+            found.append((index + 1, len(line) - len(line.lstrip()) + 1,
+                          f"placeholder instead of content: {line.strip()!r} ({what}); write "
+                          "the actual lines"))
+    if not found:
         return None
     view = LineView(request.content)
     return [Issue(line, column, "placeholder", message, view.context(line, column))
-            for line, column, message in issues]
-
-
-def _check(line: str, number: int) -> list[tuple[int, int, str]]:
-    what = placeholder(line)
-    if what is None:
-        return []
-    column = len(line) - len(line.lstrip()) + 1
-    shown = line.strip()
-    return [(number, column, f"placeholder instead of content: {shown!r} ({what}); write the "
-                             "actual lines")]
+            for line, column, message in found]

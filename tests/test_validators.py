@@ -12,7 +12,9 @@ line, and a byte-level scan written from the Unicode Standard's table of well-fo
 from __future__ import annotations
 
 import re
+import sys
 import textwrap
+import types
 import unicodedata
 from pathlib import Path
 
@@ -564,3 +566,29 @@ def test_unwrapping_is_switched_off_in_orion_yaml(tmp_path):
     config = load_config(tmp_path)
     pm = make_plugin_manager(entrypoints=False, blocked=config.model.plugins.disable)
     assert pm.hook.normalize_content(path="a.py", content=b"```\nx\n```\n") is None
+
+
+# -- docs/validation.md -------------------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "validation.md"
+
+
+def doc_examples() -> list[tuple[int, str]]:
+    text = DOCS.read_text(encoding="utf-8")
+    return [(text.count("\n", 0, m.start()) + 2, m.group(1))
+            for m in re.finditer(r"^```python\n(.*?)^```", text, re.M | re.S)]
+
+
+@pytest.mark.parametrize(("line", "code"), doc_examples(),
+                         ids=[f"line{line}" for line, _ in doc_examples()])
+def test_the_validation_docs_examples_run(line, code, monkeypatch):
+    name = f"orion_validation_docs_example_{line}"
+    module = types.ModuleType(name)
+    monkeypatch.setitem(sys.modules, name, module)
+    exec(compile(code, f"{DOCS}:{line}", "exec"), module.__dict__)
+
+
+def test_the_validation_docs_name_every_code_and_builtin():
+    text = DOCS.read_text(encoding="utf-8")
+    for name in [*UTF8_CODES, "syntax", "placeholder", *BUILTIN_VALIDATORS]:
+        assert f"`{name}`" in text, name

@@ -43,9 +43,10 @@ if TYPE_CHECKING:
     from orion.validation import Issue
 
 __all__ = [
-    "CONTEXT_WIDTH", "CorrectionResult", "MAX_PROMPT_LINE", "Problem", "Replaced",
+    "CONTEXT_WIDTH", "CorrectionResult", "LineView", "MAX_PROMPT_LINE", "Problem", "Replaced",
+    "TEXT_LINE_BREAK", "invalid_spans",
     "apply_corrections", "correction_prompt", "escape", "find_problems", "line_context",
-    "line_spans", "parse_corrections", "position", "safe_replacement",
+    "line_spans", "parse_corrections", "position", "safe_replacement", "text_lines",
 ]
 
 UTF8_INVALID = "utf8-invalid"
@@ -213,6 +214,15 @@ def find_problems(content: bytes) -> list[Problem]:
     return problems
 
 
+def text_lines(content: bytes) -> list[str]:
+    """The lines of ``content`` as validators count them: decoded with ``errors="replace"``,
+    split at ``\\r\\n``, ``\\n`` and ``\\r``, without their line breaks."""
+    lines = TEXT_LINE_BREAK.split(content.decode("utf-8", "replace"))
+    if lines[-1] == "":  # what follows a final line break (or empty content) is no line
+        lines.pop()
+    return lines
+
+
 def position(text: str, index: int) -> tuple[int, int]:
     """The 1-based line and column of character ``index`` of ``text`` (lines as above)."""
     index = max(0, min(index, len(text)))
@@ -311,15 +321,13 @@ def _entries(issues: Sequence[Issue]) -> list[tuple[list[int], str, str]]:
 
 def _ranges(numbers: Sequence[int]) -> str:
     """``1-3, 7``."""
-    out: list[str] = []
+    runs: list[list[int]] = []
     for number in numbers:
-        if out and number == last + 1:
-            first = out[-1].split("-")[0]
-            out[-1] = f"{first}-{number}"
+        if runs and number == runs[-1][1] + 1:
+            runs[-1][1] = number
         else:
-            out.append(str(number))
-        last = number
-    return ", ".join(out)
+            runs.append([number, number])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def correction_prompt(issues: Iterable[Issue], content: bytes, round: int, max_rounds: int,
@@ -374,6 +382,7 @@ def correction_prompt(issues: Iterable[Issue], content: bytes, round: int, max_r
 
 _CORRECTION = re.compile(r"[ \t]*L(\d+):(.*)", re.S)
 _FENCE = re.compile(r"[ \t]*(```+|~~~+)[^`]*")
+_DONE = re.compile(r"\s*DONE(?: \S+)?\s*")
 
 
 def parse_corrections(reply: str) -> tuple[dict[int, str], list[str]]:
@@ -382,14 +391,15 @@ def parse_corrections(reply: str) -> tuple[dict[int, str], list[str]]:
     Exactly one space after the colon separates; anything more is the line's content
     (indentation). ``L12:`` with nothing after it is an empty line. A line number given more
     than once gets all of its lines, in order (joined with ``\\n``). Blank lines, code fence
-    lines and a line ``DONE`` are ignored; any other line is returned in the problems list."""
+    lines and a line ``DONE`` (or ``DONE <id>``) are ignored; any other line is returned in the
+    problems list."""
     corrections: dict[int, list[str]] = {}
     problems: list[str] = []
     for raw in reply.split("\n"):
         text = raw[:-1] if raw.endswith("\r") else raw
         match = _CORRECTION.fullmatch(text)
         if match is None:
-            if text.strip() and not _FENCE.fullmatch(text) and text.strip() != "DONE":
+            if text.strip() and not _FENCE.fullmatch(text) and not _DONE.fullmatch(text):
                 problems.append(f"not a correction (expected {REPLY_FORMAT}): {text[:200]!r}")
             continue
         number, rest = int(match.group(1)), match.group(2)

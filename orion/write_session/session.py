@@ -84,6 +84,7 @@ class WriteSession:
         self._held_size = 0
         self._mode = "content"
         self._last_live = 0.0
+        self._fixed: bytes | None = None  # the content after normalizing and corrections
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -258,8 +259,7 @@ class WriteSession:
 
     def _corrections(self, reply: str) -> None:
         corrections, problems = parse_corrections(reply)
-        content = self.journal.content()
-        fixed = apply_corrections(content, corrections)
+        fixed = apply_corrections(self.content(), corrections)
         self._fixed = fixed.content
         self._trace(Kind.VALIDATION_ISSUE, "corrections received", {
             "orion.corrections": len(corrections), "orion.unparsed": len(problems),
@@ -271,7 +271,7 @@ class WriteSession:
 
     def content(self) -> bytes:
         """The content as it stands: the journal, with the corrections applied so far."""
-        return getattr(self, "_fixed", None) or self.journal.content()
+        return self._fixed if self._fixed is not None else self.journal.content()
 
     def finalize(self) -> None:
         """Validate (normalized) content; ask for corrections, or write it. This is the
