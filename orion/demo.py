@@ -1,22 +1,22 @@
-"""``orion demo``: a scripted conversation through the runtime, then both built-in lifecycles
-through their main paths, then a Mermaid diagram.
+"""``orion demo``: the bundled conversation through the real runtime, the plan-mode lifecycle,
+then a Mermaid diagram.
 
-Time runs on a virtual clock, so the 2000 ms idle wait passes at once; the output says so.
-The demo's own plugin observes every transition and finalizes both lifecycles, through the
-same public hooks a team's plugin would use. The story goes to stderr; the diagram, which is
-data, goes to stdout.
+Time runs on a virtual clock, so the 2000 ms idle wait passes at once; the output says so. The
+demo's plugin only observes transitions (and finalizes plan drafts, until plan mode has its own
+plugin), through the same public hooks a team's plugin would use. The story goes to stderr;
+the diagram, which is data, goes to stdout.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from orion import hookimpl
 from orion.clock import VirtualClock
@@ -24,127 +24,97 @@ from orion.models.script import load_script
 from orion.plugins import make_plugin_manager
 from orion.runtime.report import ConsoleReporter
 from orion.runtime.runner import play
-from orion.trace.store import TraceStore
 from orion.statechart import builtin_statecharts, load_definition
 from orion.statechart.diagram import mermaid
+from orion.trace.store import TraceStore
 
-GUIDE = [f"## Step {i}\n\nDo step {i} and check its output.\n" for i in range(1, 41)]
+DEMO_SCRIPT = "demo.yaml"
+INDENT = " " * 7
 
 
-class DemoPlugin:
-    """Prints transitions and finalizes: writes the streamed file, stores the plan."""
+class ShowTransitions:
+    """Prints each lifecycle transition as it happens."""
 
-    def __init__(self, console: Console, workspace: Path):
-        self.console, self.workspace = console, workspace
-        self.plan_revision = 0
-        self.content: list[str] = []
+    def __init__(self, console: Console):
+        self.console = console
 
     @hookimpl
     def lifecycle_transition(self, lifecycle, transition):
-        arrow = "(stays)" if transition.dest == transition.source else f"→ {transition.dest}"
-        self.console.print(f"  [cyan]{transition.trigger:<22}[/cyan] {arrow}")
-        if transition.result:
-            self.console.print(f"  {'':<22} [green]finalized:[/green] {transition.result['say']}")
-        outbox = lifecycle.context.get("outbox")
-        while outbox:
-            first, *rest = outbox.pop(0).splitlines()
-            self.console.print(f"  {'':<22} [magenta]prompt to model:[/magenta] {first}")
-            for line in rest:
-                self.console.print(f"  {'':<22}   {line}", markup=False)
+        dest = "(stays)" if transition.dest == transition.source else f"→ {transition.dest}"
+        self.console.print(f"{INDENT}[blue]{lifecycle.name}[/blue] {transition.trigger} {dest}")
+
+
+class PlanDrafts:
+    """Keeps plan drafts in memory, so the plan-mode lifecycle can be shown on its own."""
+
+    def __init__(self) -> None:
+        self.revision = 0
 
     @hookimpl
     def finalize(self, lifecycle, transition):
-        if lifecycle.name == "write_session":
-            target = self.workspace / "docs" / "guide.md"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_suffix(".md.tmp")
-            tmp.write_text("".join(self.content), encoding="utf-8")
-            os.replace(tmp, target)
-            lines = sum(chunk.count("\n") for chunk in self.content)
-            return {"say": f"wrote {target} ({lines} lines)"}
-        if lifecycle.name == "plan_mode":
-            self.plan_revision += 1
-            title = transition.payload.get("title", "")
-            return {"say": f"plan {title!r} stored as revision {self.plan_revision}"}
-        return None
-
-
-DEMO_SCRIPT = "demo.yaml"
+        if lifecycle.name != "plan_mode":
+            return None
+        self.revision += 1
+        return {"revision": self.revision, "title": transition.payload.get("title", "")}
 
 
 def play_conversation(console: Console, root: Path) -> bool:
     """The bundled example conversation, through the real runtime and its built-in plugins."""
     script = load_script(Path(str(resources.files("orion_examples") / DEMO_SCRIPT)))
-    console.print(f"[bold]A conversation[/bold]  (examples/{DEMO_SCRIPT}: {script.description})")
-    result = asyncio.run(play(script, workspace=root / "conversation",
-                              plugins=make_plugin_manager(),
+    console.print(f"[bold]1. A conversation[/bold]  (examples/{DEMO_SCRIPT})")
+    console.print(f"{INDENT}{escape(script.description or '')}")
+    plugins = make_plugin_manager()
+    plugins.register(ShowTransitions(console), "orion-demo-transitions")
+    workspace = root / "conversation"
+    result = asyncio.run(play(script, workspace=workspace, plugins=plugins,
                               reporter=ConsoleReporter(console)))
     for error in result.errors:
-        console.print(f"  [red]error:[/red] {error}", markup=True)
-    stats = TraceStore(root / "conversation" / ".orion" / "orion.db").stats()
+        console.print(f"{INDENT}[red]error:[/red] {escape(error)}")
+    for report in result.files:
+        console.print(f"{INDENT}[green]file[/green] {report.path}: {report.bytes} bytes, "
+                      f"sha256 {report.sha256[:12]}")
+    for session in result.sessions:
+        console.print(f"{INDENT}[green]session[/green] {session['id'][:8]} "
+                      f"{session['target_file']}: {session['status']}, continuations "
+                      f"{session['continuations']}, correction rounds {session['corrections']}")
+    stats = TraceStore(workspace / ".orion" / "orion.db").stats()
     counts = ", ".join(f"{count} {kind}" for kind, count in sorted(stats["counts"].items()))
-    console.print(f"  trace: {counts} (orion traces --workspace {root / 'conversation'})")
-    console.print("")
+    console.print(f"{INDENT}[green]trace[/green] {counts}")
+    console.print(f"{INDENT}(see them: orion traces --workspace {workspace})\n")
     return result.ok
 
 
-def run_demo(workspace: str | None = None) -> int:
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
-    root = Path(workspace) if workspace else Path(tempfile.mkdtemp(prefix="orion-demo-"))
-    root.mkdir(parents=True, exist_ok=True)
-    pm = make_plugin_manager()
-    plugin = DemoPlugin(console, root)
-    pm.register(plugin, "orion-demo")
-    charts = {p.stem: p for p in builtin_statecharts()}
-    clock = VirtualClock()
-
-    console.print(f"[bold]Orion demo[/bold]  workspace: {root}")
-    console.print("Time is virtual here: idle waits are compressed, not slept.\n")
-    conversation_ok = play_conversation(console, root)
-
-    ws = load_definition(charts["write_session"], plugins=pm)
-    idle = ws.settings["idle_ms"]
-    console.print(f"[bold]write_session[/bold]  ({charts['write_session'].name}, "
-                  f"idle_ms={idle})")
-    session = ws.create(clock=clock)
-    session.trigger("begin", target_file="docs/guide.md", operation="create")
-    plugin.content = GUIDE[:15]
-    session.trigger("message_end")
-    console.print(f"  {'':<22} … {idle} ms pass with no DONE (virtual)")
-    clock.advance(idle)
-    session.trigger("content")
-    plugin.content += GUIDE[15:30]
-    lines = sum(c.count("\n") for c in plugin.content)
-    session.trigger("truncated", bytes=len("".join(plugin.content)), lines=lines,
-                    last_lines=plugin.content[-1].splitlines()[-1:])
-    session.trigger("content")
-    plugin.content += GUIDE[30:]
-    session.trigger("done")
-    session.trigger("issues_found", issues=[{"line": 12, "context": "Do step 3 and\\x00 check",
-                                             "message": "NUL character"}])
-    session.trigger("corrections_received")
-    session.trigger("valid")
-    console.print(f"  final state: [bold]{session.state}[/bold], continuations "
-                  f"{session.context['continuations']}/{ws.settings['max_continuations']}, "
-                  f"corrections {session.context['corrections']}/"
-                  f"{ws.settings['max_corrections']}\n")
-
-    pmode = load_definition(charts["plan_mode"], plugins=pm)
-    console.print(f"[bold]plan_mode[/bold]  ({charts['plan_mode'].name})")
-    plan = pmode.create(clock=clock)
+def show_plan_mode(console: Console) -> bool:
+    """The plan-mode lifecycle driven directly: the states a plan passes through."""
+    plugins = make_plugin_manager()
+    plugins.register(ShowTransitions(console), "orion-demo-transitions")
+    plugins.register(PlanDrafts(), "orion-demo-plans")
+    chart = next(p for p in builtin_statecharts() if p.stem == "plan_mode")
+    console.print("[bold]2. The plan-mode lifecycle[/bold]  (statecharts/plan_mode.yaml)")
+    plan = load_definition(chart, plugins=plugins).create(clock=VirtualClock())
     plan.trigger("plan_on")
     plan.trigger("set_content", title="Ship the guide", plan_markdown="# Plan\n1. Draft\n")
     plan.trigger("set_content", title="Ship the guide", plan_markdown="# Plan\n1. Draft\n2. Review\n")
     plan.trigger("approve")
     plan.trigger("set_content", title="Ship the guide v2", plan_markdown="# Plan\n1. Draft\n")
     plan.trigger("plan_done")
-    console.print(f"  final state: [bold]{plan.state}[/bold]\n")
+    console.print(f"{INDENT}final state: {plan.state}\n")
+    return not plugins.failures
 
-    console.print("[bold]Mermaid diagram of write_session[/bold] (on stdout; paste it into any "
-                  "Mermaid viewer):")
+
+def run_demo(workspace: str | None = None) -> int:
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    root = Path(workspace) if workspace else Path(tempfile.mkdtemp(prefix="orion-demo-"))
+    root.mkdir(parents=True, exist_ok=True)
+    console.print(f"[bold]Orion demo[/bold]  workspace: {root}")
+    console.print("Time is virtual here: the 2000 ms idle wait is compressed, not slept.\n")
+    ok = play_conversation(console, root)
+    ok = show_plan_mode(console) and ok
+
+    chart = next(p for p in builtin_statecharts() if p.stem == "write_session")
+    definition = load_definition(chart, plugins=make_plugin_manager())
+    console.print("[bold]3. The write-session statechart[/bold] as a Mermaid diagram, on stdout "
+                  "(paste it into any Mermaid viewer)")
     sys.stderr.flush()
-    print(mermaid(ws.spec, highlight=session.state, settings=dict(ws.settings)), end="")
-    if pm.failures:
-        console.print(f"[red]{len(pm.failures)} plugin failure(s)[/red]")
-        return 1
-    return 0 if conversation_ok else 1
+    print(mermaid(definition.spec, highlight="done", settings=dict(definition.settings)), end="")
+    return 0 if ok else 1

@@ -125,17 +125,21 @@ def test_plugins_json_lists_builtins_and_their_hooks(runner):
         rows["orion_plugins.write_session_protocol"]["hooks"])
 
 
-def test_demo_plays_both_lifecycles_and_writes_its_file(runner, tmp_path):
+def test_demo_plays_the_conversation_and_writes_the_guide(runner, tmp_path):
     result = runner.invoke(cli, ["demo", "--workspace", str(tmp_path)])
     assert result.exit_code == 0, result.output
     story = result.stderr  # people read the story on stderr; the diagram is data, on stdout
     assert "virtual" in story  # it says that it compresses the idle wait
     assert "read_file invalid_json" in story and "Tag the release on Friday" in story
-    assert "prompt to model: If you're finished, reply with DONE on its own line" in story
-    assert "final state: done" in story and "final state: inactive" in story
+    assert "part 1 saved (180 lines), continuing 1/3" in story
+    assert "orion  If you're finished, reply with DONE on its own line" in story
+    assert "Correction round 1 of 3" in story
+    assert "Created docs/guide.md (321 lines" in story
+    assert "final state: inactive" in story
     assert result.stdout.startswith("stateDiagram-v2")
-    guide = tmp_path / "docs" / "guide.md"
-    assert guide.read_text().count("\n") == 120
+    guide = tmp_path / "conversation" / "docs" / "guide.md"
+    text = guide.read_text()
+    assert text.count("\n") == 321 and "20°C" in text and "\ufffd" not in text
 
 
 def _orion(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None):
