@@ -1,10 +1,8 @@
-"""``orion demo``: the bundled conversation through the real runtime, the plan-mode lifecycle,
-then a Mermaid diagram.
+"""``orion demo``: the bundled conversation through the real runtime, then a Mermaid diagram.
 
 Time runs on a virtual clock, so the 2000 ms idle wait passes at once; the output says so. The
-demo's plugin only observes transitions (and finalizes plan drafts, until plan mode has its own
-plugin), through the same public hooks a team's plugin would use. The story goes to stderr;
-the diagram, which is data, goes to stdout.
+demo's plugin only observes transitions, through the same public hook a team's plugin would
+use. The story goes to stderr; the diagram, which is data, goes to stdout.
 """
 
 from __future__ import annotations
@@ -19,7 +17,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from orion import hookimpl
-from orion.clock import VirtualClock
 from orion.models.script import load_script
 from orion.plugins import make_plugin_manager
 from orion.runtime.report import ConsoleReporter
@@ -42,20 +39,6 @@ class ShowTransitions:
     def lifecycle_transition(self, lifecycle, transition):
         dest = "(stays)" if transition.dest == transition.source else f"→ {transition.dest}"
         self.console.print(f"{INDENT}[blue]{lifecycle.name}[/blue] {transition.trigger} {dest}")
-
-
-class PlanDrafts:
-    """Keeps plan drafts in memory, so the plan-mode lifecycle can be shown on its own."""
-
-    def __init__(self) -> None:
-        self.revision = 0
-
-    @hookimpl
-    def finalize(self, lifecycle, transition):
-        if lifecycle.name != "plan_mode":
-            return None
-        self.revision += 1
-        return {"revision": self.revision, "title": transition.payload.get("title", "")}
 
 
 def play_conversation(console: Console, root: Path) -> bool:
@@ -84,24 +67,6 @@ def play_conversation(console: Console, root: Path) -> bool:
     return result.ok
 
 
-def show_plan_mode(console: Console) -> bool:
-    """The plan-mode lifecycle driven directly: the states a plan passes through."""
-    plugins = make_plugin_manager()
-    plugins.register(ShowTransitions(console), "orion-demo-transitions")
-    plugins.register(PlanDrafts(), "orion-demo-plans")
-    chart = next(p for p in builtin_statecharts() if p.stem == "plan_mode")
-    console.print("[bold]2. The plan-mode lifecycle[/bold]  (statecharts/plan_mode.yaml)")
-    plan = load_definition(chart, plugins=plugins).create(clock=VirtualClock())
-    plan.trigger("plan_on")
-    plan.trigger("set_content", title="Ship the guide", plan_markdown="# Plan\n1. Draft\n")
-    plan.trigger("set_content", title="Ship the guide", plan_markdown="# Plan\n1. Draft\n2. Review\n")
-    plan.trigger("approve")
-    plan.trigger("set_content", title="Ship the guide v2", plan_markdown="# Plan\n1. Draft\n")
-    plan.trigger("plan_done")
-    console.print(f"{INDENT}final state: {plan.state}\n")
-    return not plugins.failures
-
-
 def run_demo(workspace: str | None = None) -> int:
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     root = Path(workspace) if workspace else Path(tempfile.mkdtemp(prefix="orion-demo-"))
@@ -109,11 +74,10 @@ def run_demo(workspace: str | None = None) -> int:
     console.print(f"[bold]Orion demo[/bold]  workspace: {root}")
     console.print("Time is virtual here: the 2000 ms idle wait is compressed, not slept.\n")
     ok = play_conversation(console, root)
-    ok = show_plan_mode(console) and ok
 
     chart = next(p for p in builtin_statecharts() if p.stem == "write_session")
     definition = load_definition(chart, plugins=make_plugin_manager())
-    console.print("[bold]3. The write-session statechart[/bold] as a Mermaid diagram, on stdout "
+    console.print("[bold]2. The write-session statechart[/bold] as a Mermaid diagram, on stdout "
                   "(paste it into any Mermaid viewer)")
     sys.stderr.flush()
     print(mermaid(definition.spec, highlight="done", settings=dict(definition.settings)), end="")

@@ -135,7 +135,8 @@ def test_demo_plays_the_conversation_and_writes_the_guide(runner, tmp_path):
     assert "orion  If you're finished, reply with DONE on its own line" in story
     assert "Correction round 1 of 3" in story
     assert "Created docs/guide.md (321 lines" in story
-    assert "final state: inactive" in story
+    assert "Plan approved: plan 'Operator guide', EXECUTING, revision 1" in story
+    assert "Plan work ended: plan 'Operator guide', COMPLETED, revision 1" in story
     assert result.stdout.startswith("stateDiagram-v2")
     guide = tmp_path / "conversation" / "docs" / "guide.md"
     text = guide.read_text()
