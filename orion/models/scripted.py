@@ -24,6 +24,7 @@ from orion.models.script import (
     Entry,
     ExpectEntry,
     ModelEntry,
+    ModelReply,
     Script,
     ScriptCursor,
     UserEntry,
@@ -78,30 +79,8 @@ class ScriptedModel:
         """Check the expectations at the cursor, then stream the next ``model`` entry."""
         entry, expects = self._take(request)
         self.log.append(ServedRequest(request.number, entry.index, entry.line, expects, request))
-        reply = entry.model
-        delay = reply.chunk_delay_ms / 1000.0
-        started = False
-
-        async def pause() -> None:
-            nonlocal started
-            if started and delay > 0:
-                await asyncio.sleep(delay)
-            started = True
-
-        for chunk in reply.reasoning_chunks():
-            await pause()
-            yield ReasoningDelta(chunk)
-        for chunk in reply.text_chunks():
-            await pause()
-            yield TextDelta(chunk)
-        for n, call in enumerate(reply.tool_calls, start=1):
-            await pause()
-            yield ToolCall(call.id or f"call_{request.number}_{n}", call.name,
-                           call.arguments_text())
-        if reply.usage is not None:
-            yield Usage(reply.usage.prompt_tokens, reply.usage.completion_tokens,
-                        reply.usage.total)
-        yield normalize_finish(reply.raw_finish_reason(), bool(reply.tool_calls))
+        async for event in stream_reply(entry.model, request.number):
+            yield event
 
     def _take(self, request: ModelRequest) -> tuple[ModelEntry, tuple[int, ...]]:
         """Consume the expectations and the ``model`` entry for ``request``, or raise."""
@@ -147,8 +126,34 @@ class ScriptedModel:
             expected=entry.expect, actual=actual, entry=entry, request=request.number)
 
 
+async def stream_reply(reply: ModelReply, number: int) -> AsyncIterator[ModelEvent]:
+    """The events of one scripted reply to request ``number``: reasoning, text in chunks, tool
+    calls, usage and the finish, with ``chunk_delay_ms`` of real time between pieces."""
+    delay = reply.chunk_delay_ms / 1000.0
+    started = False
+
+    async def pause() -> None:
+        nonlocal started
+        if started and delay > 0:
+            await asyncio.sleep(delay)
+        started = True
+
+    for chunk in reply.reasoning_chunks():
+        await pause()
+        yield ReasoningDelta(chunk)
+    for chunk in reply.text_chunks():
+        await pause()
+        yield TextDelta(chunk)
+    for n, call in enumerate(reply.tool_calls, start=1):
+        await pause()
+        yield ToolCall(call.id or f"call_{number}_{n}", call.name, call.arguments_text())
+    if reply.usage is not None:
+        yield Usage(reply.usage.prompt_tokens, reply.usage.completion_tokens, reply.usage.total)
+    yield normalize_finish(reply.raw_finish_reason(), bool(reply.tool_calls))
+
+
 def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-__all__ = ["ExpectationFailed", "ScriptDesync", "ScriptedModel", "ServedRequest"]
+__all__ = ["ExpectationFailed", "ScriptDesync", "ScriptedModel", "ServedRequest", "stream_reply"]
