@@ -312,6 +312,152 @@ def traces_stats(ctx: click.Context, as_json: bool) -> None:
                     f"database {stats['size_bytes'] / 1024:.1f} KiB ({stats['path']})")
 
 
+# -- orion sessions ------------------------------------------------------------------------------
+
+
+def _state_path(workspace: str, state_dir: str | None) -> Path:
+    return Path(state_dir) if state_dir else Path(workspace) / ".orion"
+
+
+def _session_failed(exc: Exception) -> None:
+    err.print(f"[red]error:[/red] {escape(str(exc))}")
+    sys.exit(1)
+
+
+@cli.group()
+def sessions() -> None:
+    """Write sessions a crash left behind: list, recover, discard, clean, undo.
+
+    Session ids may be shortened to any unique prefix (the first 8 characters are shown).
+    """
+
+
+@sessions.command("list")
+@WORKSPACE
+@STATE_DIR
+@click.option("--json", "as_json", is_flag=True, help="Print the sessions as JSON.")
+def sessions_list(workspace: str, state_dir: str | None, as_json: bool) -> None:
+    """List the write session directories, oldest save first."""
+    import time
+
+    from orion.write_session.recovery import format_age, scan
+
+    now = time.time() * 1000.0
+    found = scan(_state_path(workspace, state_dir), now_ms=now)
+    if as_json:
+        click.echo(json.dumps([orphan.to_json() for orphan in found], indent=2))
+        return
+    if not found:
+        err.print(f"no write sessions in {_state_path(workspace, state_dir)}")
+        return
+    from rich.table import Table
+
+    table = Table("id", "target", "operation", "lines", "bytes", "saved", "status", "notes")
+    for orphan in found:
+        notes = ["live: a running process owns it"] if orphan.live else []
+        notes += orphan.problems
+        if orphan.degraded:
+            notes.append(f"degraded: {orphan.degraded}")
+        table.add_row(orphan.short, escape(orphan.target_file or "?"), orphan.operation or "?",
+                      str(orphan.lines), str(orphan.bytes), format_age(orphan.age_ms),
+                      orphan.status, escape("; ".join(notes)))
+    err.print(table)
+
+
+@sessions.command("recover")
+@click.argument("session_id", metavar="ID")
+@click.option("--finalize", "mode", flag_value="finalize",
+              help="Write the saved content to the target now (no model needed).")
+@click.option("--continue", "mode", flag_value="continue",
+              help="Let the next orion run or orion chat in the workspace continue it.")
+@WORKSPACE
+@STATE_DIR
+def sessions_recover(session_id: str, mode: str | None, workspace: str,
+                     state_dir: str | None) -> None:
+    """Recover write session ID: --finalize writes it now, --continue resumes it with the
+    model at the next start."""
+    from orion.errors import OrionError
+    from orion.write_session.recovery import mark_resume, recover_finalize
+
+    if mode is None:
+        raise click.UsageError("give --finalize (write the saved content now) or --continue "
+                               "(let the model go on at the next orion run or orion chat)")
+    state = _state_path(workspace, state_dir)
+    if mode == "continue":
+        try:
+            orphan = mark_resume(state, session_id)
+        except OrionError as exc:
+            _session_failed(exc)
+        err.print(f"write session {orphan.short} for {escape(orphan.describe())} continues at "
+                  "the next orion run or orion chat in this workspace")
+        return
+    config = _config(workspace)
+    pm = _plugins(config)
+    try:
+        result = recover_finalize(workspace, state, session_id, pm)
+    except (OrionError, OSError) as exc:
+        _session_failed(exc)
+    err.print(f"[green]{result.status}[/green] {escape(result.report)}")
+    for issue in result.issues:
+        err.print(f"[yellow]issue:[/yellow] {escape(issue)}")
+    err.print(f"undo it with: orion sessions undo {result.session_id[:8]}")
+
+
+@sessions.command("discard")
+@click.argument("session_id", metavar="ID")
+@WORKSPACE
+@STATE_DIR
+def sessions_discard(session_id: str, workspace: str, state_dir: str | None) -> None:
+    """Delete write session ID and its saved content."""
+    from orion.errors import OrionError
+    from orion.write_session.recovery import discard
+
+    try:
+        orphan = discard(_state_path(workspace, state_dir), session_id)
+    except (OrionError, OSError) as exc:
+        _session_failed(exc)
+    err.print(f"discarded write session {orphan.short} for {escape(orphan.describe())}")
+
+
+@sessions.command("clean")
+@click.option("--older-than", default="1h", show_default=True, metavar="DURATION",
+              help="Remove sessions whose last save is older: 30m, 1h, 2d, 1h30m, or 0 for "
+                   "all.")
+@WORKSPACE
+@STATE_DIR
+def sessions_clean(older_than: str, workspace: str, state_dir: str | None) -> None:
+    """Remove old write sessions (never one a running process owns)."""
+    import time
+
+    from orion.write_session.recovery import clean, parse_duration
+
+    try:
+        limit = parse_duration(older_than)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--older-than") from exc
+    now = time.time() * 1000.0
+    removed = clean(_state_path(workspace, state_dir), limit, now)
+    for orphan in removed:
+        err.print(f"removed write session {orphan.short} for {escape(orphan.describe(now))}")
+    err.print(f"{len(removed)} write session(s) removed")
+
+
+@sessions.command("undo")
+@click.argument("session_id", metavar="ID")
+@WORKSPACE
+@STATE_DIR
+def sessions_undo(session_id: str, workspace: str, state_dir: str | None) -> None:
+    """Undo the write of session ID, unless the file changed since."""
+    from orion.errors import OrionError
+    from orion.write_session.recovery import undo
+
+    try:
+        result = undo(workspace, _state_path(workspace, state_dir), session_id)
+    except (OrionError, OSError) as exc:
+        _session_failed(exc)
+    err.print(f"[green]undone[/green] {escape(result.report)}")
+
+
 @cli.command()
 @click.option("--workspace", type=click.Path(file_okay=False), default=None,
               help="Where the demo writes its files (default: a new temporary directory).")

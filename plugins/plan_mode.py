@@ -1,17 +1,22 @@
-"""Plan mode through the public hooks (ADR "work by plan").
+"""Plan mode through the public hooks (ADR "work by plan"; docs/plan-mode.md).
 
-The five invariants, each held here by construction:
+The five invariants, and where each is held:
 
 1. ``gate_tools`` withholds ``plan_set_content`` and ``plan_get`` unless plan work is active.
 2. ``authorize_tool_call`` denies them when it is not (a policy failure: the handler never
-   runs, so the plan store is untouched, and the runtime traces the denial).
-3. The only canonical content is ``Plan.markdown`` in the plan store.
+   runs, so the plan store is untouched, and the runtime traces the denial). It reads the store
+   at call time, so a tool advertised before another session ended plan work is still denied.
+3. The only canonical content is ``Plan.markdown`` in the plan store; the tools and the
+   lifecycle only carry a draft to it.
 4. ``build_context`` puts a compact plan block into every request's system context while plan
-   work is active: it is rebuilt each time, so it survives compaction and restarts.
-5. The store's unique index admits one active plan at most.
+   work is active: it is rebuilt for every request, so it survives compaction and restarts.
+5. The store's unique index admits one active plan at most; ``/plan on`` while plan work is
+   active changes nothing.
 
 The tools only send their arguments to the ``plan_mode`` lifecycle; persisting a draft is the
-``finalize`` hook's job, for the ``set_content`` transitions of the statechart.
+``finalize`` hook's job, for the ``set_content`` transitions of the statechart. A ``plan_mode``
+lifecycle without a runtime (the statechart on its own, as in docs/plugins.md) has no plan
+store: its actions do nothing and ``finalize`` leaves it to other plugins.
 """
 
 from __future__ import annotations
@@ -23,7 +28,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from orion import hookimpl
 from orion.context import ContextBlock
 from orion.errors import OrionError
-from orion.plan.service import LIFECYCLE, PlanCommandError, describe, plan_service_for
+from orion.plan.service import (
+    LIFECYCLE,
+    PlanCommandError,
+    describe,
+    plan_service_for,
+    size_problem,
+)
 from orion.plan.store import Status
 from orion.tools.gating import Decision
 from orion.tools.spec import ToolSpec
@@ -33,8 +44,8 @@ PLAN_TOOLS = ("plan_set_content", "plan_get")
 
 class SetContentArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    plan_markdown: str = Field(min_length=1, description="the whole plan, as one Markdown "
-                               "document; it replaces the stored draft")
+    plan_markdown: str = Field(min_length=1, pattern=r"\S", description=(
+        "the whole plan, as one Markdown document; it replaces the stored draft"))
     title: str | None = Field(default=None, max_length=200, description="the plan's title")
     expected_revision: int | None = Field(
         default=None, ge=0, description="the revision your draft is based on (from plan_get); "
@@ -46,15 +57,10 @@ class GetArgs(BaseModel):
 
 
 def set_content(args: SetContentArgs, context) -> dict[str, Any]:
-    service = plan_service_for(context.runtime)
-    limit = service.lifecycle.settings["max_plan_bytes"]
-    size = len(args.plan_markdown.encode("utf-8", "surrogatepass"))
-    if size > limit:
-        raise OrionError(f"plan_markdown is {size} bytes; the limit is {limit} bytes "
-                         "(setting plan_mode.max_plan_bytes). Shorten the plan.")
-    plan = service.set_content(args.plan_markdown, args.title)
+    plan = plan_service_for(context.runtime).set_content(
+        args.plan_markdown, args.title, expected_revision=args.expected_revision)
     return {"plan_id": plan.id, "title": plan.title, "status": plan.status.value,
-            "revision": plan.revision}
+            "revision": plan.revision, "bytes": plan.bytes}
 
 
 def get(args: GetArgs, context) -> dict[str, Any]:
@@ -68,27 +74,26 @@ def get(args: GetArgs, context) -> dict[str, Any]:
 # -- lifecycle actions and finalization ---------------------------------------------------------
 
 def _service(lifecycle):
-    if lifecycle.owner is None:
-        raise OrionError("the plan_mode lifecycle needs a runtime (its owner)")
-    return plan_service_for(lifecycle.owner)
+    return plan_service_for(lifecycle.owner) if lifecycle.owner is not None else None
 
 
 def open_plan(lifecycle, transition) -> None:
-    _service(lifecycle).store.create(title=transition.payload.get("title") or "")
+    service = _service(lifecycle)
+    if service is not None:
+        service.store.create(title=transition.payload.get("title") or "")
 
 
 def approve_plan(lifecycle, transition) -> None:
     service = _service(lifecycle)
-    service.store.set_status(service.active_plan_id, Status.EXECUTING)
+    if service is not None:
+        service.store.approve(service.active_plan_id)
 
 
 def close_plan(lifecycle, transition) -> None:
     service = _service(lifecycle)
-    plan = service.active_plan
-    if plan is None:
-        return
-    ended = Status.COMPLETED if plan.status is Status.EXECUTING else Status.CANCELLED
-    service.store.set_status(plan.id, ended, deactivate=True)
+    plan = service.active_plan if service is not None else None
+    if plan is not None:
+        service.store.end(plan.id)
 
 
 @hookimpl
@@ -96,9 +101,14 @@ def finalize(lifecycle, transition):
     if lifecycle.name != LIFECYCLE:
         return None
     service = _service(lifecycle)
+    if service is None:
+        return None
+    plan = service.active_plan
+    if plan is None:
+        raise PlanCommandError("plan work is not active (the user starts it with /plan on)")
     payload = transition.payload
-    return service.store.set_content(service.active_plan_id, payload["plan_markdown"],
-                                     payload.get("title"))
+    return service.store.set_content(plan.id, payload["plan_markdown"], payload.get("title"),
+                                     expected_revision=payload.get("expected_revision"))
 
 
 @hookimpl
@@ -113,20 +123,26 @@ def register_actions(register):
 @hookimpl
 def register_tools(register):
     register(ToolSpec("plan_set_content", "Store the plan: the whole Markdown document, which "
-                      "replaces the current draft. Available while plan work is active.",
-                      SetContentArgs, set_content))
+                      "replaces the current draft (while the plan is executing, it becomes a "
+                      "new revision that the user approves again). Available while plan work "
+                      "is active.", SetContentArgs, set_content))
     register(ToolSpec("plan_get", "Load the current plan: its Markdown, title, status and "
                       "revision. Available while plan work is active.", GetArgs, get))
 
 
-def _active(request) -> bool:
-    runtime = request.extra.get("runtime")
-    return runtime is not None and plan_service_for(runtime).plan_work_active
+def _state_is_active(request) -> bool:
+    """Without a runtime (gating asked outside one): the ``plan_mode`` lifecycle state."""
+    return request.states.get(LIFECYCLE, "inactive").startswith("active")
 
 
 @hookimpl
 def gate_tools(tools, request):
-    return None if _active(request) else list(PLAN_TOOLS)
+    runtime = request.extra.get("runtime")
+    if runtime is not None:
+        active = plan_service_for(runtime).plan_for_request() is not None
+    else:
+        active = _state_is_active(request)
+    return None if active else list(PLAN_TOOLS)
 
 
 @hookimpl
@@ -134,18 +150,49 @@ def authorize_tool_call(call, request):
     if call.name not in PLAN_TOOLS:
         return None
     runtime = request.extra.get("runtime")
-    plan = plan_service_for(runtime).active_plan if runtime is not None else None
+    if runtime is None:
+        if _state_is_active(request):
+            return None
+        return Decision.deny(f"{call.name} needs plan work, which is not active (the user "
+                             "starts it with /plan on)")
+    service = plan_service_for(runtime)
+    plan = service.active_plan  # now, not as the request saw it
     if plan is None:
         return Decision.deny(f"{call.name} needs plan work, which is not active (the user "
                              "starts it with /plan on)")
+    if call.name != "plan_set_content":
+        return None
     expected = call.arguments.get("expected_revision")
-    if call.name == "plan_set_content" and expected is not None and expected != plan.revision:
+    if expected is not None and expected != plan.revision:
         return Decision.deny(f"expected_revision {expected} does not match the plan's current "
                              f"revision {plan.revision}; load it with plan_get and try again")
-    return None
+    problem = size_problem(call.arguments.get("plan_markdown") or "",
+                           service.settings["max_plan_bytes"])
+    return Decision.deny(problem) if problem else None
 
 
 # -- context, commands, reset -------------------------------------------------------------------
+
+#: What the model should do next, by status (one sentence each: the block stays compact).
+GUIDANCE = {
+    Status.COLLECTING: "No draft is stored yet: investigate with any tool you need, then store "
+                       "the whole plan.",
+    Status.READY: "The draft waits for the user's approval (/plan approve); a new call "
+                  "replaces it.",
+    Status.EXECUTING: "The user approved it: carry it out. A new draft becomes a new revision "
+                      "that the user approves again.",
+}
+
+
+def plan_block(plan, *, include_markdown: bool) -> ContextBlock:
+    text = (f"Plan work is active: {describe(plan)}. The plan is stored outside this "
+            "conversation: use `plan_get` to load it; to change it, call "
+            f"`plan_set_content(plan_markdown=...)` with the whole new Markdown document "
+            f"(pass expected_revision={plan.revision}). {GUIDANCE[plan.status]}")
+    if include_markdown and plan.markdown:
+        text += f"\n\nThe plan (revision {plan.revision}):\n\n{plan.markdown}"
+    return ContextBlock("plan", text, order=10)
+
 
 @hookimpl
 def build_context(request):
@@ -153,38 +200,46 @@ def build_context(request):
     if runtime is None:
         return None
     service = plan_service_for(runtime)
-    plan = service.active_plan
+    plan = service.plan_for_request()
     if plan is None:
         return None
-    text = (f"Plan work is active: {describe(plan)}. Use `plan_get` to load the plan; call "
-            "`plan_set_content(plan_markdown=...)` with a new draft.")
-    if service.lifecycle.settings["context_includes_markdown"] and plan.markdown:
-        text += f"\n\nThe plan:\n\n{plan.markdown}"
-    return ContextBlock("plan", text, order=10)
+    return plan_block(plan, include_markdown=service.settings["context_includes_markdown"])
+
+
+USAGE = ("use /plan on [TITLE], /plan approve, /plan done, /plan show, or /plan alone for the "
+         "status")
 
 
 def plan_command(runtime, args: str) -> str:
     service = plan_service_for(runtime)
-    action = args.strip().lower()
+    action, _, rest = args.strip().partition(" ")
+    action = action.lower()
     if action == "":
         return service.status()
     if action == "on":
-        return service.on()
-    if action == "approve":
-        try:
+        return service.on(title=rest.strip())
+    if rest.strip():
+        return f"/plan {action} takes no arguments; {USAGE}."
+    try:
+        if action == "approve":
             return service.approve()
-        except PlanCommandError as exc:
-            return str(exc)
-    if action == "done":
-        return service.done()
-    return f"Unknown /plan action {args.strip()!r}: use /plan on, /plan approve, /plan done, or /plan."
+        if action == "done":
+            return service.done()
+    except PlanCommandError as exc:
+        return str(exc)
+    if action == "show":
+        return service.show()
+    return f"Unknown /plan action {action!r}: {USAGE}."
 
 
 @hookimpl
 def register_slash_commands(register):
-    register("plan", plan_command, "plan work: /plan on | approve | done; /plan shows the plan")
+    register("plan", plan_command, "work by plan: /plan on [TITLE] | approve | done | show; "
+                                   "/plan shows the status")
 
 
 @hookimpl
 def conversation_reset(runtime):
-    plan_service_for(runtime).done(reason="reset")
+    message = plan_service_for(runtime).done(reason="reset")
+    if message:
+        runtime.reporter.notice(message)

@@ -39,7 +39,8 @@ def count_correction(lifecycle, transition) -> None:
 def request_continuation(lifecycle, transition) -> None:
     payload = transition.payload
     n, limit = lifecycle.context["continuations"], lifecycle.settings["max_continuations"]
-    tail = payload.get("last_lines") or []
+    # The session puts the quoted lines in the context (payloads are traced; lines are content).
+    tail = lifecycle.context.get("last_lines") or payload.get("last_lines") or []
     quoted = "\n".join(f"> {line}" for line in tail)
     _prompt(lifecycle,
             f"Your output was cut off. {payload.get('lines', 0)} lines are saved "
@@ -49,8 +50,10 @@ def request_continuation(lifecycle, transition) -> None:
 
 
 def request_corrections(lifecycle, transition) -> None:
-    prompt = transition.payload.get("prompt")
-    if prompt:  # the session wrote the batched prompt, with the lines shown escaped
+    # The session wrote the batched prompt, with the lines shown escaped; it is in the context
+    # rather than the payload, because payloads are traced and the prompt quotes content.
+    prompt = lifecycle.context.pop("correction_prompt", None) or transition.payload.get("prompt")
+    if prompt:
         _prompt(lifecycle, prompt)
         return
     issues = transition.payload.get("issues") or []
@@ -72,7 +75,11 @@ def mark_replaced(lifecycle, transition) -> None:
 
 
 def has_content(lifecycle, transition) -> bool:
-    return int(transition.payload.get("bytes", lifecycle.context.get("bytes", 0))) > 0
+    """Something to save: at least one byte, and not only whitespace."""
+    payload = transition.payload
+    if payload.get("blank"):
+        return False
+    return int(payload.get("bytes", lifecycle.context.get("bytes", 0))) > 0
 
 
 def continuations_left(lifecycle, transition) -> bool:

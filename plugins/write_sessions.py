@@ -16,10 +16,10 @@ from orion import hookimpl
 from orion.context import ContextBlock
 from orion.errors import OrionError
 from orion.tools.spec import ToolSpec
-from orion.validation import ValidationRequest, collect_issues
 from orion.write_session.manager import manager_for
 from orion.write_session.operations import execute
 from orion.write_session.plan import WritePlan, check_plan
+from orion.write_session.session import validate_write
 
 #: Content larger than this does not belong in tool-call JSON.
 EXECUTE_MAX_CONTENT = 4096
@@ -34,14 +34,41 @@ EXECUTE_DESCRIPTION = (
     f"{EXECUTE_MAX_CONTENT} bytes). For anything larger use WritePlanTool_begin.")
 
 
-class ExecuteArgs(WritePlan):
+#: The longest target path, and the longest marker or search text, the tools accept. Only the
+#: content of WritePlanTool_execute may be longer (up to EXECUTE_MAX_CONTENT): no other
+#: argument can carry a file's content.
+MAX_PATH_CHARS = 1024
+MAX_MARKER_CHARS = 1024
+
+
+def _bounded(name: str, limit: int, **more):
+    field = WritePlan.model_fields[name]
+    return Field(default=field.default, description=field.description, max_length=limit,
+                 **more)
+
+
+class BeginArgs(WritePlan):
+    # WritePlan with every text bounded; the docstring is the schema's description.
+    """The plan of a write. The content itself is not part of the plan: it follows as plain
+    text, ended by a line DONE."""
+
+    target_file: str = _bounded("target_file", MAX_PATH_CHARS, min_length=1)
+    location_marker: str | None = _bounded("location_marker", MAX_MARKER_CHARS)
+    start_marker: str | None = _bounded("start_marker", MAX_MARKER_CHARS)
+    end_marker: str | None = _bounded("end_marker", MAX_MARKER_CHARS)
+    search: str | None = _bounded("search", MAX_MARKER_CHARS)
+
+
+class ExecuteArgs(BeginArgs):
+    """The plan of a small write, with its content (at most 4096 bytes)."""
+
     content: str = Field(description=f"the content to write (at most {EXECUTE_MAX_CONTENT} "
                                      "bytes; larger content goes through WritePlanTool_begin)",
                          max_length=EXECUTE_MAX_CONTENT)
 
 
-def begin(args: WritePlan, context) -> dict:
-    return manager_for(context.runtime).begin(args)
+def begin(args: BeginArgs, context) -> dict:
+    return manager_for(context.runtime).begin(WritePlan.model_validate(args.model_dump()))
 
 
 def execute_small(args: ExecuteArgs, context) -> str:
@@ -53,7 +80,7 @@ def execute_small(args: ExecuteArgs, context) -> str:
                          "plan and send the content as plain text ending with a line DONE.")
     plan = WritePlan.model_validate(args.model_dump(exclude={"content"}))
     checked = check_plan(plan, workspace=runtime.workspace, state_dir=runtime.state_dir)
-    issues = collect_issues(runtime.plugins, ValidationRequest(checked.relative, content))
+    issues = validate_write(runtime.plugins, checked, content)
     if issues:
         listed = "; ".join(str(issue) for issue in issues[:20])
         raise OrionError(f"nothing was written: the content has {len(issues)} issue(s): {listed}")
@@ -73,12 +100,12 @@ class WriteSessionSystem:
             return
         messages = runtime.conversation.messages
         message = messages[-1] if messages and messages[-1].role == "assistant" else None
-        session.end_message(turn.finish, message)
+        session.end_message(turn.finish, message, tool_calls=bool(turn.tool_calls))
 
 
 @hookimpl
 def register_tools(register):
-    register(ToolSpec("WritePlanTool_begin", BEGIN_DESCRIPTION, WritePlan, begin))
+    register(ToolSpec("WritePlanTool_begin", BEGIN_DESCRIPTION, BeginArgs, begin))
     register(ToolSpec("WritePlanTool_execute", EXECUTE_DESCRIPTION, ExecuteArgs, execute_small))
 
 
@@ -99,6 +126,16 @@ def build_context(request):
         f", session {session.id[:8]}, {session.journal.lines} lines saved, state "
         f"{session.state}). Everything you write as plain text is the file's content; end it "
         f"with a line {session.terminator}. Do not repeat what was already saved.", order=20)
+
+
+@hookimpl
+def conversation_reset(runtime):
+    """``/reset``: a session still open belongs to the old conversation. Its content is kept
+    (journal closed, not deleted) for ``orion sessions recover``; the new conversation's text
+    is not captured."""
+    session = manager_for(runtime).active
+    if session is not None:
+        session.set_aside("the conversation was reset")
 
 
 @hookimpl

@@ -2,18 +2,22 @@
 
 ``plan_work_active`` and ``active_plan_id`` are derived from the store (plan work is on exactly
 while a plan is active), so a restart or a second ``orion chat`` in the same workspace resumes
-plan mode where it was. The ``plan_mode`` lifecycle follows the active plan's status.
+plan mode where it was. The ``plan_mode`` lifecycle follows the active plan's status: it is
+brought in line with the store whenever it is used.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from orion.errors import OrionError, TriggerNotAllowed
 from orion.plan.store import Plan, PlanStore, Status
+from orion.statechart.lifecycle import SNAPSHOT_FORMAT
 
 if TYPE_CHECKING:
     from orion.runtime.runtime import Runtime
+    from orion.statechart.definition import Definition
     from orion.statechart.lifecycle import Lifecycle
 
 SERVICE = "plan"
@@ -30,12 +34,30 @@ class PlanService:
     def __init__(self, runtime: Runtime):
         self.runtime = runtime
         self.store = PlanStore.for_state_dir(runtime.state_dir)
+        self._definition: Definition | None = None
+        self._seen_key: tuple[int, int] | None = None
+        self._seen: Plan | None = None
 
     # -- state, derived from the store --------------------------------------------------------
 
     @property
     def active_plan(self) -> Plan | None:
+        """The active plan, read from the store now."""
         return self.store.active()
+
+    def plan_for_request(self) -> Plan | None:
+        """The active plan as the current model request sees it: read once per request (and
+        again after this runtime changed it), so the context block and the tool gating of one
+        request agree and share one read. Authorization does not use it: it reads now."""
+        key = (self.runtime.requests, self.store.writes)
+        if key != self._seen_key:
+            plan = self._seen = self.store.active()
+            self._seen_key = key
+            if plan is not None or LIFECYCLE in self.runtime.lifecycles:
+                # What other plugins see in ``states`` follows the store (after a restart,
+                # or a change made by another session), from this request on.
+                self._lifecycle_for(plan)
+        return self._seen
 
     @property
     def plan_work_active(self) -> bool:
@@ -47,29 +69,51 @@ class PlanService:
         return plan.id if plan else None
 
     @property
+    def definition(self) -> Definition:
+        """The compiled ``plan_mode`` statechart, with the workspace's settings (once)."""
+        if self._definition is None:
+            self._definition = self.runtime.definition(LIFECYCLE)
+        return self._definition
+
+    @property
+    def settings(self):
+        return self.definition.settings
+
+    @property
     def lifecycle(self) -> Lifecycle:
-        """The ``plan_mode`` lifecycle, in the state of the active plan (restored on first use
-        after a restart)."""
-        lifecycle = self.runtime.lifecycles.get(LIFECYCLE)
-        plan = self.active_plan
+        """The ``plan_mode`` lifecycle, in the state of the active plan (restored after a
+        restart, or when another session in the workspace changed the plan)."""
+        return self._lifecycle_for(self.active_plan)
+
+    def _lifecycle_for(self, plan: Plan | None) -> Lifecycle:
+        """``runtime.lifecycles["plan_mode"]``, brought in line with ``plan``: kept when its
+        state matches, else replaced by an instance in the right state (restored, so no entry
+        actions run and no ``lifecycle_started`` is announced for it)."""
+        runtime = self.runtime
+        lifecycle = runtime.lifecycles.get(LIFECYCLE)
         wanted = STATE_OF[plan.status] if plan is not None else "inactive"
-        if lifecycle is None or lifecycle.state != wanted:
-            definition = self.runtime.definition(LIFECYCLE)
-            fresh = definition.create(clock=self.runtime.lifecycle_clock, owner=self.runtime)
-            if wanted != fresh.state:
-                fresh = definition.restore({**fresh.snapshot(), "state": wanted},
-                                           clock=self.runtime.lifecycle_clock,
-                                           owner=self.runtime)
-            self.runtime.lifecycles[LIFECYCLE] = lifecycle = fresh
+        if lifecycle is not None and lifecycle.state == wanted and lifecycle.owner is runtime:
+            return lifecycle
+        definition = self.definition
+        if wanted == definition.initial_leaf:
+            lifecycle = definition.create(clock=runtime.lifecycle_clock, owner=runtime)
+        else:
+            snapshot = {"format": SNAPSHOT_FORMAT, "definition": definition.name,
+                        "definition_hash": definition.hash, "id": uuid.uuid4().hex,
+                        "state": wanted, "finished": False,
+                        "context": definition.initial_context, "timers": []}
+            lifecycle = definition.restore(snapshot, clock=runtime.lifecycle_clock,
+                                           owner=runtime)
+        runtime.lifecycles[LIFECYCLE] = lifecycle
         return lifecycle
 
     # -- commands -----------------------------------------------------------------------------
 
-    def on(self) -> str:
+    def on(self, title: str = "") -> str:
         plan = self.active_plan
         if plan is not None:
             return f"Plan work is already active: {describe(plan)}. Nothing changed."
-        self.lifecycle.trigger("plan_on")
+        self.lifecycle.trigger("plan_on", title=title)
         return f"Plan work is on: {describe(self._active())}."
 
     def approve(self) -> str:
@@ -77,9 +121,12 @@ class PlanService:
         try:
             self.lifecycle.trigger("approve")
         except TriggerNotAllowed:
-            raise PlanCommandError(
-                f"The plan cannot be approved: it is {plan.status.value} (approval needs "
-                "READY: a draft stored with plan_set_content).") from None
+            if plan.status is Status.EXECUTING:
+                why = "it is already approved and EXECUTING"
+            else:
+                why = (f"it is {plan.status.value}, and approval needs READY: a draft stored "
+                       "with plan_set_content")
+            raise PlanCommandError(f"The plan cannot be approved: {why}.") from None
         return f"Plan approved: {describe(self._active())}."
 
     def done(self, *, reason: str = "done") -> str | None:
@@ -94,12 +141,28 @@ class PlanService:
         plan = self.active_plan
         if plan is None:
             return "Plan work is not active. Start it with /plan on."
-        return f"Plan work is active: {describe(plan)}."
+        return f"Plan work is active: {describe(plan)}{NEXT[plan.status]}"
 
-    def set_content(self, markdown: str, title: str | None) -> Plan:
-        """Send the draft to the lifecycle; the ``finalize`` plugin stores it."""
+    def show(self) -> str:
+        plan = self.active_plan
+        if plan is None:
+            return "Plan work is not active. Start it with /plan on."
+        if not plan.markdown:
+            return f"{describe(plan)}: no draft yet."
+        return f"{describe(plan)}:\n\n{plan.markdown}"
+
+    def set_content(self, markdown: str, title: str | None, *,
+                    expected_revision: int | None = None) -> Plan:
+        """Send the draft to the lifecycle; the ``finalize`` hook of the plan-mode plugin
+        stores it (and checks ``expected_revision`` in the same transaction)."""
+        problem = size_problem(markdown, self.settings["max_plan_bytes"])
+        if problem:
+            raise PlanCommandError(problem)
         lifecycle = self.lifecycle
-        lifecycle.trigger("set_content", plan_markdown=markdown, title=title)
+        if lifecycle.state == "inactive":
+            raise PlanCommandError("plan work is not active (the user starts it with /plan on)")
+        lifecycle.trigger("set_content", plan_markdown=markdown, title=title,
+                          expected_revision=expected_revision)
         result = lifecycle.current.result if lifecycle.current else None
         if not isinstance(result, Plan):
             raise OrionError("the plan draft was not stored")
@@ -116,8 +179,28 @@ class PlanService:
         plan = self.active_plan or next(iter(self.store.history(1)), None)
         if plan is None:
             return None
-        return {"active": plan.active, "status": plan.status.value, "revision": plan.revision,
-                "title": plan.title}
+        return {"id": plan.id, "active": plan.active, "status": plan.status.value,
+                "revision": plan.revision, "title": plan.title, "bytes": plan.bytes}
+
+    def close(self) -> None:
+        self.store.close()
+
+
+#: What each status asks of the user, after ``/plan``'s status line.
+NEXT = {
+    Status.COLLECTING: ". The model stores the first draft with plan_set_content.",
+    Status.READY: ". Approve it with /plan approve, or ask for changes.",
+    Status.EXECUTING: ". End plan work with /plan done when the work is finished.",
+}
+
+
+def size_problem(markdown: str, limit: int) -> str | None:
+    """Why ``markdown`` is too large for a plan (``max_plan_bytes``), or ``None``."""
+    size = len(markdown.encode("utf-8", "surrogatepass"))
+    if size <= limit:
+        return None
+    return (f"plan_markdown is {size} bytes; the limit is {limit} bytes (setting "
+            "plan_mode.max_plan_bytes). Shorten the plan and call plan_set_content again.")
 
 
 def describe(plan: Plan | None) -> str:

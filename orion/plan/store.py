@@ -2,14 +2,22 @@
 
 The schema is the ``orion.plans`` migration set of :class:`sqlite_utils.Migrations`. A plan's
 Markdown is its only canonical content. The database itself enforces that at most one plan is
-active: ``active`` is 1 or NULL, under a unique partial index. Whether plan work is on is not
-stored separately: it is on exactly while a plan is active, so the two can never disagree.
+active (``active`` is 1 or NULL, under a unique partial index) and that an active plan is never
+in a terminal status (a CHECK constraint). Whether plan work is on is not stored separately: it
+is on exactly while a plan is active, so the two can never disagree.
+
+Every write is one ``BEGIN IMMEDIATE`` transaction: it takes the write lock before it reads, so
+two processes sharing a workspace (two ``orion chat``) serialize instead of failing on a lock
+upgrade, and a check such as "no plan is active" still holds when the write commits.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -36,8 +44,20 @@ class Status(StrEnum):
         return self in (Status.COMPLETED, Status.CANCELLED, Status.SUPERSEDED)
 
 
+LIVE = (Status.COLLECTING, Status.READY, Status.EXECUTING)
+
+
 class PlanStoreError(OrionError):
     pass
+
+
+class RevisionConflict(PlanStoreError):
+    """``expected_revision`` is not the plan's revision: someone changed it since."""
+
+    def __init__(self, expected: int, current: int):
+        super().__init__(f"expected_revision {expected} does not match the plan's current "
+                         f"revision {current}; load it with plan_get and try again")
+        self.expected, self.current = expected, current
 
 
 migrations = Migrations("orion.plans")
@@ -46,6 +66,8 @@ migrations = Migrations("orion.plans")
 @migrations(name="001_plans")
 def _m001_plans(db: Database) -> None:
     statuses = ", ".join(f"'{s.value}'" for s in Status)
+    live = ", ".join(f"'{s.value}'" for s in LIVE)
+    # IF NOT EXISTS: two processes opening a new file at once must not break each other.
     db.execute(f"""
         CREATE TABLE IF NOT EXISTS plans (
             id TEXT PRIMARY KEY,
@@ -54,7 +76,7 @@ def _m001_plans(db: Database) -> None:
             status TEXT NOT NULL CHECK (status IN ({statuses})),
             revision INTEGER NOT NULL DEFAULT 0 CHECK (revision >= 0),
             supersedes TEXT REFERENCES plans(id),
-            active INTEGER CHECK (active IS NULL OR active = 1),
+            active INTEGER CHECK (active IS NULL OR (active = 1 AND status IN ({live}))),
             created_ms REAL NOT NULL,
             updated_ms REAL NOT NULL
         )""")
@@ -62,6 +84,11 @@ def _m001_plans(db: Database) -> None:
     db.execute("CREATE UNIQUE INDEX IF NOT EXISTS plans_one_active ON plans(active) "
                "WHERE active = 1")
     db.execute("CREATE INDEX IF NOT EXISTS plans_created ON plans(created_ms)")
+
+
+COLUMNS = ("id", "title", "markdown", "status", "revision", "supersedes", "active",
+           "created_ms", "updated_ms")
+SELECT = f"SELECT {', '.join(COLUMNS)} FROM plans"
 
 
 @dataclass(frozen=True)
@@ -77,15 +104,22 @@ class Plan:
     updated_ms: float
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Plan:
-        return cls(row["id"], row["title"], row["markdown"], Status(row["status"]),
-                   row["revision"], row["supersedes"], row["active"] == 1, row["created_ms"],
-                   row["updated_ms"])
+    def from_row(cls, row: dict[str, Any] | tuple) -> Plan:
+        if isinstance(row, dict):
+            row = tuple(row[name] for name in COLUMNS)
+        (plan_id, title, markdown, status, revision, supersedes, active, created_ms,
+         updated_ms) = row
+        return cls(plan_id, title, markdown, Status(status), revision, supersedes, active == 1,
+                   created_ms, updated_ms)
+
+    @property
+    def bytes(self) -> int:
+        return len((self.markdown or "").encode("utf-8", "surrogatepass"))
 
     def summary(self) -> dict[str, Any]:
         return {"id": self.id, "title": self.title, "status": self.status.value,
                 "revision": self.revision, "active": self.active,
-                "supersedes": self.supersedes, "bytes": len((self.markdown or "").encode())}
+                "supersedes": self.supersedes, "bytes": self.bytes}
 
 
 class PlanStore:
@@ -96,80 +130,137 @@ class PlanStore:
         self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         self.db.enable_wal()
         migrations.apply(self.db)
+        self._conn = self.db.conn
+        #: Writes this store committed; callers that cache a read compare it.
+        self.writes = 0
 
     @classmethod
     def for_state_dir(cls, state_dir: str | Path) -> PlanStore:
         return cls(Path(state_dir) / DB_NAME)
 
+    @classmethod
+    def existing(cls, state_dir: str | Path) -> PlanStore | None:
+        """The store of ``state_dir`` if its ``orion.db`` exists, else ``None`` (for commands
+        that only read, such as ``orion plan show``: they must not create a state directory)."""
+        path = Path(state_dir) / DB_NAME
+        return cls(path) if path.is_file() else None
+
     def close(self) -> None:
         self.db.close()
 
-    # -- reading ------------------------------------------------------------------------------
+    # -- reading (plain statements on the connection: the hot path of every turn) -------------
 
     def active(self) -> Plan | None:
-        rows = list(self.db.query("SELECT * FROM plans WHERE active = 1"))
-        return Plan.from_row(rows[0]) if rows else None
+        row = self._conn.execute(f"{SELECT} WHERE active = 1").fetchone()
+        return Plan.from_row(row) if row else None
 
     def get(self, plan_id: str) -> Plan | None:
-        rows = list(self.db.query("SELECT * FROM plans WHERE id = ?", [plan_id]))
-        return Plan.from_row(rows[0]) if rows else None
+        row = self._conn.execute(f"{SELECT} WHERE id = ?", (plan_id,)).fetchone()
+        return Plan.from_row(row) if row else None
 
     def history(self, limit: int = 50) -> list[Plan]:
-        return [Plan.from_row(row) for row in self.db.query(
-            "SELECT * FROM plans ORDER BY created_ms DESC, rowid DESC LIMIT ?", [limit])]
+        """The newest plans first."""
+        return [Plan.from_row(row) for row in self._conn.execute(
+            f"{SELECT} ORDER BY created_ms DESC, rowid DESC LIMIT ?", (limit,))]
 
     def rows(self) -> list[dict[str, Any]]:
         """Every row as stored, for tests that prove nothing changed."""
         return list(self.db.query("SELECT * FROM plans ORDER BY rowid"))
 
-    # -- writing (each a transaction) ---------------------------------------------------------
+    # -- writing (each one BEGIN IMMEDIATE transaction) ---------------------------------------
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn
+        if conn.in_transaction:
+            raise PlanStoreError("a plan write cannot run inside another transaction")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        self.writes += 1
 
     def create(self, title: str = "") -> Plan:
         now = _now_ms()
         plan_id = uuid.uuid4().hex
-        with self.db.atomic():
+        with self._write() as conn:
             if self.active() is not None:
                 raise PlanStoreError("a plan is already active")
-            self.db.execute(
+            conn.execute(
                 "INSERT INTO plans (id, title, markdown, status, revision, supersedes, active, "
                 "created_ms, updated_ms) VALUES (?, ?, NULL, ?, 0, NULL, 1, ?, ?)",
-                [plan_id, title, Status.COLLECTING.value, now, now])
+                (plan_id, title, Status.COLLECTING.value, now, now))
         return self._must(plan_id)
 
-    def set_content(self, plan_id: str, markdown: str, title: str | None) -> Plan:
-        """COLLECTING or READY: store the draft (READY, revision + 1). EXECUTING: a new
-        revision in READY supersedes the plan. Terminal: refused."""
+    def set_content(self, plan_id: str, markdown: str, title: str | None, *,
+                    expected_revision: int | None = None) -> Plan:
+        """Store a draft of the active plan ``plan_id``. COLLECTING or READY: the Markdown is
+        replaced, the plan is READY and its revision goes up by one. EXECUTING: a new plan,
+        READY, one revision up, supersedes it (the old one becomes SUPERSEDED and inactive,
+        the new one active), in one transaction. Terminal or inactive: refused.
+        ``expected_revision``, when given, must be the plan's revision."""
         now = _now_ms()
-        with self.db.atomic():
+        with self._write() as conn:
             plan = self._must(plan_id)
             if plan.status.terminal or not plan.active:
-                raise PlanStoreError(f"plan {plan_id[:8]} is {plan.status.value}; it takes no "
+                raise PlanStoreError(f"plan {plan_id[:8]} is {plan.status.value}"
+                                     f"{'' if plan.active else ' and not active'}; it takes no "
                                      "new drafts")
+            if expected_revision is not None and expected_revision != plan.revision:
+                raise RevisionConflict(expected_revision, plan.revision)
+            new_title = title if title is not None else plan.title
             if plan.status is Status.EXECUTING:
                 new_id = uuid.uuid4().hex
-                self.db.execute("UPDATE plans SET status = ?, active = NULL, updated_ms = ? "
-                                "WHERE id = ?", [Status.SUPERSEDED.value, now, plan_id])
-                self.db.execute(
+                conn.execute("UPDATE plans SET status = ?, active = NULL, updated_ms = ? "
+                             "WHERE id = ?", (Status.SUPERSEDED.value, now, plan_id))
+                conn.execute(
                     "INSERT INTO plans (id, title, markdown, status, revision, supersedes, "
                     "active, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?)",
-                    [new_id, title if title is not None else plan.title, markdown,
-                     Status.READY.value, plan.revision + 1, plan_id, now, now])
+                    (new_id, new_title, markdown, Status.READY.value, plan.revision + 1,
+                     plan_id, now, now))
                 plan_id = new_id
             else:
-                self.db.execute(
+                conn.execute(
                     "UPDATE plans SET markdown = ?, title = ?, status = ?, revision = ?, "
                     "updated_ms = ? WHERE id = ?",
-                    [markdown, title if title is not None else plan.title, Status.READY.value,
-                     plan.revision + 1, now, plan_id])
+                    (markdown, new_title, Status.READY.value, plan.revision + 1, now, plan_id))
+        return self._must(plan_id)
+
+    def approve(self, plan_id: str) -> Plan:
+        """READY and active: the plan is EXECUTING."""
+        with self._write() as conn:
+            plan = self._must(plan_id)
+            if plan.status is not Status.READY or not plan.active:
+                raise PlanStoreError(f"plan {plan_id[:8]} is {plan.status.value}; approval "
+                                     "needs an active READY plan")
+            conn.execute("UPDATE plans SET status = ?, updated_ms = ? WHERE id = ?",
+                         (Status.EXECUTING.value, _now_ms(), plan_id))
+        return self._must(plan_id)
+
+    def end(self, plan_id: str) -> Plan:
+        """End the active plan: EXECUTING becomes COMPLETED, COLLECTING or READY CANCELLED;
+        it is no longer active. A plan that is not active is returned as it is."""
+        with self._write() as conn:
+            plan = self._must(plan_id)
+            if not plan.active:
+                return plan
+            ended = Status.COMPLETED if plan.status is Status.EXECUTING else Status.CANCELLED
+            conn.execute("UPDATE plans SET status = ?, active = NULL, updated_ms = ? "
+                         "WHERE id = ?", (ended.value, _now_ms(), plan_id))
         return self._must(plan_id)
 
     def set_status(self, plan_id: str, status: Status, *, deactivate: bool = False) -> Plan:
-        with self.db.atomic():
+        """Set a status directly (no lifecycle rules: for repairs and tests)."""
+        with self._write() as conn:
             self._must(plan_id)
-            self.db.execute(
+            conn.execute(
                 "UPDATE plans SET status = ?, updated_ms = ?"
                 + (", active = NULL" if deactivate else "") + " WHERE id = ?",
-                [status.value, _now_ms(), plan_id])
+                (status.value, _now_ms(), plan_id))
         return self._must(plan_id)
 
     def _must(self, plan_id: str) -> Plan:

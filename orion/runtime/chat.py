@@ -17,6 +17,8 @@ from orion.plugins import PluginManager
 from orion.runtime.report import ConsoleReporter
 from orion.runtime.runtime import CommandError, Runtime
 from orion.trace import events as trace_events
+from orion.write_session.manager import manager_for
+from orion.write_session.recovery import startup
 
 
 def make_model(config: WorkspaceConfig, *, base_url: str | None,
@@ -47,12 +49,18 @@ async def run_chat(config: WorkspaceConfig, plugins: PluginManager, *, base_url:
                       clock=RealClock(), reporter=reporter)
     reporter.notice(f"orion chat with {model.name} in {runtime.workspace}; /help lists commands")
     try:
+        startup(runtime)  # orphaned write sessions: notices, and --continue adopts one
         return await _loop(runtime, reporter)
     finally:
+        manager_for(runtime).close()
         runtime.close()
 
 
 async def _loop(runtime: Runtime, reporter: ConsoleReporter) -> int:
+    if runtime.pending:  # an adopted write session asks the model to continue
+        code = await _guarded(runtime, reporter, runtime.pump())
+        if code is not None:
+            return code
     while not runtime.closing:
         line = await _read_line("you> ")
         if line is None:
@@ -60,15 +68,23 @@ async def _loop(runtime: Runtime, reporter: ConsoleReporter) -> int:
         line = line.strip()
         if not line:
             continue
-        try:
-            await runtime.handle(line)
-        except CommandError as exc:
-            reporter.notice(str(exc))
-        except OrionError as exc:
-            runtime.tracer.emit(trace_events.error("orion chat", exc,
-                                                   at_ms=runtime.clock.now_ms(),
-                                                   conversation_id=runtime.conversation.id))
-            reporter.console.print(f"[red]error:[/red] {escape(str(exc))}")
-            if isinstance(exc, ModelError):
-                return 1  # the endpoint cannot be used: every further line would fail too
+        code = await _guarded(runtime, reporter, runtime.handle(line))
+        if code is not None:
+            return code
     return 0
+
+
+async def _guarded(runtime: Runtime, reporter: ConsoleReporter, work) -> int | None:
+    """Run ``work``; report errors. Returns an exit code when the chat must end."""
+    try:
+        await work
+    except CommandError as exc:
+        reporter.notice(str(exc))
+    except OrionError as exc:
+        runtime.tracer.emit(trace_events.error("orion chat", exc,
+                                               at_ms=runtime.clock.now_ms(),
+                                               conversation_id=runtime.conversation.id))
+        reporter.console.print(f"[red]error:[/red] {escape(str(exc))}")
+        if isinstance(exc, ModelError):
+            return 1  # the endpoint cannot be used: every further line would fail too
+    return None

@@ -3,6 +3,10 @@
 The runner and the scripted model share one cursor over the script: the runner takes ``user``
 and ``wait_ms`` entries, and every model request takes the ``expect`` and ``model`` entries in
 front of it. Time is virtual, so ``wait_ms: 2500`` passes at once.
+
+Before the first entry, orphaned write sessions are handled
+(:func:`orion.write_session.recovery.startup`); write sessions still open when the script ends
+have their journals released, as when the process exits.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from orion.runtime.report import Reporter
 from orion.runtime.runtime import Runtime
 from orion.trace import events as trace_events
 from orion.write_session.manager import manager_for
+from orion.write_session.recovery import startup
 
 SKIPPED_DIRS = {".git", ".orion"}
 
@@ -103,6 +108,10 @@ async def play(script: Script, *, workspace: Path, plugins: PluginManager,
     before = workspace_files(runtime.workspace, runtime.state_dir)
     errors: list[str] = []
     try:
+        # Orphaned write sessions first: a session marked for --continue asks the model to go
+        # on, and that request takes the script's first model entries.
+        startup(runtime)
+        await runtime.pump()
         while not cursor.done:
             entry = cursor.peek()
             if entry is None:
@@ -123,6 +132,7 @@ async def play(script: Script, *, workspace: Path, plugins: PluginManager,
         runtime.tracer.emit(trace_events.error("orion run", exc, at_ms=runtime.clock.now_ms(),
                                                conversation_id=runtime.conversation.id))
     finally:
+        manager_for(runtime).close()
         runtime.close()
     after = workspace_files(runtime.workspace, runtime.state_dir)
     changed = [report for path, report in after.items() if before.get(path) != report]

@@ -1,10 +1,11 @@
-"""The write sessions of one runtime: starting one, finding the active one, reporting them."""
+"""The write sessions of one runtime: starting one, adopting one a crashed process left behind
+(``orion sessions recover ID --continue``), finding the active one, reporting them."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from orion.errors import OrionError
+from orion.errors import OrionError, SnapshotError
 from orion.write_session.journal import Journal
 from orion.write_session.plan import WritePlan, check_plan
 from orion.write_session.session import (SessionSummary, WriteSession, lifecycle_key,
@@ -12,6 +13,9 @@ from orion.write_session.session import (SessionSummary, WriteSession, lifecycle
 
 if TYPE_CHECKING:
     from orion.runtime.runtime import Runtime
+    from orion.statechart.definition import Definition
+    from orion.statechart.lifecycle import Lifecycle
+    from orion.write_session.recovery import Orphan
 
 SERVICE = "write_sessions"
 
@@ -71,6 +75,88 @@ class SessionManager:
 
     def summaries(self) -> list[SessionSummary]:
         return [session.summary() for session in self.sessions]
+
+    def adopt(self, orphan: Orphan) -> WriteSession:
+        """Take over a session a crashed process left behind and go on with it: reopen its
+        journal, restore the lifecycle from the snapshot in ``state.json``, make it this
+        runtime's active session, and take the statechart's continuing path: ``truncated`` with
+        the saved bytes, lines and last lines, so the model is asked to continue after the last
+        saved line (the prompt waits in the outbox; the caller lets the runtime answer it).
+
+        A session that crashed after DONE (``finalizing``) is finalized again instead, and one
+        that waited for corrections (``needs_corrections``) is validated again, which asks for
+        the corrections anew. A snapshot of another version of the statechart is replaced by a
+        fresh lifecycle with the saved counters. Raises :class:`OrionError` (the orphan is left
+        as it was) when the plan no longer fits the workspace or the session had ended."""
+        from orion.write_session.recovery import RecoveryError
+
+        runtime = self.runtime
+        active = self.active
+        if active is not None:
+            raise SessionBusy(f"write session {active.id[:8]} for {active.plan.relative} is "
+                              "open in this runtime")
+        checked = check_plan(orphan.plan(), workspace=runtime.workspace,
+                             state_dir=runtime.state_dir)
+        definition = runtime.definition("write_session")
+        settings = definition.settings
+        journal = Journal.open(orphan.directory, flush_lines=settings["flush_lines"],
+                               flush_interval_ms=settings["flush_interval_ms"],
+                               now_ms=runtime.clock.now_ms)
+        try:
+            lifecycle = self._restore(definition, journal, orphan)
+            if lifecycle.finished:
+                raise RecoveryError(f"write session {orphan.id[:8]} had already ended "
+                                    f"({lifecycle.state}); recover it with --finalize or "
+                                    "discard it")
+        except BaseException:
+            journal.close()
+            raise
+        session = WriteSession(runtime, checked, lifecycle, journal)
+        runtime.lifecycles[lifecycle_key(lifecycle.id)] = lifecycle
+        self.sessions.append(session)
+        runtime.text_sinks.append(session.feed)
+        (orphan.directory / "resume").unlink(missing_ok=True)
+        self._go_on(session)
+        return session
+
+    def _restore(self, definition: Definition, journal: Journal, orphan: Orphan) -> Lifecycle:
+        runtime = self.runtime
+        snapshot = journal.state.get("snapshot")
+        if isinstance(snapshot, dict):
+            # Prompts still queued in the snapshot belong to the dead conversation.
+            snapshot = {**snapshot, "context": {**(snapshot.get("context") or {}),
+                                                "outbox": []}}
+            try:
+                return definition.restore(snapshot, clock=runtime.lifecycle_clock,
+                                          owner=runtime)
+            except SnapshotError:
+                pass
+        lifecycle = definition.create(clock=runtime.lifecycle_clock, instance_id=orphan.id,
+                                      owner=runtime, context={
+                                          "continuations": orphan.continuations,
+                                          "corrections": orphan.corrections})
+        lifecycle.trigger("begin", target_file=orphan.target_file, operation=orphan.operation)
+        return lifecycle
+
+    @staticmethod
+    def _go_on(session: WriteSession) -> None:
+        lifecycle = session.lifecycle
+        if lifecycle.is_in("session_active.needs_corrections"):
+            lifecycle.trigger("corrections_received")
+            session.finalize()
+        elif lifecycle.is_in("session_active.finalizing"):
+            session.finalize()
+        elif "truncated" in lifecycle.allowed_triggers():
+            session._truncated()
+        else:  # pragma: no cover - every active state takes one of the above
+            raise OrionError(f"write session {session.id[:8]} is in state {lifecycle.state}, "
+                             "which cannot continue")
+
+    def close(self) -> None:
+        """Release the journals of sessions still open (flushed, lock removed), as a process
+        that ends does: ``orion sessions`` and the next start then see them as orphans."""
+        for session in self.sessions:
+            session.journal.close()
 
 
 def instruction(target: str, terminator: str) -> str:

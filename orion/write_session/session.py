@@ -22,19 +22,24 @@ from orion.runtime.report import Progress
 from orion.trace.events import Kind, TraceEvent
 from orion.validation import Issue, ValidationRequest, collect_issues
 from orion.write_session.journal import Journal
-from orion.write_session.operations import WriteResult, execute
-from orion.write_session.plan import CheckedPlan, recheck
+from orion.write_session.operations import WriteResult, apply_operation, execute
+from orion.write_session.plan import (CheckedPlan, Operation, line_ending, match_plan, recheck,
+                                      split_bom)
 from orion.write_session.protocol import EndMarker
-from orion.write_session.repair import (apply_corrections, correction_prompt, parse_corrections,
-                                        safe_replacement)
+from orion.write_session.repair import (LINE_BREAK, apply_corrections, correction_prompt,
+                                        line_spans, parse_corrections, safe_replacement,
+                                        text_lines)
 
 if TYPE_CHECKING:
     from orion.runtime.conversation import Message
     from orion.runtime.runtime import Runtime
     from orion.statechart.lifecycle import Lifecycle
 
-#: How much of a continuation is looked at before deciding whether it repeats what was saved.
-OVERLAP_PROBE_CHARS = 400
+#: How much of a message's start is held back, and looked at, before deciding what it is: a
+#: reply that is only DONE, a continuation that repeats the saved tail (the repeat is dropped)
+#: or one that starts the file over. The decision reads exactly this prefix (or the whole
+#: message when it is shorter), so it does not depend on how the stream was chunked.
+OVERLAP_PROBE_CHARS = 1024
 #: How much of the content's beginning a continuation is compared with.
 RESTART_PROBE_CHARS = 120
 #: A continuation that repeats at least this much of the saved tail repeated it (shorter
@@ -77,6 +82,7 @@ class WriteSession:
         self.result: WriteResult | None = None
         self.issues: list[Issue] = []
         self.replaced = 0
+        self.remaining: list[Issue] = []  # issues still there after the last correction round
         self.messages: list[Message] = []  # assistant messages that carried content
         self._in_message = False
         self._message_text: list[str] = []  # all text of the current message
@@ -85,6 +91,16 @@ class WriteSession:
         self._mode = "content"
         self._last_live = 0.0
         self._fixed: bytes | None = None  # the content after normalizing and corrections
+        self._normalized = False  # normalize_content runs once, on the content as streamed
+        self._bytes_at_start = 0  # the journal's size when the current message started
+        self._circular = False  # the current message started the file over
+        self._commentary_message: Message | None = None  # the message whose DONE ended it
+        self.report = ""
+        # A journal that cannot write to disk (full, read-only) goes on in memory: say so once.
+        if journal.degraded is not None:
+            self._degraded(journal.degraded)
+        elif getattr(journal, "_on_degraded", None) is None:
+            journal._on_degraded = self._degraded
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -125,13 +141,15 @@ class WriteSession:
         elif mode == "hold":
             self._held.append(text)
             self._held_size += len(text)
-            if self._held_size >= OVERLAP_PROBE_CHARS or "\n" in text and self._decided():
+            if self._held_size >= OVERLAP_PROBE_CHARS:
                 self._release()
         # mode "corrections" and "ignore": the text is kept in _message_text only
 
     def _start_message(self) -> None:
         self._in_message = True
         self._message_text = []
+        self._bytes_at_start = self.journal.bytes
+        self._circular = False
         self.marker.new_message()
         state = self.state
         if state in ("continuing", "awaiting_done_or_more_content"):
@@ -143,12 +161,6 @@ class WriteSession:
         else:
             self._mode = "ignore"
 
-    def _decided(self) -> bool:
-        """Whether the held start of a message says enough: a full line that is not DONE."""
-        held = "".join(self._held)
-        first = held.split("\n", 1)[0].strip()
-        return bool(first) and first != self.terminator
-
     def _release(self) -> None:
         """Decide what the held start of a message is, then pass it on as content."""
         held = "".join(self._held)
@@ -157,7 +169,8 @@ class WriteSession:
             held = self._strip_overlap(held)
             if held is None:
                 self._mode = "ignore"
-                self._trigger("circular")
+                self._circular = True
+                self._trigger("circular", lines=self.journal.lines, bytes=self.journal.bytes)
                 return
         self._trigger("content")
         self._mode = "content"
@@ -168,22 +181,33 @@ class WriteSession:
     def _strip_overlap(self, text: str) -> str | None:
         """The continuation without what repeats the saved content's tail; ``None`` when it
         starts the file over (a circular continuation)."""
+        # Only the first OVERLAP_PROBE_CHARS characters decide, whatever else is held: the
+        # same message gives the same answer however it was chunked.
+        window = text[:OVERLAP_PROBE_CHARS]
         content = self.journal.content()
-        saved = content[-max(len(text), OVERLAP_PROBE_CHARS) * 4:].decode("utf-8", "replace")
+        saved = content[-OVERLAP_PROBE_CHARS * 4:].decode("utf-8", "replace")
         head = content[:RESTART_PROBE_CHARS].decode("utf-8", "replace")
-        probe = text.lstrip()
+        probe = window.lstrip()
         n = min(len(probe), len(head))
         if n >= MIN_RESTART_CHARS and probe[:n] == head[:n] and len(content) > 2 * n:
             return None
-        for size in range(min(len(saved), len(text)), 0, -1):
-            if not saved.endswith(text[:size]):
+        for size in range(min(len(saved), len(window)), 0, -1):
+            if not saved.endswith(window[:size]):
                 continue
-            whole_lines = text[size - 1] == "\n" and (size == len(saved) or
-                                                      saved[-size - 1] == "\n")
+            whole_lines = window[size - 1] == "\n" and (size == len(saved) or
+                                                        saved[-size - 1] == "\n")
             if size >= MIN_OVERLAP_CHARS or whole_lines and size >= 4:
                 return text[size:]
             break
         return text
+
+    def _degraded(self, reason: str) -> None:
+        self.runtime.reporter.notice(
+            f"write session {self.id[:8]}: cannot save {self.plan.relative}'s content to disk "
+            f"({reason}); it is kept in memory and still written when complete, but a crash "
+            "now would lose it")
+        self._trace(Kind.ERROR, "journal in memory only", {
+            "orion.where": "write session journal", "orion.error": reason})
 
     def _live(self) -> None:
         now = time.monotonic()
@@ -198,20 +222,25 @@ class WriteSession:
 
     # -- message boundaries -------------------------------------------------------------------
 
-    def end_message(self, finish: Finish, message: Message | None) -> None:
-        """The model's message ended: turn what it said into the session's next step."""
+    def end_message(self, finish: Finish, message: Message | None, *,
+                    tool_calls: bool = False) -> None:
+        """The model's message ended: turn what it said into the session's next step.
+
+        A message with only tool calls (no text) does not touch the session; an empty message
+        without tool calls is a message boundary like any other (a pause, or truncation)."""
         if not self._in_message:
-            return  # a message without text (only tool calls) does not touch the session
+            if tool_calls:
+                return
+            self._start_message()
         self._in_message = False
         text = "".join(self._message_text)
-        if message is not None and self._mode in ("content", "hold"):
-            self.messages.append(message)
         if self._mode == "hold":
             if text.strip() == self.terminator:  # a reply that is only DONE
                 self._mode = "content"
                 self.marker.done = True
             elif text.strip():
                 self._release()
+            # an empty (or blank) reply adds nothing: the message only ends
         if self._mode == "corrections":
             self._corrections(text)
             return
@@ -219,24 +248,70 @@ class WriteSession:
             rest = self.marker.end_message()
             if rest:
                 self.journal.append(rest)
+            if self._done_in_open_fence(text):
+                self.marker.done = True
+        if message is not None and (self.journal.bytes > self._bytes_at_start
+                                    or self._circular):
+            self.messages.append(message)  # replaced by a reference once the file is written
         if self._mode == "ignore":
+            if self._circular and self.lifecycle.is_in("session_active.finalizing"):
+                self._restarted()
             return
         self.journal.flush(self._journal_state())
         if self.marker.done:
+            self._commentary_message = message
             self._note_commentary()
             self.runtime.reporter.progress_done()
             self._trigger("done")
             self.finalize()
         elif finish.truncated:
             self._truncated()
-        elif text:
+        else:
             self._trigger("message_end")
+
+    def _done_in_open_fence(self, text: str) -> bool:
+        """A message whose last line is the terminator, but which ends inside a fenced block.
+
+        Models wrap a Markdown file in ```` ```markdown ```` and nest ```` ```sh ```` blocks in
+        it with fences of the same length; by CommonMark the inner closing fence closes the
+        outer block, the outer one opens a new block, and the terminator line falls inside
+        it. A message that ends with the terminator line inside an open fence meant the end:
+        the line is taken off the content (it was journaled as content) and the session ends
+        as with DONE. The content keeps the fences; ``unwrap_fence`` reads the nesting."""
+        if self.marker.done or not self.marker.in_fence:
+            return False
+        last = text.rstrip(" \t\r\n").rsplit("\n", 1)[-1]
+        if last.strip(" \t\r") != self.terminator:
+            return False
+        content = self.content()
+        body = content.rstrip(b" \t\r\n")
+        if not body.endswith(self.terminator.encode()):
+            return False
+        self._fixed = body[:body.rfind(b"\n") + 1]
+        return True
+
+    def _restarted(self) -> None:
+        """The continuation started the file over: stop continuing and write what was saved
+        before it, once, as incomplete."""
+        lines = self.journal.lines
+        self.runtime.reporter.progress_done()
+        self.runtime.reporter.notice(
+            f"the continuation started {self.plan.relative} over; writing the {lines} lines "
+            "saved before it, as incomplete")
+        self._trace(Kind.ERROR, "circular continuation", {
+            "orion.where": "write session", "orion.error": "the continuation repeated the "
+            f"start of the content; the file is written incomplete ({lines} lines)"})
+        self.finalize()
 
     def _truncated(self) -> None:
         lines, size = self.journal.lines, self.journal.bytes
         before = self.lifecycle.context.get("continuations", 0)
-        self._trigger("truncated", bytes=size, lines=lines,
-                      last_lines=self.journal.tail_lines(QUOTED_LINES))
+        # The quoted lines go through the context, not the payload: transition payloads are
+        # traced, and a trace never holds content.
+        self.lifecycle.context["last_lines"] = self.journal.tail_lines(QUOTED_LINES)
+        blank = not self.journal.content().strip()
+        self._trigger("truncated", bytes=size, lines=lines, blank=blank)
+        self.lifecycle.context.pop("last_lines", None)
         state = self.state
         if state == "continuing":
             n = self.lifecycle.context["continuations"]
@@ -247,7 +322,8 @@ class WriteSession:
         elif state == "finalizing":
             self.runtime.reporter.progress_done()
             self.runtime.reporter.notice(
-                f"continuations used up ({before}/{before}): writing {self.plan.relative} "
+                f"continuations used up ({before}/{self.lifecycle.settings['max_continuations']})"
+                f": writing {self.plan.relative} "
                 f"as incomplete ({lines} lines)")
             self._trace(Kind.ERROR, "write incomplete", {
                 "orion.where": "write session", "orion.error": "output still cut off after "
@@ -279,12 +355,18 @@ class WriteSession:
         self.journal.flush(self._journal_state())
         content = self.content()
         pm = self.runtime.plugins
-        normalized = pm.hook.normalize_content(path=self.plan.relative, content=content)
-        if normalized is not None:
-            content = normalized
-            self._fixed = content
-        request = ValidationRequest(self.plan.relative, content, dict(self.lifecycle.settings))
-        self.issues = collect_issues(pm, request)
+        if not self._normalized:
+            # Once, on the content as it streamed: the correction prompt's line numbers refer
+            # to the normalized content, and normalizing it again could shift them.
+            self._normalized = True
+            normalized = pm.hook.normalize_content(path=self.plan.relative, content=content)
+            if normalized is not None and normalized != content:
+                content = normalized
+                self._fixed = content
+                self._trace(Kind.VALIDATION_ISSUE, "content normalized", {
+                    "orion.code": "normalized", "orion.bytes.before": len(self.journal.content()),
+                    "orion.bytes.after": len(content)})
+        self.issues = validate_write(pm, self.plan, content, dict(self.lifecycle.settings))
         for issue in self.issues:
             self._trace(Kind.VALIDATION_ISSUE, f"issue {issue.code}", {
                 "orion.line": issue.line, "orion.column": issue.column,
@@ -295,17 +377,22 @@ class WriteSession:
         rounds, limit = (self.lifecycle.context.get("corrections", 0),
                          self.lifecycle.settings["max_corrections"])
         if rounds < limit:
-            prompt = correction_prompt(self.issues, content, rounds + 1, limit)
-            self._trigger("issues_found", prompt=prompt, issues=[
-                {"line": i.line, "column": i.column, "code": i.code, "message": i.message}
-                for i in self.issues])
+            # The prompt quotes the lines: it reaches the action through the context (kept in
+            # the journal's snapshot), not the traced payload.
+            self.lifecycle.context["correction_prompt"] = correction_prompt(
+                self.issues, content, rounds + 1, limit, path=self.plan.relative)
+            self._trigger("issues_found", issues=[
+                {"line": i.line, "column": i.column, "code": i.code} for i in self.issues])
             return
         repaired, replaced = safe_replacement(content, self.lifecycle.settings.get(
             "safe_replacement", ""))
         self._fixed, self.replaced = repaired, len(replaced)
+        self.remaining = validate_write(pm, self.plan, repaired, dict(self.lifecycle.settings))
         self.runtime.reporter.notice(
             f"{len(self.issues)} issue(s) left after {limit} correction rounds; the safe "
-            f"replacement changed {len(replaced)} place(s)")
+            f"replacement changed {len(replaced)} place(s)"
+            + (f", {len(self.remaining)} issue(s) remain in the written file"
+               if self.remaining else ""))
         self._trigger_write("issues_found", issues=[])
 
     def _trigger_write(self, trigger: str, **payload: Any) -> None:
@@ -334,6 +421,12 @@ class WriteSession:
             report += " (incomplete: the output was cut off)"
         if self.replaced:
             report += f"; the safe replacement changed {self.replaced} place(s)"
+        if self.remaining:
+            shown = "; ".join(str(issue) for issue in self.remaining[:3])
+            more = len(self.remaining) - 3
+            report += (f"; {len(self.remaining)} issue(s) remain after "
+                       f"{self.lifecycle.settings['max_corrections']} correction rounds: {shown}"
+                       + (f" (and {more} more)" if more > 0 else ""))
         self.report = report
         return result
 
@@ -345,14 +438,25 @@ class WriteSession:
             "orion.target": result.relative, "orion.operation": self.plan.plan.operation.value,
             "orion.status": self.status, "orion.bytes": result.bytes,
             "orion.lines": result.lines, "orion.sha256": result.sha256,
-            "orion.backup": bool(result.backup)})
-        reference = f"[wrote {result.relative}: {result.lines} lines, sha256 {result.sha256[:12]}]"
-        for i, message in enumerate(self.messages):
-            message.content = reference if i == 0 else f"[continued: {result.relative}]"
+            "orion.backup": bool(result.backup), "orion.continuations":
+            self.lifecycle.context.get("continuations", 0), "orion.corrections":
+            self.lifecycle.context.get("corrections", 0), "orion.degraded": self.journal.degraded})
+        self._shrink_history(f"[wrote {result.relative}: {result.lines} lines, sha256 "
+                             f"{result.sha256[:12]}]", f"[continued: {result.relative}]")
         self.runtime.inject(self.report)
         self._record_undo(result)
         self.journal.remove()
         self._detach()
+
+    def _shrink_history(self, reference: str, continued: str) -> None:
+        """Replace the streamed content in the conversation by a one-line reference: the file
+        holds it now, and sending it with every request would only cost tokens. Commentary
+        after the terminator line stays, after the reference."""
+        commentary = self.marker.commentary.strip()
+        for i, message in enumerate(self.messages):
+            message.content = reference if i == 0 else continued
+            if commentary and message is self._commentary_message:
+                message.content += "\n\n" + commentary
 
     def _failed(self, cause: BaseException) -> None:
         self.status = "failed"
@@ -374,6 +478,25 @@ class WriteSession:
             "orion.target": self.plan.relative, "orion.status": "abandoned", "orion.why": why})
         self.runtime.inject(message)
         self.journal.remove()
+        self._detach()
+
+    def set_aside(self, why: str) -> None:
+        """Stop listening without writing or deleting anything (``/reset``: the new
+        conversation knows nothing of this session). The journal is flushed and closed with
+        the content it holds, so ``orion sessions`` lists the session and ``orion sessions
+        recover`` can finish or resume it."""
+        self.status = "set_aside"
+        self.runtime.reporter.progress_done()
+        self.journal.flush(self._journal_state())
+        self.journal.close()  # state.json keeps the snapshot of the open session
+        self.lifecycle.trigger("discard", reason="set aside")  # ends it here: no timer fires
+        self._trace(Kind.WRITE_REPORT, f"set aside {self.plan.relative}", {
+            "orion.target": self.plan.relative, "orion.status": "set_aside", "orion.why": why,
+            "orion.lines": self.journal.lines, "orion.bytes": self.journal.bytes})
+        self.runtime.reporter.notice(
+            f"write session {self.id[:8]} for {self.plan.relative} was set aside ({why}); its "
+            f"{self.journal.lines} lines are kept: `orion sessions recover {self.id[:8]}` "
+            "finishes it")
         self._detach()
 
     def _detach(self) -> None:
@@ -424,6 +547,88 @@ class WriteSession:
     def _trace(self, kind: str, name: str, attributes: dict[str, Any]) -> None:
         self.runtime.tracer.emit(TraceEvent(kind, name, self.runtime.clock.now_ms(),
                                             self.runtime.conversation.id, self.id, attributes))
+
+
+# -- validation of a write ---------------------------------------------------------------------
+
+
+def validate_write(pm: Any, checked: CheckedPlan, content: bytes,
+                   settings: dict[str, Any] | None = None) -> list[Issue]:
+    """The issues of ``content`` for ``checked``'s write, with lines and columns of the
+    content (what the model wrote, and what its ``L<line>:`` corrections refer to).
+
+    create and overwrite: the content is the file, and is validated as it is. The edits
+    (append, insert, replace_block, replace_all): the content is a fragment, which on its own
+    is rarely a valid Python, JSON or YAML file. The file as it will be after the edit is
+    validated instead; an issue on a line of the content is moved to that line of the content,
+    an issue elsewhere counts only if the file did not have it before the edit (a bracket the
+    content leaves open is reported further down) and is shown on the content's nearest line,
+    saying where it is in the file."""
+    settings = dict(settings or {})
+    path = checked.relative
+    if checked.plan.operation in (Operation.CREATE, Operation.OVERWRITE):
+        return collect_issues(pm, ValidationRequest(path, content, settings))
+    target = checked.target
+    try:
+        existing = target.read_bytes()
+        after = apply_operation(checked, existing, content)
+        start = _content_offset(checked, existing, content)
+    except (OSError, OrionError):
+        # The file changed under the plan: the write will say so. Judge the content alone.
+        return collect_issues(pm, ValidationRequest(path, content, settings))
+    found = collect_issues(pm, ValidationRequest(path, after, settings))
+    if not found:
+        return []
+    first = len(LINE_BREAK.findall(after, 0, start)) + 1  # the content's first line in after
+    count = max(1, len(line_spans(content)))
+    line_begin = max(after.rfind(b"\n", 0, start), after.rfind(b"\r", 0, start)) + 1
+    shift = len(after[line_begin:start].decode("utf-8", "replace"))  # replace_all: mid-line
+    lines = text_lines(after)
+    before: set[tuple[str, str, str]] | None = None
+    issues: list[Issue] = []
+    for issue in found:
+        if first <= issue.line < first + count:
+            line = issue.line - first + 1
+            column = issue.column - shift if line == 1 else issue.column
+            issues.append(Issue(line, max(1, column), issue.code, issue.message,
+                                issue.context))
+            continue
+        if before is None:
+            old = collect_issues(pm, ValidationRequest(path, existing, settings))
+            old_lines = text_lines(existing)
+            before = {(i.code, i.message, old_lines[i.line - 1] if 0 < i.line <= len(old_lines)
+                       else "") for i in old}
+        text = lines[issue.line - 1] if 0 < issue.line <= len(lines) else ""
+        if (issue.code, issue.message, text) in before:
+            continue  # the file had it before this edit
+        line = 1 if issue.line < first else count
+        issues.append(Issue(line, 1, issue.code, f"{issue.message} (line {issue.line} of "
+                            f"{path} after the edit)", issue.context))
+    return sorted(issues, key=lambda i: (i.line, i.column, i.code))
+
+
+def _content_offset(checked: CheckedPlan, existing: bytes, content: bytes) -> int:
+    """Where the (first copy of the) content starts in the file after the edit, in bytes; the
+    same rules as :func:`~orion.write_session.operations.apply_operation`."""
+    plan = checked.plan
+    op = plan.operation
+    bom, body = split_bom(existing)
+    gap = len(line_ending(body)) if body and not body.endswith(b"\n") and content else 0
+    if op is Operation.APPEND:
+        return len(existing) + gap
+    matches = match_plan(plan, body, checked.relative)
+    if op is Operation.INSERT:
+        marker = matches["location_marker"]
+        at = marker.positions[0]
+        if plan.position == "before":
+            return len(bom) + body.rfind(b"\n", 0, at) + 1
+        end = body.find(b"\n", at + len(marker.needle) - 1)
+        return len(bom) + (end + 1 if end != -1 and end + 1 < len(body) else len(body) + gap)
+    if op is Operation.REPLACE_BLOCK:
+        start = matches["start_marker"]
+        end = body.find(b"\n", start.positions[0] + len(start.needle) - 1)
+        return len(bom) + (len(body) if end == -1 else end + 1)
+    return len(bom) + matches["search"].positions[0]  # replace_all
 
 
 def describe_json(summary: SessionSummary) -> dict[str, Any]:

@@ -1,0 +1,826 @@
+"""Crash recovery of write sessions: finding orphans, finishing or resuming them, cleaning up.
+
+A write session journals its content under ``<state_dir>/write_sessions/<id>/`` while it
+streams (see :mod:`orion.write_session.journal`). When the process dies before the target is
+written, the directory stays behind: an *orphan*. This module
+
+* lists them (:func:`scan`), without ever failing on a damaged one;
+* handles them when ``orion run`` or ``orion chat`` starts (:func:`startup`): a write that
+  already happened is only cleaned up, old orphans are removed, a session marked for
+  ``--continue`` is adopted by the new runtime, and the others are offered for recovery;
+* implements the ``orion sessions`` commands: :func:`recover_finalize` (the internal
+  ``finalizeSession`` without a model), :func:`mark_resume`, :func:`discard`, :func:`clean`
+  and :func:`undo`.
+
+A session whose lock names a running process (:meth:`Journal.is_live`) is never touched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orion.errors import OrionError
+from orion.validation import ValidationRequest, collect_issues
+from orion.write_session.journal import CONTENT, METADATA, STATE, Journal
+from orion.write_session.operations import (apply_operation, backup_path, count_lines, execute,
+                                            write_atomically)
+from orion.write_session.plan import CheckedPlan, PlanRejected, WritePlan, check_plan
+from orion.write_session.repair import safe_replacement
+from orion.write_session.session import undo_record_path
+from orion.workspace import PathOutsideWorkspace, resolve_inside
+
+if TYPE_CHECKING:
+    from orion.plugins import PluginManager
+    from orion.runtime.runtime import Runtime
+
+__all__ = [
+    "AmbiguousSession", "Orphan", "RecoveryError", "RecoveryResult", "SessionLive",
+    "SessionNotFound", "UndoRefused", "UndoResult", "already_written", "clean", "discard",
+    "format_age", "mark_resume", "parse_duration", "recover_finalize", "resolve_id", "scan",
+    "startup", "undo",
+]
+
+#: Where the sessions live under the state directory.
+SESSIONS = "write_sessions"
+#: The file ``orion sessions recover ID --continue`` leaves in a session directory: the next
+#: ``orion run`` / ``orion chat`` in the workspace adopts the session.
+RESUME = "resume"
+#: ``orphan_ttl_ms`` when the statechart cannot be loaded.
+DEFAULT_TTL_MS = 3_600_000
+
+
+class RecoveryError(OrionError):
+    """A session command that cannot be carried out; the message says why, for people."""
+
+
+class SessionNotFound(RecoveryError):
+    """No session (or undo record) has that id or id prefix."""
+
+
+class AmbiguousSession(RecoveryError):
+    """An id prefix that more than one session starts with."""
+
+    def __init__(self, prefix: str, candidates: list[str]):
+        self.prefix, self.candidates = prefix, candidates
+        super().__init__(f"session id {prefix!r} is ambiguous: it starts "
+                         f"{', '.join(candidates)}; give more characters")
+
+
+class SessionLive(RecoveryError):
+    """The session is owned by a running process."""
+
+
+class UndoRefused(RecoveryError):
+    """The target changed since the session wrote it (or there is nothing to undo)."""
+
+
+# -- listing ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Orphan:
+    """A session directory as found on disk. Everything but ``id``, ``directory``, ``live``,
+    ``status`` and ``problems`` may be unknown (None) when the directory is damaged."""
+
+    id: str
+    directory: Path
+    target_file: str | None = None
+    operation: str | None = None
+    intent: str | None = None
+    conversation_id: str | None = None
+    lines: int = 0
+    bytes: int = 0
+    created_ms: float | None = None
+    #: The last time content or state reached the disk (falls back to the creation time).
+    last_save_ms: float | None = None
+    #: When ``--continue`` marked it, if it was marked.
+    resume_ms: float | None = None
+    age_ms: float | None = None
+    live: bool = False
+    #: ``open``, ``finalizing`` (state.json holds the finalizing record: the write may have
+    #: happened) or ``resume`` (marked by ``orion sessions recover ID --continue``).
+    status: str = "open"
+    #: The lifecycle state of the last snapshot, e.g. ``session_active.awaiting_content``.
+    state: str | None = None
+    continuations: int = 0
+    corrections: int = 0
+    finalizing: dict[str, Any] | None = None
+    degraded: str | None = None
+    problems: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict, repr=False)
+    saved_state: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def short(self) -> str:
+        return self.id[:8]
+
+    @property
+    def last_activity_ms(self) -> float | None:
+        """The later of the last save and the ``--continue`` mark: what the TTL counts from."""
+        times = [t for t in (self.last_save_ms, self.resume_ms) if t is not None]
+        return max(times) if times else None
+
+    @property
+    def complete(self) -> bool:
+        """Whether the model had finished the content (DONE seen) before the crash."""
+        return self.finalizing is not None or (self.state or "").endswith(
+            ("finalizing", "needs_corrections"))
+
+    def plan(self) -> WritePlan:
+        """The write plan, rebuilt from ``metadata.json``; :class:`RecoveryError` if it
+        cannot be."""
+        if not self.metadata:
+            raise RecoveryError(f"write session {self.short} has no usable metadata.json "
+                                f"({'; '.join(self.problems) or 'empty'}); it cannot be "
+                                f"recovered, only discarded")
+        try:
+            return WritePlan.model_validate(_raw_plan(self.metadata))
+        except ValueError as exc:
+            raise RecoveryError(f"write session {self.short}: metadata.json holds no valid "
+                                f"write plan ({_first_line(exc)})") from exc
+
+    def describe(self, now_ms: float | None = None) -> str:
+        """``docs/guide.md (120 lines, saved 5 min ago)``."""
+        target = self.target_file or "an unknown file"
+        age = self.age_ms if now_ms is None or self.last_save_ms is None \
+            else now_ms - self.last_save_ms
+        saved = f", saved {format_age(age)}" if age is not None else ""
+        return f"{target} ({_lines(self.lines)}{saved})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "directory": str(self.directory), "target_file": self.target_file,
+            "operation": self.operation, "intent": self.intent,
+            "conversation_id": self.conversation_id, "lines": self.lines, "bytes": self.bytes,
+            "created_ms": self.created_ms, "last_save_ms": self.last_save_ms,
+            "age_ms": self.age_ms, "live": self.live, "status": self.status,
+            "state": self.state, "continuations": self.continuations,
+            "corrections": self.corrections, "degraded": self.degraded,
+            "problems": list(self.problems)}
+
+
+def sessions_dir(state_dir: str | os.PathLike[str]) -> Path:
+    return Path(state_dir) / SESSIONS
+
+
+def scan(state_dir: str | os.PathLike[str], *, now_ms: float | None = None) -> list[Orphan]:
+    """Every session directory under ``<state_dir>/write_sessions/``, oldest save first. A
+    damaged directory is listed with its ``problems``; this never raises for one."""
+    root = sessions_dir(state_dir)
+    now = _wall_ms() if now_ms is None else now_ms
+    try:
+        entries = [p for p in root.iterdir() if p.is_dir()]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found = [load(path, now_ms=now) for path in entries]
+    found.sort(key=lambda o: (o.last_save_ms is None, o.last_save_ms or 0.0, o.id))
+    return found
+
+
+def load(directory: Path, *, now_ms: float | None = None) -> Orphan:
+    """One session directory as an :class:`Orphan` (never raises for its contents)."""
+    now = _wall_ms() if now_ms is None else now_ms
+    orphan = Orphan(id=directory.name, directory=directory)
+    problems = orphan.problems
+    metadata, problem = _read_json(directory / METADATA)
+    if problem:
+        problems.append(problem)
+    elif not isinstance(metadata, dict):
+        problems.append(f"{METADATA} is not a JSON object")
+    else:
+        orphan.metadata = metadata
+        orphan.target_file = _str(metadata.get("target_file"))
+        orphan.operation = _str(metadata.get("operation"))
+        orphan.intent = _str(metadata.get("intent"))
+        orphan.conversation_id = _str(metadata.get("conversation_id"))
+        orphan.created_ms = _number(metadata.get("created_at"))
+        if metadata.get("session_id") not in (None, orphan.id):
+            problems.append(f"{METADATA} names session {metadata.get('session_id')!r}, not "
+                            f"{orphan.id!r}")
+        try:
+            WritePlan.model_validate(_raw_plan(metadata))
+        except ValueError as exc:
+            problems.append(f"{METADATA} holds no valid write plan ({_first_line(exc)})")
+    state, problem = _read_json(directory / STATE)
+    if problem and (directory / STATE).exists():
+        problems.append(problem)
+    if isinstance(state, dict):
+        orphan.saved_state = state
+        orphan.last_save_ms = _number(state.get("last_save_ms"))
+        orphan.degraded = _str(state.get("degraded"))
+        orphan.continuations = _int(state.get("continuations"))
+        orphan.corrections = _int(state.get("corrections"))
+        snapshot = state.get("snapshot")
+        if isinstance(snapshot, dict):
+            orphan.state = _str(snapshot.get("state"))
+        record = state.get("finalizing")
+        if isinstance(record, dict):
+            orphan.finalizing = record
+    elif state is not None:
+        problems.append(f"{STATE} is not a JSON object")
+    try:
+        with open(directory / CONTENT, "rb") as f:
+            data = f.read()
+        orphan.bytes, orphan.lines = len(data), data.count(b"\n")
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        problems.append(f"{CONTENT} cannot be read: {exc.strerror or exc}")
+    resume = directory / RESUME
+    if resume.exists():
+        orphan.status = "resume"
+        marked, _ = _read_json(resume)
+        orphan.resume_ms = _number(marked.get("marked_at_ms")) if isinstance(marked, dict) \
+            else None
+        if orphan.resume_ms is None:
+            orphan.resume_ms = _mtime_ms(resume)
+    elif orphan.finalizing is not None:
+        orphan.status = "finalizing"
+    if orphan.last_save_ms is None:
+        orphan.last_save_ms = orphan.created_ms if orphan.created_ms is not None \
+            else _mtime_ms(directory)
+    activity = orphan.last_activity_ms
+    orphan.age_ms = None if activity is None else max(0.0, now - activity)
+    orphan.live = Journal.is_live(directory)
+    return orphan
+
+
+def resolve_id(state_dir: str | os.PathLike[str], session_id: str, *,
+               now_ms: float | None = None) -> Orphan:
+    """The session whose id is ``session_id`` or starts with it."""
+    prefix = session_id.strip()
+    orphans = scan(state_dir, now_ms=now_ms)
+    return _pick(prefix, {o.id: o for o in orphans}, "write session", sessions_dir(state_dir))
+
+
+def _pick(prefix: str, items: dict[str, Any], what: str, where: Path) -> Any:
+    if not prefix or "/" in prefix or "\\" in prefix:
+        raise SessionNotFound(f"invalid session id {prefix!r}")
+    if prefix in items:
+        return items[prefix]
+    matches = sorted(key for key in items if key.startswith(prefix))
+    if len(matches) > 1:
+        raise AmbiguousSession(prefix, matches)
+    if not matches:
+        known = ", ".join(sorted(k[:8] for k in items)) or "none"
+        raise SessionNotFound(f"no {what} {prefix!r} in {where} (known: {known})")
+    return items[matches[0]]
+
+
+# -- the finalizing record: did the write already happen? --------------------------------------
+
+
+def _unchecked_plan(plan: WritePlan, workspace: Path, state_dir: Path) -> CheckedPlan:
+    """A :class:`CheckedPlan` for :func:`apply_operation` without :func:`check_plan`'s rules
+    (create's target exists once it was written)."""
+    root = Path(workspace).resolve()
+    target = resolve_inside(root, plan.target_file)
+    return CheckedPlan(plan, root, target, target.relative_to(root).as_posix(), target.exists(),
+                       None, Path(state_dir).resolve())
+
+
+def _content_candidates(raw: bytes, relative: str,
+                        plugins: PluginManager | None) -> Iterable[bytes]:
+    """What the session may have written: the journal as it is, normalized by the
+    ``normalize_content`` hook, and either after the safe replacement."""
+    yield raw
+    normalized = raw
+    if plugins is not None:
+        result = plugins.hook.normalize_content(path=relative, content=raw)
+        if result is not None:
+            normalized = result
+            yield normalized
+    for data in {raw, normalized}:
+        yield safe_replacement(data)[0]
+
+
+def already_written(orphan: Orphan, workspace: str | os.PathLike[str],
+                    state_dir: str | os.PathLike[str],
+                    plugins: PluginManager | None = None) -> bool:
+    """Whether a session that crashed while finalizing had written its target: the target
+    holds what the recorded content makes of the recorded pre-image (the backup; "absent" for
+    a new file). False when there is no finalizing record or it cannot be confirmed."""
+    record = orphan.finalizing
+    if not record:
+        return False
+    try:
+        plan = orphan.plan()
+        checked = _unchecked_plan(plan, Path(workspace), Path(state_dir))
+        current = checked.target.read_bytes() if checked.target.is_file() else None
+    except (RecoveryError, PathOutsideWorkspace, OSError):
+        return False
+    if current is None:
+        return False
+    after_sha = record.get("after_sha256")
+    if isinstance(after_sha, str):  # recorded by newer sessions: the bytes to be written
+        return _sha(current) == after_sha
+    before_sha = record.get("before_sha256")
+    if before_sha is None:
+        pre = None
+    else:
+        backup = backup_path(state_dir=Path(state_dir), session_id=orphan.id,
+                             relative=checked.relative)
+        # execute() saves the backup before it writes: no backup (or another one), no write.
+        try:
+            pre = backup.read_bytes()
+        except OSError:
+            return False
+        if _sha(pre) != before_sha:
+            return False
+    try:
+        raw = (orphan.directory / CONTENT).read_bytes()
+    except OSError:
+        raw = b""
+    wanted = record.get("content_sha256")
+    for content in _content_candidates(raw, checked.relative, plugins):
+        if _sha(content) != wanted:
+            continue
+        try:
+            return apply_operation(checked, pre, content) == current
+        except PlanRejected:
+            return False
+    return False
+
+
+def _write_undo_record(state_dir: Path, orphan: Orphan, relative: str, operation: str,
+                       data: bytes, status: str, written_at_ms: float) -> Path:
+    """The record ``orion sessions undo`` reads (the format of the session's own)."""
+    path = undo_record_path(state_dir, orphan.id)
+    backup = backup_path(state_dir=state_dir, session_id=orphan.id, relative=relative)
+    record = {"session_id": orphan.id, "target_file": relative, "operation": operation,
+              "sha256": _sha(data), "backup": str(backup) if backup.is_file() else None,
+              "written_at_ms": written_at_ms, "status": status}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _replace_json(path, record)
+    return path
+
+
+def _finish_cleanup(orphan: Orphan, workspace: Path, state_dir: Path, status: str,
+                    now_ms: float) -> str:
+    """The write happened: add the undo record if the crash left none, drop the journal."""
+    plan = orphan.plan()
+    checked = _unchecked_plan(plan, workspace, state_dir)
+    if not undo_record_path(state_dir, orphan.id).exists():
+        _write_undo_record(state_dir, orphan, checked.relative, plan.operation.value,
+                           checked.target.read_bytes(), status,
+                           orphan.last_save_ms if orphan.last_save_ms is not None else now_ms)
+    shutil.rmtree(orphan.directory, ignore_errors=True)
+    return checked.relative
+
+
+# -- startup ------------------------------------------------------------------------------------
+
+
+@dataclass
+class StartupAction:
+    """What :func:`startup` did with one orphan: ``repaired``, ``expired``, ``adopted``,
+    ``offered`` or ``failed``, and the notice it gave."""
+
+    session_id: str
+    action: str
+    notice: str
+
+
+def startup(runtime: Runtime) -> list[StartupAction]:
+    """Handle the orphans of the runtime's state directory when ``orion run`` or ``orion chat``
+    starts; every action is also a notice for the reporter. Live sessions and this runtime's
+    own are skipped. The caller lets the runtime answer a prompt an adopted session queued
+    (``await runtime.pump()``)."""
+    from orion.write_session.manager import manager_for
+
+    manager = manager_for(runtime)
+    owned = {session.id for session in manager.sessions}
+    try:
+        ttl = int(runtime.definition("write_session").settings.get("orphan_ttl_ms",
+                                                                    DEFAULT_TTL_MS))
+    except OrionError:
+        ttl = DEFAULT_TTL_MS
+    now = runtime.clock.now_ms()
+    actions: list[StartupAction] = []
+    try:
+        orphans = scan(runtime.state_dir, now_ms=now)
+    except OSError as exc:
+        runtime.reporter.notice(f"could not look for orphaned write sessions: {exc}")
+        return actions
+    for orphan in orphans:
+        if orphan.live or orphan.id in owned:
+            continue
+        try:
+            action = _startup_one(runtime, manager, orphan, ttl, now)
+        except (OrionError, OSError, ValueError) as exc:
+            action = StartupAction(orphan.id, "failed",
+                                   f"could not check write session {orphan.short}: {exc}")
+        actions.append(action)
+        runtime.reporter.notice(action.notice)
+        _trace(runtime, orphan, action)
+    runtime.drain_outboxes()
+    return actions
+
+
+def _startup_one(runtime: Runtime, manager: Any, orphan: Orphan, ttl: int,
+                 now: float) -> StartupAction:
+    workspace, state_dir = runtime.workspace, runtime.state_dir
+    if orphan.finalizing and already_written(orphan, workspace, state_dir, runtime.plugins):
+        relative = _finish_cleanup(orphan, workspace, state_dir, "repaired", now)
+        return StartupAction(orphan.id, "repaired", f"repaired session {orphan.short}: "
+                                                    f"{relative} was already written")
+    if ttl > 0 and orphan.age_ms is not None and orphan.age_ms > ttl:
+        shutil.rmtree(orphan.directory, ignore_errors=True)
+        return StartupAction(orphan.id, "expired",
+                             f"removed orphaned write session {orphan.short} for "
+                             f"{orphan.describe(now)}: older than {format_duration(ttl)}")
+    if orphan.status == "resume" and not orphan.problems:
+        try:
+            session = manager.adopt(orphan)
+        except OrionError as exc:
+            (orphan.directory / RESUME).unlink(missing_ok=True)
+            return StartupAction(orphan.id, "failed",
+                                 f"could not continue write session {orphan.short} for "
+                                 f"{orphan.describe(now)}: {exc}. " + _offer(orphan))
+        return StartupAction(orphan.id, "adopted",
+                             f"continuing write session {orphan.short} for "
+                             f"{orphan.describe(now)} ({session.state})")
+    if orphan.problems:
+        return StartupAction(orphan.id, "offered",
+                             f"damaged write session {orphan.short} "
+                             f"({'; '.join(orphan.problems)}): orion sessions discard "
+                             f"{orphan.short}")
+    return StartupAction(orphan.id, "offered", f"orphaned write session {orphan.short} for "
+                                               f"{orphan.describe(now)}: {_offer(orphan)}")
+
+
+def _offer(orphan: Orphan) -> str:
+    return (f"orion sessions recover {orphan.short} --finalize | --continue, or orion sessions "
+            f"discard {orphan.short}")
+
+
+def _trace(runtime: Runtime, orphan: Orphan, action: StartupAction) -> None:
+    from orion.trace.events import Kind, TraceEvent
+
+    runtime.tracer.emit(TraceEvent(
+        Kind.RECOVERY, f"{action.action} {orphan.target_file or orphan.short}",
+        runtime.clock.now_ms(), runtime.conversation.id, orphan.id,
+        {"orion.action": action.action, "orion.target": orphan.target_file or "",
+         "orion.lines": orphan.lines, "orion.bytes": orphan.bytes,
+         "orion.status": orphan.status}))
+
+
+# -- orion sessions recover ID --finalize ------------------------------------------------------
+
+
+@dataclass
+class RecoveryResult:
+    """What :func:`recover_finalize` did. ``status`` is ``recovered`` (the target was written
+    now) or ``repaired`` (it had been written before the crash; only cleaned up)."""
+
+    session_id: str
+    target_file: str
+    status: str
+    report: str
+    bytes: int = 0
+    lines: int = 0
+    sha256: str = ""
+    backup: str | None = None
+    complete: bool = True
+    replaced: int = 0
+    issues: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def recover_finalize(workspace: str | os.PathLike[str], state_dir: str | os.PathLike[str],
+                     session_id: str, plugins: PluginManager, *,
+                     settings: dict[str, Any] | None = None) -> RecoveryResult:
+    """Write a session's journaled content to its target without a model: the internal
+    ``finalizeSession(session_id, journal_path)``. The plan is rebuilt from the metadata and
+    checked again, the content normalized and validated; with no model to ask for
+    corrections, the safe replacement removes invalid UTF-8 and control characters, and what
+    other issues remain are reported. The target is written once, atomically, with a backup
+    and an undo record; then the journal is removed. Idempotent: when the finalizing record
+    shows the target already written, only the cleanup is done."""
+    workspace, state_dir = Path(workspace).resolve(), Path(state_dir).resolve()
+    orphan = resolve_id(state_dir, session_id)
+    if orphan.live:
+        raise SessionLive(f"write session {orphan.short} is owned by a running process; "
+                          "finish it there (or stop that process first)")
+    plan = orphan.plan()
+    now = _wall_ms()
+    if orphan.finalizing and already_written(orphan, workspace, state_dir, plugins):
+        relative = _finish_cleanup(orphan, workspace, state_dir, "repaired", now)
+        data = (workspace / relative).read_bytes()
+        return RecoveryResult(orphan.id, relative, "repaired",
+                              f"{relative} was already written by session {orphan.short}; "
+                              "cleaned up", len(data), count_lines(data), _sha(data))
+    _refuse_a_second_edit(orphan, plan, workspace, state_dir)
+    try:
+        checked = check_plan(plan, workspace=workspace, state_dir=state_dir)
+    except PlanRejected as exc:
+        raise RecoveryError(f"cannot write {plan.target_file} for session {orphan.short}: "
+                            f"{exc}") from exc
+    if settings is None:
+        settings = workspace_settings(workspace, plugins)
+    journal = Journal.open(orphan.directory, now_ms=_wall_ms)
+    try:
+        content = journal.content()
+        if not content.strip():
+            raise RecoveryError(f"write session {orphan.short} saved no content, so there is "
+                                f"nothing to write to {checked.relative}; discard it with "
+                                f"orion sessions discard {orphan.short}")
+        normalized = plugins.hook.normalize_content(path=checked.relative, content=content)
+        if normalized is not None:
+            content = normalized
+        request = ValidationRequest(checked.relative, content, dict(settings))
+        issues = collect_issues(plugins, request)
+        replaced = 0
+        if issues:
+            content, changes = safe_replacement(content, settings.get("safe_replacement", ""))
+            replaced = len(changes)
+            if replaced:
+                issues = collect_issues(plugins, ValidationRequest(checked.relative, content,
+                                                                   dict(settings)))
+        before = checked.target.read_bytes() if checked.exists else None
+        after = apply_operation(checked, before, content)
+        journal.flush({**journal.state, "status": "recovering", "finalizing": {
+            "content_sha256": _sha(content),
+            "before_sha256": _sha(before) if before is not None else None,
+            "after_sha256": _sha(after)}})
+        result = execute(checked, content, state_dir=state_dir, session_id=orphan.id)
+    except BaseException:
+        journal.close()
+        raise
+    _write_undo_record(state_dir, orphan, result.relative, plan.operation.value,
+                       result.path.read_bytes(), "recovered", _wall_ms())
+    journal.remove()
+    report = result.report
+    if not orphan.complete:
+        report += " (the model had not finished: the content may be incomplete)"
+    if replaced:
+        report += f"; the safe replacement changed {replaced} place(s)"
+    return RecoveryResult(orphan.id, result.relative, "recovered", report, result.bytes,
+                          result.lines, result.sha256,
+                          str(result.backup) if result.backup else None, orphan.complete,
+                          replaced, [str(issue) for issue in issues])
+
+
+def _refuse_a_second_edit(orphan: Orphan, plan: WritePlan, workspace: Path,
+                          state_dir: Path) -> None:
+    """An append or insert must not run twice. A session that crashed while finalizing, whose
+    target is neither its recorded pre-image nor what the write makes of it, may have written
+    and then been edited: refuse, unless the session itself recorded that its write failed."""
+    record = orphan.finalizing
+    if not record or plan.operation.value not in ("append", "insert"):
+        return
+    if orphan.saved_state.get("status") == "failed":
+        return
+    try:
+        current = _unchecked_plan(plan, workspace, state_dir).target.read_bytes()
+    except (OSError, PathOutsideWorkspace):
+        return
+    if _sha(current) != record.get("before_sha256"):
+        raise RecoveryError(
+            f"{plan.target_file} changed since session {orphan.short} began writing it, so "
+            f"the {plan.operation.value} may have happened already; nothing written. Check the "
+            f"file, then discard the session (orion sessions discard {orphan.short}) or add "
+            "the content by hand")
+
+
+def workspace_settings(workspace: Path, plugins: PluginManager) -> dict[str, Any]:
+    """The ``write_session`` settings of the workspace (``orion.yaml`` and the environment
+    applied), or ``{}`` when the statechart cannot be loaded."""
+    from orion.config import load_config
+    from orion.errors import ConfigError, StatechartError
+    from orion.statechart import builtin_statecharts, load_definition
+
+    try:
+        config = load_config(workspace)
+        for path in [*config.statechart_paths(), *builtin_statecharts()]:
+            if path.stem == "write_session":
+                definition = load_definition(path, plugins=plugins,
+                                             overrides=config.overrides("write_session"),
+                                             overrides_origin=config.origin("write_session"))
+                return dict(definition.settings)
+    except (ConfigError, StatechartError):
+        pass
+    return {}
+
+
+# -- the other commands -------------------------------------------------------------------------
+
+
+def mark_resume(state_dir: str | os.PathLike[str], session_id: str, *,
+                now_ms: float | None = None) -> Orphan:
+    """Mark a session for ``--continue``: the next ``orion run`` or ``orion chat`` in the
+    workspace adopts it and asks the model to go on after the last saved line."""
+    orphan = resolve_id(state_dir, session_id, now_ms=now_ms)
+    if orphan.live:
+        raise SessionLive(f"write session {orphan.short} is owned by a running process; it "
+                          "continues there")
+    if orphan.problems:
+        raise RecoveryError(f"write session {orphan.short} cannot be continued: "
+                            f"{'; '.join(orphan.problems)}")
+    orphan.plan()
+    _replace_json(orphan.directory / RESUME,
+                  {"marked_at_ms": _wall_ms() if now_ms is None else now_ms})
+    orphan.status = "resume"
+    return orphan
+
+
+def discard(state_dir: str | os.PathLike[str], session_id: str) -> Orphan:
+    """Remove a session directory (its content is lost). Refuses a live session."""
+    orphan = resolve_id(state_dir, session_id)
+    if orphan.live:
+        raise SessionLive(f"write session {orphan.short} is owned by a running process; "
+                          "it cannot be discarded from here")
+    shutil.rmtree(orphan.directory)
+    return orphan
+
+
+def clean(state_dir: str | os.PathLike[str], older_than_ms: float,
+          now_ms: float | None = None) -> list[Orphan]:
+    """Remove every session that is not live and whose last save (or ``--continue`` mark) is
+    more than ``older_than_ms`` before ``now_ms``; return them."""
+    now = _wall_ms() if now_ms is None else now_ms
+    removed = []
+    for orphan in scan(state_dir, now_ms=now):
+        if orphan.live or orphan.age_ms is None or orphan.age_ms <= older_than_ms:
+            continue
+        if Journal.is_live(orphan.directory):  # taken over since the scan
+            continue
+        shutil.rmtree(orphan.directory, ignore_errors=True)
+        removed.append(orphan)
+    return removed
+
+
+@dataclass
+class UndoResult:
+    session_id: str
+    target_file: str
+    #: ``restored`` (the pre-image is back) or ``deleted`` (the session had created the file).
+    action: str
+    report: str
+
+
+def undo(workspace: str | os.PathLike[str], state_dir: str | os.PathLike[str],
+         session_id: str, *, now_ms: float | None = None) -> UndoResult:
+    """Put the target back as it was before the session wrote it, if nothing changed it since:
+    restore the backup atomically, or delete a file the session created. Refuses with
+    :class:`UndoRefused` otherwise."""
+    workspace, state_dir = Path(workspace).resolve(), Path(state_dir).resolve()
+    backups = state_dir / "backups"
+    records: dict[str, Path] = {}
+    try:
+        for entry in backups.iterdir():
+            if (entry / "undo.json").is_file():
+                records[entry.name] = entry / "undo.json"
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    path = _pick(session_id.strip(), records, "undo record of a write session", backups)
+    full_id = path.parent.name
+    short = full_id[:8]
+    record, problem = _read_json(path)
+    if problem or not isinstance(record, dict):
+        raise RecoveryError(f"the undo record of session {short} is damaged: "
+                            f"{problem or 'not a JSON object'}")
+    relative = record.get("target_file")
+    if not isinstance(relative, str):
+        raise RecoveryError(f"the undo record of session {short} names no target file")
+    if record.get("undone"):
+        raise UndoRefused(f"session {short} was already undone; nothing undone")
+    try:
+        target = resolve_inside(workspace, relative)
+    except PathOutsideWorkspace as exc:
+        raise RecoveryError(f"the undo record of session {short} names {relative!r}, which is "
+                            f"not inside {workspace}: {exc}") from exc
+    current = target.read_bytes() if target.is_file() else None
+    if current is None or _sha(current) != record.get("sha256"):
+        what = "was deleted" if current is None else "changed"
+        raise UndoRefused(f"{relative} {what} since session {short} wrote it; nothing undone")
+    backup_name = record.get("backup")
+    if backup_name is None and record.get("operation") == "create":
+        target.unlink()
+        action, report = "deleted", f"deleted {relative} (session {short} had created it)"
+    else:
+        backup = Path(backup_name) if isinstance(backup_name, str) else backup_path(
+            state_dir=state_dir, session_id=full_id, relative=relative)
+        if not backup.is_file():
+            raise UndoRefused(f"the backup of {relative} from session {short} is missing "
+                              f"({backup}); nothing undone")
+        write_atomically(target, backup.read_bytes(), mode=backup.stat().st_mode & 0o7777)
+        action, report = "restored", f"restored {relative} as it was before session {short}"
+    record.update(undone=True, undone_at_ms=_wall_ms() if now_ms is None else now_ms)
+    _replace_json(path, record)
+    return UndoResult(full_id, relative, action, report)
+
+
+# -- durations ----------------------------------------------------------------------------------
+
+_UNITS_MS = {"ms": 1.0, "s": 1000.0, "m": 60_000.0, "h": 3_600_000.0, "d": 86_400_000.0,
+             "w": 604_800_000.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h|d|w))+")
+
+
+def parse_duration(text: str) -> float:
+    """``1h``, ``30m``, ``1h30m``, ``2d``, ``500ms`` or ``0`` as milliseconds; ValueError
+    otherwise."""
+    compact = text.replace(" ", "").lower() if isinstance(text, str) else ""
+    if compact in ("0", "0.0"):
+        return 0.0
+    if compact and _DURATION.fullmatch(compact):
+        return sum(float(n) * _UNITS_MS[unit] for n, unit in _PART.findall(compact))
+    raise ValueError(f"invalid duration {text!r}: expected e.g. 30m, 1h, 2d, 1h30m or 0")
+
+
+def format_duration(ms: float) -> str:
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if ms >= size:
+            value = ms / size
+            return f"{value:.0f} {unit}" if value >= 10 or value == int(value) \
+                else f"{value:.1f} {unit}"
+    return f"{ms:.0f} ms"
+
+
+def format_age(ms: float | None) -> str:
+    """``5 min ago``; ``just now`` under a second."""
+    if ms is None:
+        return "at an unknown time"
+    if ms < 1000:
+        return "just now"
+    return f"{format_duration(ms)} ago"
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def _wall_ms() -> float:
+    return time.time() * 1000.0
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _lines(n: int) -> str:
+    return f"{n} line" if n == 1 else f"{n} lines"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _read_json(path: Path) -> tuple[Any, str | None]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, f"{path.name} is missing"
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, f"{path.name} cannot be read: {getattr(exc, 'strerror', None) or exc}"
+    try:
+        return json.loads(text), None
+    except ValueError as exc:
+        return None, f"{path.name} is not valid JSON ({exc})"
+
+
+def _replace_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _mtime_ms(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime * 1000.0
+    except OSError:
+        return None
+
+
+def _raw_plan(metadata: dict[str, Any]) -> dict[str, Any]:
+    raw = metadata.get("plan")
+    if isinstance(raw, dict):
+        return raw
+    return {k: metadata.get(k) for k in ("intent", "target_file", "operation")}
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        else None
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
