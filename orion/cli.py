@@ -312,6 +312,67 @@ def traces_stats(ctx: click.Context, as_json: bool) -> None:
                     f"database {stats['size_bytes'] / 1024:.1f} KiB ({stats['path']})")
 
 
+# -- orion plan ----------------------------------------------------------------------------------
+
+
+def _plan_store(workspace: str, state_dir: str | None):
+    from orion.plan.store import PlanStore
+
+    path = _state_path(workspace, state_dir)
+    if not (path / "orion.db").exists():
+        return None  # nothing recorded yet; don't create a database just to look
+    return PlanStore.for_state_dir(path)
+
+
+@cli.group()
+def plan() -> None:
+    """The workspace's plans: the active one and their history."""
+
+
+@plan.command("show")
+@WORKSPACE
+@STATE_DIR
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+def plan_show(workspace: str, state_dir: str | None, as_json: bool) -> None:
+    """Show the active plan (or say that plan work is not active)."""
+    store = _plan_store(workspace, state_dir)
+    active = store.active() if store is not None else None
+    if as_json:
+        click.echo(json.dumps(None if active is None else
+                              {**active.summary(), "markdown": active.markdown}, indent=2))
+        return
+    if active is None:
+        err.print("Plan work is not active.")
+        return
+    err.print(f"[bold]{escape(active.title or 'untitled')}[/bold]  {active.status.value}, "
+              f"revision {active.revision}")
+    click.echo(active.markdown or "(no draft yet)")
+
+
+@plan.command("history")
+@WORKSPACE
+@STATE_DIR
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the plans as JSON.")
+def plan_history(workspace: str, state_dir: str | None, limit: int, as_json: bool) -> None:
+    """Every plan, newest first: status, revision, and the plan each revision supersedes."""
+    store = _plan_store(workspace, state_dir)
+    plans = store.history(limit) if store is not None else []
+    if as_json:
+        click.echo(json.dumps([p.summary() for p in plans], indent=2))
+        return
+    from datetime import datetime
+
+    from rich.table import Table
+
+    table = Table("created", "id", "title", "status", "revision", "supersedes")
+    for p in plans:
+        table.add_row(datetime.fromtimestamp(p.created_ms / 1000).strftime("%Y-%m-%d %H:%M"),
+                      p.id[:8], escape(p.title), p.status.value, str(p.revision),
+                      (p.supersedes or "")[:8])
+    Console().print(table)
+
+
 # -- orion sessions ------------------------------------------------------------------------------
 
 

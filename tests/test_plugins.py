@@ -33,6 +33,7 @@ BUILTINS = {
     "orion_plugins.conversation_commands",
     "orion_plugins.finalization",
     "orion_plugins.plan_mode",
+    "orion_plugins.session_commands",
     "orion_plugins.trace_sqlite",
     "orion_plugins.tracing",
     "orion_plugins.turn_systems",

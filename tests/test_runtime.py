@@ -303,3 +303,22 @@ def test_reset_starts_a_new_conversation_with_a_new_id(tmp_path):
     old = runtime.conversation.id
     asyncio.run(runtime.handle("/reset"))
     assert runtime.conversation.messages == [] and runtime.conversation.id != old
+
+
+def test_the_sessions_command_lists_this_conversations_write_sessions(tmp_path):
+    script = load_script(script_file(tmp_path, """\
+        conversation:
+          - model:
+              tool_calls:
+                - name: WritePlanTool_begin
+                  arguments: {intent: note, target_file: a.md, operation: create}
+          - model: {text: "one line\\nDONE\\n"}
+          - model: {text: written}
+        """))
+    runtime = Runtime(model=ScriptedModel(script.cursor()),
+                      plugins=make_plugin_manager(entrypoints=False, env={}),
+                      workspace=tmp_path / "ws", clock=VirtualClock())
+    asyncio.run(runtime.handle("Write a.md."))
+    reply = asyncio.run(runtime.handle("/sessions"))
+    assert reply.startswith(f"{runtime.services['write_sessions'].sessions[0].id[:8]}  a.md  "
+                            "written  1 lines")

@@ -27,6 +27,7 @@ from orion.plugins import PluginManager
 from orion.runtime.report import Reporter
 from orion.runtime.runtime import Runtime
 from orion.trace import events as trace_events
+from orion.plan.service import plan_service_for
 from orion.write_session.manager import manager_for
 from orion.write_session.recovery import startup
 
@@ -139,5 +140,6 @@ async def play(script: Script, *, workspace: Path, plugins: PluginManager,
     sessions = [{"id": s.id, "target_file": s.target_file, "operation": s.operation,
                  "status": s.status, "continuations": s.continuations,
                  "corrections": s.corrections} for s in manager_for(runtime).summaries()]
-    return RunResult(ok=not errors, files=changed, sessions=sessions,
+    plan = plan_service_for(runtime).report()
+    return RunResult(ok=not errors, files=changed, sessions=sessions, plan=plan,
                      prompts=list(runtime.prompts), errors=errors)
