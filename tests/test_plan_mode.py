@@ -257,7 +257,8 @@ def test_executing_creates_a_new_revision_that_supersedes_the_old_plan(session):
     assert [p.id for p in s.store.history()] == [new.id, old.id]
     assert s.service.lifecycle.state == "active.ready"
     assert s.service.active_plan_id == new.id
-    assert s("/plan approve") == f"Plan approved: plan 'Release', EXECUTING, revision {new.revision}."
+    approved = s("/plan approve")
+    assert approved == f"Plan approved: plan 'Release', EXECUTING, revision {new.revision}."
 
 
 def test_plan_tools_are_advertised_only_while_plan_work_is_active(session):
@@ -334,6 +335,10 @@ def test_a_plan_tool_called_after_plan_work_ended_is_denied_traced_and_changes_n
     [result] = s.tool_results()
     assert result["kind"] == "denied" and result["plugin"] == "orion_plugins.plan_mode"
     assert "plan_set_content needs plan work, which is not active" in result["error"]
+    # The next request (the denial's follow-up) saw the store: no block, no plan tools, and
+    # the lifecycle other plugins see is inactive again.
+    assert not PLAN_TOOLS & set(s.tools(1)) and block_of(s.system(1)) == ""
+    assert s.runtime.states()["plan_mode"] == "inactive"
     [denial] = trace_events(workspace, "policy_denial")
     assert denial["gen_ai.tool.name"] == "plan_set_content"
     assert denial["orion.policy.plugin"] == "orion_plugins.plan_mode"
@@ -779,3 +784,16 @@ def test_the_example_plays_a_whole_plan_round(tmp_path):
     assert revised.title == approved.title == "Release 1.2"
     assert revised.markdown.startswith("# Release 1.2\n\n1. Merge the fix for issue 123.")
     store.close()
+
+
+def test_the_transcript_in_the_docs_is_what_orion_run_prints(tmp_path):
+    from click.testing import CliRunner
+
+    from orion.cli import cli
+
+    result = CliRunner().invoke(cli, ["run", str(ROOT / "examples" / "plan_mode.yaml"),
+                                      "--workspace", str(tmp_path / "ws")])
+    assert result.exit_code == 0, result.output
+    docs = (ROOT / "docs" / "plan-mode.md").read_text()
+    shown = docs.split("```text\n", 1)[1].split("```", 1)[0]
+    assert result.output.strip() == shown.strip()

@@ -107,7 +107,8 @@ def test_operations_edits_every_seeded_file(tmp_path):
     def read(path: str) -> bytes:
         return (tmp_path / path).read_bytes()
 
-    assert read("CONTRIBUTING.md") == b"# Contributing\n\nRun `orion check` before you send a change.\n"
+    assert read("CONTRIBUTING.md") == (b"# Contributing\n\n"
+                                       b"Run `orion check` before you send a change.\n")
     assert read("README.md") == b"# Billing service\n\nThe billing API and its tools.\n"
     assert read("CHANGELOG.md") == (b"# Changelog\n\n## 0.1.0\n- First release.\n\n## 0.2.0\n"
                                     b"- Write sessions.\n")

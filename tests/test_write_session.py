@@ -281,7 +281,7 @@ def test_done_without_a_trailing_newline_ends_the_content(run, chunks):
 
 @pytest.fixture
 def fixed_ids(monkeypatch):
-    """Lifecycle ids 1a2b3c4d000…001, 1a2b3c4d000…002, …: strict mode's terminator is known."""
+    """Lifecycle ids 1a2b3c4d000…001, 1a2b3c4d000…002, …: the strict terminator is known."""
     counter = iter(range(1, 1000))
     monkeypatch.setattr(lifecycle_module, "uuid", type("U", (), {
         "uuid4": staticmethod(lambda: uuid.UUID(f"1a2b3c4d{next(counter):024x}"))}))

@@ -14,10 +14,12 @@ each step that can fail ends the call with an error outcome:
 3. **Authorization** (``"denied"``): :func:`orion.tools.gating.authorize` asks the
    ``authorize_tool_call`` plugins, failing closed. A denied call's handler is not called, so
    nothing changes.
-4. **The handler** (``"failed"``): ``spec.handler(arguments, context)``, sync or async. An
-   exception is reported on the plugin manager (``pm.report_failure(plugin, "tool <name>",
-   exc)``, the plugin that registered the tool, or the tool's name) and the model is told its
-   type and message, never a traceback. A spec without a handler fails the same way.
+4. **The handler** (``"failed"``): ``spec.handler(arguments, context)``, sync or async. The
+   model is told the exception's type and message, never a traceback. An
+   :class:`~orion.errors.OrionError` is a deliberate refusal (a rejected plan); any other
+   exception is also reported on the plugin manager (``pm.report_failure(plugin, "tool
+   <name>", exc)``, the plugin that registered the tool, or the tool's name). A spec without a
+   handler fails the same way.
 
 What a successful handler returns becomes the tool message content: a ``str`` as it is, a
 ``dict``, ``list`` or other JSON value as JSON, a pydantic model as its JSON, ``None`` as
@@ -45,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from orion.errors import OrionError
 from orion.models.events import ToolCall as RawToolCall
 from orion.tools.arguments import LARGE_CONTENT_TOOL, ToolArgumentError, parse_arguments
 from orion.tools.gating import GateRequest, authorize
@@ -131,7 +134,10 @@ async def execute_call(call: RawToolCall, *, tools: Mapping[str, ToolSpec], pm: 
             result = await result
         content = _content(result)
     except Exception as exc:
-        pm.report_failure(_owner(pm, spec), f"tool {spec.name}", exc)
+        # An OrionError is the tool refusing on purpose (a rejected plan, a size limit): the
+        # model is told why, and it is not a plugin failure. Anything else is a bug to report.
+        if not isinstance(exc, OrionError):
+            pm.report_failure(_owner(pm, spec), f"tool {spec.name}", exc)
         message = str(exc)
         if len(message) > MAX_ERROR_CHARS:
             message = message[:MAX_ERROR_CHARS] + "..."

@@ -495,8 +495,8 @@ class WriteSession:
             "orion.lines": self.journal.lines, "orion.bytes": self.journal.bytes})
         self.runtime.reporter.notice(
             f"write session {self.id[:8]} for {self.plan.relative} was set aside ({why}); its "
-            f"{self.journal.lines} lines are kept: `orion sessions recover {self.id[:8]}` "
-            "finishes it")
+            f"{self.journal.lines} lines are kept: `orion sessions recover {self.id[:8]} "
+            "--finalize` writes them, `--continue` lets the next run go on with the model")
         self._detach()
 
     def _detach(self) -> None:

@@ -1,0 +1,11 @@
+"""A team's customization of Orion: a review step before every write-session write.
+
+``team_review.plugin`` is the plugin (entry point ``team_review`` in the group ``orion``);
+``STATECHARTS`` is the directory of the team's statecharts, for ``orion.yaml``'s
+``statecharts:`` list.
+"""
+
+from pathlib import Path
+
+STATECHARTS = Path(__file__).resolve().parent / "statecharts"
+WRITE_SESSION = STATECHARTS / "write_session.yaml"

@@ -1,0 +1,94 @@
+"""The team's review step for Orion's write sessions.
+
+With this plugin and the team's ``write_session`` statechart (``statecharts/write_session.yaml``
+next to this file), a write session that received its content (DONE, validated) waits in
+``review``: nothing is written until the user types ``/approve-write``. ``/reject-write``
+abandons the write. Orion's own write-session plugin still does the rest: it collects the
+content, validates it and, when the statechart runs ``finalize``, writes the target.
+"""
+
+from __future__ import annotations
+
+from orion import hookimpl
+from orion.context import ContextBlock
+from orion.write_session.manager import manager_for
+
+REVIEW = "review"
+
+
+def waiting(runtime):
+    """The write session of ``runtime`` that waits for the user's review, or ``None``."""
+    for session in reversed(manager_for(runtime).sessions):
+        if session.status == "active" and session.lifecycle.is_in(REVIEW):
+            return session
+    return None
+
+
+# -- the statechart's action ---------------------------------------------------------------------
+
+def ask_for_review(lifecycle, transition) -> None:
+    """Entering ``review``: tell the user what to do. (Without a runtime, as when the statechart
+    runs on its own, there is nobody to tell.)"""
+    runtime = lifecycle.owner
+    if runtime is None:
+        return
+    session = manager_for(runtime).get(lifecycle.id)
+    target = session.plan.relative if session is not None else "the file"
+    runtime.reporter.notice(f"{target} is ready and waits for your review: /approve-write "
+                            "writes it, /reject-write drops it.")
+
+
+@hookimpl
+def register_actions(register):
+    register("ask_for_review", ask_for_review)
+
+
+# -- the slash commands ---------------------------------------------------------------------------
+
+def approve_write(runtime, args: str) -> str:
+    session = waiting(runtime)
+    if session is None:
+        return "No write waits for review."
+    # Orion's write session runs the statechart's `finalize` (the write) and then reports to
+    # the model, as it does after DONE in Orion's own statechart; a failed write keeps the
+    # content for `orion sessions recover`.
+    session._trigger_write("approve_write")
+    if session.result is None:
+        return f"{session.plan.relative} was not written; see the notice above."
+    return f"Approved: {session.report}."
+
+
+def reject_write(runtime, args: str) -> str:
+    session = waiting(runtime)
+    if session is None:
+        return "No write waits for review."
+    session._trigger("reject_write")
+    session._abandon("the user rejected the write")
+    return f"Rejected: {session.plan.relative} was not written."
+
+
+@hookimpl
+def register_slash_commands(register):
+    register("approve-write", approve_write, "write the file that waits for review")
+    register("reject-write", reject_write, "drop the file that waits for review")
+
+
+# -- the model's view, and /reset -----------------------------------------------------------------
+
+@hookimpl
+def build_context(request):
+    runtime = request.extra.get("runtime")
+    session = waiting(runtime) if runtime is not None else None
+    if session is None:
+        return None
+    return ContextBlock("review", f"The content of {session.plan.relative} is complete and waits "
+                                  "for the user's review; do not send it again.", order=21)
+
+
+@hookimpl
+def conversation_reset(runtime):
+    """A write that waits for review belongs to the old conversation: it is set aside, its
+    content kept for ``orion sessions recover``, nothing written."""
+    session = waiting(runtime)
+    if session is not None:
+        session.set_aside("the conversation was reset before the review")
