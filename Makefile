@@ -28,8 +28,7 @@ test: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)
-	$(BIN)/python bench/bench_lifecycle.py
-	$(BIN)/python bench/bench_pipeline.py
+	for script in bench/bench_*.py; do $(BIN)/python $$script || exit 1; done
 
 check: $(STAMP)
 	$(BIN)/orion check
