@@ -16,11 +16,19 @@ DATABASE = "orion.db"
 _stores: dict[Path, TraceStore] = {}
 
 
+_by_dir: dict[Path, TraceStore] = {}
+
+
 def store_for(state_dir: Path) -> TraceStore:
-    path = Path(state_dir).resolve() / DATABASE
-    store = _stores.get(path)
+    # Looked up by the directory as given first: resolving a path costs more than the rest of
+    # a flush's bookkeeping, and this runs after every model request.
+    store = _by_dir.get(state_dir)
     if store is None:
-        store = _stores[path] = TraceStore(path)
+        path = Path(state_dir).resolve() / DATABASE
+        store = _stores.get(path)
+        if store is None:
+            store = _stores[path] = TraceStore(path)
+        _by_dir[state_dir] = store
     return store
 
 

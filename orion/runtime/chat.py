@@ -17,7 +17,6 @@ from orion.plugins import PluginManager
 from orion.runtime.report import ConsoleReporter
 from orion.runtime.runtime import CommandError, Runtime
 from orion.trace import events as trace_events
-from orion.write_session.manager import manager_for
 from orion.write_session.recovery import startup
 
 
@@ -52,7 +51,6 @@ async def run_chat(config: WorkspaceConfig, plugins: PluginManager, *, base_url:
         startup(runtime)  # orphaned write sessions: notices, and --continue adopts one
         return await _loop(runtime, reporter)
     finally:
-        manager_for(runtime).close()
         runtime.close()
 
 

@@ -132,14 +132,12 @@ async def play(script: Script, *, workspace: Path, plugins: PluginManager,
         errors.append(str(exc))
         runtime.tracer.emit(trace_events.error("orion run", exc, at_ms=runtime.clock.now_ms(),
                                                conversation_id=runtime.conversation.id))
-    finally:
-        manager_for(runtime).close()
-        runtime.close()
-    after = workspace_files(runtime.workspace, runtime.state_dir)
-    changed = [report for path, report in after.items() if before.get(path) != report]
     sessions = [{"id": s.id, "target_file": s.target_file, "operation": s.operation,
                  "status": s.status, "continuations": s.continuations,
                  "corrections": s.corrections} for s in manager_for(runtime).summaries()]
     plan = plan_service_for(runtime).report()
+    runtime.close()  # flushes traces, releases open journals, closes the plan store
+    after = workspace_files(runtime.workspace, runtime.state_dir)
+    changed = [report for path, report in after.items() if before.get(path) != report]
     return RunResult(ok=not errors, files=changed, sessions=sessions, plan=plan,
                      prompts=list(runtime.prompts), errors=errors)

@@ -222,8 +222,13 @@ class Runtime:
         self.drain_outboxes()
 
     def close(self) -> None:
-        """Flush what is still batched for the trace stores."""
+        """Flush what is still batched for the trace stores, and close the services (the
+        write sessions' journals, the plan store)."""
         self.tracer.flush()
+        for service in self.services.values():
+            close = getattr(service, "close", None)
+            if callable(close):
+                close()
 
     def _after_timer(self) -> None:
         self.drain_outboxes()
