@@ -24,7 +24,7 @@ from orion.clock import VirtualClock
 from orion.config import load_config
 from orion.errors import OrionError
 from orion.models.base import ModelRequest, ScriptError
-from orion.models.events import ModelEvent
+from orion.models.events import ModelEvent, TextDelta
 from orion.models.script import ModelReply
 from orion.models.scripted import stream_reply
 from orion.plugins import PluginManager, make_plugin_manager
@@ -69,6 +69,18 @@ class Transcript(Reporter):
         self.progress_lines.append(progress)
 
 
+class Partial:
+    """The start of a message: text the model streams before it stalls, in the middle of its
+    message. The next reply continues the same message."""
+
+    def __init__(self, text: str, chunk_size: int = 16):
+        self.text, self.chunk_size = text, max(1, chunk_size)
+
+    def chunks(self) -> list[str]:
+        size = self.chunk_size
+        return [self.text[i:i + size] for i in range(0, len(self.text), size)]
+
+
 class QueueModel:
     """The model of a scenario: each request takes the next queued reply. With none queued it
     waits (``pause_when_empty``, the default) until :meth:`World.reply` gives one; with
@@ -77,11 +89,11 @@ class QueueModel:
     name = "scenario"
 
     def __init__(self) -> None:
-        self.replies: deque[ModelReply] = deque()
+        self.replies: deque[ModelReply | Partial] = deque()
         self.requests: list[ModelRequest] = []
         self.pause_when_empty = True
         #: The reply the paused request waits for (None: no request is waiting).
-        self.waiting: asyncio.Future[ModelReply] | None = None
+        self.waiting: asyncio.Future[ModelReply | Partial] | None = None
         self._asked: asyncio.Event | None = None
 
     @property
@@ -95,21 +107,27 @@ class QueueModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         self.requests.append(request)
-        if self.replies:
-            reply = self.replies.popleft()
-        elif self.pause_when_empty:
-            self.waiting = asyncio.get_running_loop().create_future()
-            self.asked.set()
-            try:
-                reply = await self.waiting
-            finally:
-                self.waiting = None
-                self.asked.clear()
-        else:
-            raise ScriptError(f"the model has no reply queued for request {request.number}; "
-                              "the scenario did not expect Orion to ask the model again")
+        reply = await self._next(request)
+        while isinstance(reply, Partial):  # the message goes on after a stall
+            for chunk in reply.chunks():
+                yield TextDelta(chunk)
+            reply = await self._next(request)
         async for event in stream_reply(reply, request.number):
             yield event
+
+    async def _next(self, request: ModelRequest) -> ModelReply | Partial:
+        if self.replies:
+            return self.replies.popleft()
+        if not self.pause_when_empty:
+            raise ScriptError(f"the model has no reply queued for request {request.number}; "
+                              "the scenario did not expect Orion to ask the model again")
+        self.waiting = asyncio.get_running_loop().create_future()
+        self.asked.set()
+        try:
+            return await self.waiting
+        finally:
+            self.waiting = None
+            self.asked.clear()
 
 
 class World:
@@ -251,6 +269,15 @@ class World:
         finish_reason, reasoning, usage): it answers the paused request, or the next one."""
         self.model.queue(**reply)
         self._resume_if_answered()
+
+    def stream_partial(self, text: str, chunk_size: int = 16) -> None:
+        """The model streams ``text`` and then stalls in the middle of its message (a slow
+        network): the next :meth:`reply` continues the same message."""
+        self.model.replies.append(Partial(text, chunk_size))
+        if self.paused:
+            self._resume_if_answered()
+        else:
+            self.say("Go on.")
 
     def advance(self, ms: float) -> None:
         """Let ``ms`` of virtual time pass: due timers fire, and a prompt they queued is put
