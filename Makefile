@@ -23,9 +23,19 @@ $(STAMP): $(BIN)/python $(SOURCES)
 demo: $(STAMP)
 	$(BIN)/orion demo
 
+# `orion check` first, then every test, including the Gherkin features (tests/bdd binds all of
+# features/), with their cucumber JSON report in $(CUCUMBER_JSON) (reports/ is git-ignored);
+# then the team-customization example, a project of its own (its pytest settings, its report).
+# CI gates on the exit codes: the first failure stops make with it.
+CUCUMBER_JSON ?= reports/cucumber.json
+TEAM_EXAMPLE := examples/team-customization
+
 test: $(STAMP)
 	$(BIN)/orion check
-	$(BIN)/pytest $(PYTEST_ARGS)
+	@mkdir -p $(dir $(CUCUMBER_JSON))
+	$(BIN)/pytest --cucumber-json=$(CUCUMBER_JSON) $(PYTEST_ARGS)
+	$(BIN)/pytest $(TEAM_EXAMPLE) --rootdir=$(TEAM_EXAMPLE) \
+		--cucumber-json=$(dir $(CUCUMBER_JSON))cucumber-team-customization.json $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	for script in bench/bench_*.py; do $(BIN)/python $$script || exit 1; done

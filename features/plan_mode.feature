@@ -1,3 +1,4 @@
+@plan_mode @plan
 Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the single source of truth)
   The user turns plan work on with /plan on and ends it with /plan done or /reset. The model
   stores the plan as one Markdown document with plan_set_content and reads it with plan_get.
@@ -6,6 +7,7 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
 
   # -- Invariant 1: mode gating ---------------------------------------------------------------
 
+  @invariant @gating
   Scenario: Invariant 1: plan tools are advertised only while plan work is active
     When the user says "Hello"
     And the model replies "Hi."
@@ -22,6 +24,7 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     Then the tool "plan_set_content" is not advertised
     And the tool "plan_get" is not advertised
 
+  @invariant @gating
   Scenario: Invariant 1: plan tools are advertised again only after a new /plan on
     Given plan work is active
     When the user types "/reset"
@@ -36,26 +39,29 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
 
   # -- Invariant 2: execution is denied while plan work is inactive ---------------------------
 
+  @invariant @execution
   Scenario Outline: Invariant 2: a plan tool called while plan work is inactive is denied and changes nothing
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2"
     And the user types "/plan done"
-    When the model calls the plan tool "<tool>" with the draft "# Hijacked"
-    Then the tool call is refused as "unknown_tool"
+    When the model calls the plan tool <call>
+    Then the tool "<tool>" is not advertised
+    And the tool call is refused as "unknown_tool"
     And the plan table is unchanged row by row
     And the refusal of "<tool>" was traced as "unknown_tool"
     And no plan is active
 
     Examples:
-      | tool             |
-      | plan_set_content |
-      | plan_get         |
+      | tool             | call                                           |
+      | plan_set_content | "plan_set_content" with the draft "# Hijacked" |
+      | plan_get         | "plan_get"                                     |
 
+  @invariant @execution
   Scenario Outline: Invariant 2: a plan tool advertised before another session ended plan work is denied by policy, traced, and changes nothing
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2"
-    When another session in the workspace ends plan work while the model calls the plan tool "<tool>" with the draft "# Changed"
-    Then the tool "<tool>" is advertised
+    When another session in the workspace ends plan work while the model calls the plan tool <call>
+    Then the model request that called the plan tool advertised it
     And the tool call is denied with a message containing "<tool> needs plan work, which is not active"
     And the plan tool call was denied by "orion_plugins.plan_mode"
     And the plan table is unchanged row by row
@@ -63,12 +69,13 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     And the trace has a "policy_denial" event named "deny <tool>"
 
     Examples:
-      | tool             |
-      | plan_set_content |
-      | plan_get         |
+      | tool             | call                                          |
+      | plan_set_content | "plan_set_content" with the draft "# Changed" |
+      | plan_get         | "plan_get"                                    |
 
   # -- Invariant 3: Plan.markdown is the single source of truth -------------------------------
 
+  @invariant @ssot
   Scenario: Invariant 3: Plan.markdown is the only canonical content
     Given plan work is active
     And the model has stored a long plan draft "Release 1.2" of 20 steps
@@ -81,6 +88,7 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     And the plan draft "Release 1.2" is stored only as the superseded plan's Markdown
     And no lifecycle snapshot holds a plan draft
 
+  @invariant @ssot
   Scenario: Invariant 3: plan_get returns the stored Markdown exactly
     Given plan work is active
     When the model stores the plan draft "# Plän 📋\r\n\n- [ ] trailing spaces   \n\n```sh\necho 'hi'\n```\n\n\n"
@@ -89,6 +97,7 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
 
   # -- Invariant 4: compaction safety ---------------------------------------------------------
 
+  @invariant @compaction
   Scenario: Invariant 4: every model request while plan work is active carries the compact plan block
     Given plan work is active
     When the user says "What should we do first?"
@@ -102,6 +111,7 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     Then the last model request carried the compact plan block of the EXECUTING plan
     And every model request carried the compact plan block
 
+  @invariant @compaction
   Scenario: Invariant 4: the plan block survives compaction of the conversation
     Given the plan conversation is compacted beyond 3 messages
     And plan work is active
@@ -120,6 +130,7 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     When the model calls the plan tool "plan_get"
     Then "plan_get" returned the plan draft "# Release\n1. Tag v1.2"
 
+  @invariant @compaction
   Scenario: Invariant 4: plan work, its block and its tools survive a restart
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2" titled "Release"
@@ -136,6 +147,7 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
 
   # -- Invariant 5: at most one active plan ---------------------------------------------------
 
+  @invariant @single_active_plan
   Scenario: Invariant 5: /plan on while plan work is active changes nothing
     Given plan work is active
     When the user types "/plan on"
@@ -143,6 +155,7 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     And the plan table is unchanged row by row
     And the plan table has 1 row and 1 active plan
 
+  @invariant @single_active_plan
   Scenario: Invariant 5: a revision leaves exactly one active plan, and the database admits no second
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2"
@@ -153,6 +166,7 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
 
   # -- plan_set_content: Variant B and revisions ----------------------------------------------
 
+  @plan_tools @status
   Scenario: plan_set_content stores the first draft: a COLLECTING plan becomes READY
     Given plan work is active
     When the model stores the plan draft "# Release\n1. Tag v1.2" titled "Release"
@@ -162,6 +176,7 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     And the active plan is titled "Release"
     And the active plan is the same plan as before
 
+  @plan_tools @status
   Scenario: Variant B: a draft stored while the plan is READY overwrites it in the same plan
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2" titled "Release"
@@ -172,6 +187,7 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     And the active plan is titled "Release"
     And the plan table has 1 row and 1 active plan
 
+  @plan_tools @revisions
   Scenario: Revisions: a draft stored while the plan is EXECUTING supersedes it with a new READY revision that is the active plan
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2" titled "Release"
@@ -185,6 +201,7 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     When the user types "/plan approve"
     Then the command answers "Plan approved: plan 'Release', EXECUTING, revision 2."
 
+  @plan_tools @revisions
   Scenario: expected_revision: a draft based on an older revision is denied and changes nothing
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2"
@@ -195,6 +212,7 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     Then the tool call succeeds
     And the active plan is "READY" at revision 2 with the Markdown "# Release\n1. Fresh"
 
+  @plan_tools
   Scenario: Size limit: a draft larger than max_plan_bytes (in UTF-8 bytes) is denied and changes nothing
     Given the "plan_mode" setting "max_plan_bytes" is 40
     And plan work is active
@@ -205,6 +223,25 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     Then the tool call succeeds
     And the active plan is "READY" at revision 1
 
+  @plan_tools @tools
+  Scenario: plan_set_content takes the whole plan as the required string plan_markdown
+    Given plan work is active
+    When the user says "Plan the release."
+    And the model replies "I will draft it."
+    Then the plan tool "plan_set_content" requires "plan_markdown" as a string
+    And the tool "plan_set_content" takes "plan_markdown" and "title"
+    And the tool "plan_get" is advertised
+
+  @plan_tools
+  Scenario: Plan tools are control and read tools: they change no file of the workspace
+    Given the workspace has a file "notes.md" containing "Ship on Friday.\n"
+    And plan work is active
+    When the model stores the plan draft "# Release\n1. Tag v1.2"
+    And the model calls the plan tool "plan_get"
+    Then the plan tools changed no file of the workspace
+    And no file outside the workspace changed
+
+  @plan_tools @tools
   Scenario: Plan tools restrict no other tool
     When the user says "Hello"
     And the model replies "Hi."
@@ -215,6 +252,7 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
 
   # -- the commands ---------------------------------------------------------------------------
 
+  @lifecycle @commands
   Scenario: /plan on starts plan work with a new COLLECTING plan
     Given plan work has not been started
     When the user types "/plan on Release 1.2"
@@ -223,6 +261,7 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     And the active plan is titled "Release 1.2"
     And the plan table has 1 row and 1 active plan
 
+  @lifecycle @commands
   Scenario: /plan approve moves a READY plan to EXECUTING
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2"
@@ -231,6 +270,7 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     And the active plan is "EXECUTING" at revision 1
     And the active plan is the same plan as before
 
+  @lifecycle @commands
   Scenario: /plan approve is refused while the plan has no draft, and changes nothing
     Given plan work is active
     When the user types "/plan approve"
@@ -238,6 +278,7 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     And the plan table is unchanged row by row
     And the active plan is "COLLECTING" at revision 0 without a draft
 
+  @lifecycle @commands
   Scenario: /plan approve is refused while the plan is already EXECUTING, and changes nothing
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2"
@@ -246,6 +287,7 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     Then the command answers "The plan cannot be approved: it is already approved and EXECUTING."
     And the plan table is unchanged row by row
 
+  @lifecycle @commands
   Scenario: /plan done completes an EXECUTING plan and ends plan work
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2"
@@ -259,6 +301,7 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     Then the tool "plan_get" is not advertised
     And the last model request carried no plan block
 
+  @lifecycle @commands
   Scenario: /plan done cancels a plan that was never approved and ends plan work
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2"
@@ -269,6 +312,7 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     When the user types "/plan done"
     Then the command answers "Plan work is not active."
 
+  @lifecycle @commands
   Scenario: /reset ends plan work and resets the conversation
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2"

@@ -12,13 +12,16 @@ call is denied with a message containing "..."``, ``When Orion exits and starts 
 
 Before every When step the plan table, the active plan and the conversation are remembered, so
 that ``the plan table is unchanged row by row``, ``the previous plan ...`` and ``the conversation
-is empty and new`` compare with what was there just before the last When step.
+is empty and new`` compare with what was there just before the last When step; ``the plan tools
+changed no file of the workspace`` compares with the workspace at the first When step.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +59,7 @@ class PlanMemory:
     rows_before: list[dict[str, Any]] = field(default_factory=list)
     plan_before: dict[str, Any] | None = None
     conversation_before: str | None = None
+    workspace_before: dict[str, str] | None = None  # at the scenario's first When step
     drafts: dict[str, str] = field(default_factory=dict)  # a named draft: its Markdown
 
 
@@ -68,17 +72,29 @@ def plan_rows(world: World) -> list[dict[str, Any]]:
     database = world.state_dir / DB_NAME
     if not database.exists():
         return []
-    with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as db:
+    db = sqlite3.connect(database)
+    try:
         db.row_factory = sqlite3.Row
-        try:
-            rows = db.execute("SELECT * FROM plans ORDER BY rowid").fetchall()
-        except sqlite3.OperationalError:  # no plans table yet
-            return []
+        rows = db.execute("SELECT * FROM plans ORDER BY rowid").fetchall()
+    except sqlite3.OperationalError:  # no plans table (yet)
+        return []
+    finally:
+        db.close()
     return [dict(row) for row in rows]
+
+
+def workspace_files(world: World) -> dict[str, str]:
+    """The workspace's files (not the state directory) and their hashes."""
+    state = world.state_dir
+    return {str(p.relative_to(world.workspace)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(world.workspace.rglob("*"))
+            if p.is_file() and not p.is_relative_to(state)}
 
 
 def remember(world: World) -> None:
     book = memory(world)
+    if book.workspace_before is None:
+        book.workspace_before = workspace_files(world)
     book.rows_before = plan_rows(world)
     book.plan_before = next((row for row in book.rows_before if row["active"] == 1), None)
     book.conversation_before = world.runtime.conversation.id if world.started else None
@@ -96,7 +112,7 @@ def pytest_bdd_before_step(request, step) -> None:
         remember(world)
 
 
-# -- helpers ---------------------------------------------------------------------------------------
+# -- helpers --------------------------------------------------------------------------------------
 
 def store(world: World):
     return plan_service_for(world.runtime).store
@@ -168,7 +184,7 @@ def database_texts(world: World) -> list[tuple[str, str, str]]:
     column, value)."""
     world.runtime.tracer.flush()
     found = []
-    with sqlite3.connect(world.state_dir / DB_NAME) as db:
+    with closing(sqlite3.connect(world.state_dir / DB_NAME)) as db:
         tables = [name for (name,) in db.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'")]
         for table in tables:
@@ -179,7 +195,7 @@ def database_texts(world: World) -> list[tuple[str, str, str]]:
     return found
 
 
-# -- Given -----------------------------------------------------------------------------------------
+# -- Given ----------------------------------------------------------------------------------------
 
 @given("plan work has not been started")
 def plan_work_not_started(orion_world: World) -> None:
@@ -265,8 +281,7 @@ class _OtherSessionEndsPlanWork:
             reply = await other.handle("/plan done")
             assert reply and reply.startswith("Plan work ended"), reply
         finally:
-            plan_service_for(other).close()
-            other.close()
+            other.close()  # its plan store too
         remember(world)  # the plan table the call must leave as it is
         async for event in self.model.stream(request):
             yield event
@@ -281,7 +296,7 @@ def plan_work_ended_elsewhere(orion_world: World, tool: str, markdown: str | Non
     model_calls_plan_tool(orion_world, tool, markdown)
 
 
-# -- Then: the plan tools --------------------------------------------------------------------------
+# -- Then: the plan tools -------------------------------------------------------------------------
 
 @then(parsers.re(r"the plan tool call was denied by " + quoted("plugin")))
 def plan_call_denied_by(orion_world: World, plugin: str) -> None:
@@ -292,10 +307,20 @@ def plan_call_denied_by(orion_world: World, plugin: str) -> None:
     assert json.loads(outcome.content).get("plugin") == unescape(plugin), outcome.content
 
 
+@then("the model request that called the plan tool advertised it")
+def calling_request_advertised(orion_world: World) -> None:
+    outcomes = orion_world.tools_since_mark
+    assert outcomes, "the model made no tool call"
+    requests = orion_world.requests_since_mark
+    assert requests, "the model was not asked anything"
+    names = {tool["function"]["name"] for tool in requests[0].tools}
+    assert outcomes[-1].name in names, sorted(names)
+
+
 @then(parsers.re(r"the refusal of " + quoted("tool") + r" was traced as " + quoted("outcome")))
 def plan_refusal_traced(orion_world: World, tool: str, outcome: str) -> None:
     orion_world.runtime.tracer.flush()
-    with sqlite3.connect(orion_world.state_dir / DB_NAME) as db:
+    with closing(sqlite3.connect(orion_world.state_dir / DB_NAME)) as db:
         rows = [json.loads(a) for (a,) in db.execute(
             "SELECT attributes FROM trace_events WHERE kind = 'tool_call' ORDER BY id")]
     calls = [a for a in rows if a["gen_ai.tool.name"] == tool]
@@ -307,7 +332,7 @@ def plan_refusal_traced(orion_world: World, tool: str, outcome: str) -> None:
                  + quoted("plugin")))
 def plan_denial_traced(orion_world: World, tool: str, plugin: str) -> None:
     orion_world.runtime.tracer.flush()
-    with sqlite3.connect(orion_world.state_dir / DB_NAME) as db:
+    with closing(sqlite3.connect(orion_world.state_dir / DB_NAME)) as db:
         rows = [json.loads(a) for (a,) in db.execute(
             "SELECT attributes FROM trace_events WHERE kind = 'policy_denial' ORDER BY id")]
     denials = [a for a in rows if a["gen_ai.tool.name"] == tool]
@@ -323,6 +348,24 @@ def plan_tool_returned(orion_world: World, tool: str, markdown: str) -> None:
     assert result["markdown"] == store(orion_world).active().markdown
 
 
+@then(parsers.re(r"the plan tool " + quoted("tool") + r" requires " + quoted("param")
+                 + r" as a string"))
+def plan_tool_requires(orion_world: World, tool: str, param: str) -> None:
+    tools = {t["function"]["name"]: t["function"] for t in last_request(orion_world).tools}
+    assert tool in tools, f"{tool} was not advertised: {sorted(tools)}"
+    schema = tools[tool]["parameters"]
+    assert param in schema.get("required", []), schema
+    assert schema["properties"][param]["type"] == "string", schema["properties"][param]
+
+
+@then("the plan tools changed no file of the workspace")
+def plan_tools_changed_no_file(orion_world: World) -> None:
+    """Since the scenario's first When step."""
+    before = memory(orion_world).workspace_before
+    assert before is not None, "no When step ran"
+    assert workspace_files(orion_world) == before
+
+
 @then("plan work withheld no other tool from any model request")
 def plan_restricts_nothing(orion_world: World) -> None:
     requests = orion_world.model.requests
@@ -332,7 +375,7 @@ def plan_restricts_nothing(orion_world: World) -> None:
     assert {"read_file", "list_files"} <= others[0], others[0]
 
 
-# -- Then: the plan table --------------------------------------------------------------------------
+# -- Then: the plan table -------------------------------------------------------------------------
 
 @then("the plan table is unchanged row by row")
 def plan_table_unchanged(orion_world: World) -> None:
@@ -447,7 +490,7 @@ def no_snapshot_holds_draft(orion_world: World) -> None:
         assert markdown.splitlines()[0] not in snapshots
 
 
-# -- Then: the plan block of the system context ----------------------------------------------------
+# -- Then: the plan block of the system context ---------------------------------------------------
 
 @then(parsers.re(r"the last model request carried the compact plan block(?: of the "
                  r"(?P<status>[A-Z]+) plan)?"))
@@ -484,7 +527,7 @@ def draft_not_in_messages(orion_world: World, markdown: str) -> None:
     assert encoded not in messages
 
 
-# -- Then: /reset ----------------------------------------------------------------------------------
+# -- Then: /reset ---------------------------------------------------------------------------------
 
 @then("the conversation is empty and new")
 def conversation_new(orion_world: World) -> None:

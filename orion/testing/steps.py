@@ -43,8 +43,12 @@ from orion.testing.world import World
 PATH = r'"(?P<path>[^"]+)"'
 TEXT = r'"(?P<text>(?:[^"\\]|\\.)*)"'
 COUNT = r"(?P<count>\d+)"
-INT = {"count": int, "line": int, "ms": int, "amount": int, "size": int, "repeat": int,
-       "first": int, "last": int}
+def _int(value: str | None) -> int | None:
+    return None if value is None else int(value)
+
+
+INT = {name: _int for name in ("count", "line", "ms", "amount", "size", "repeat", "first",
+                               "last")}
 
 DONE_PROMPT = "If you're finished, reply with DONE on its own line; otherwise continue."
 CONTINUE_PROMPT = "Your output was cut off."
@@ -222,6 +226,12 @@ def _ensure_session(world: World, path: str | None) -> str:
     return path
 
 
+def _per_line(text: str) -> dict[str, Any]:
+    """Reply fields that stream ``text`` one line per chunk, as models stream long text."""
+    chunks = text.splitlines(keepends=True)
+    return {"chunks": chunks} if chunks else {"text": text}
+
+
 def _next_lines(world: World, path: str, count: int) -> str:
     book = _book(world)
     first = book["next_line"].get(path, 1)
@@ -312,7 +322,7 @@ class _FullDisk:
 # -- the user and time -----------------------------------------------------------------------
 
 
-@step(parsers.re(rf'the user (?:says|types) "(?P<line>[^"]*)"'))
+@step(parsers.re(r'the user (?:says|types) "(?P<line>[^"]*)"'))
 def user_says(orion_world: World, line: str) -> None:
     orion_world.mark()
     orion_world.say(line)
@@ -326,7 +336,7 @@ def ms_pass(orion_world: World, ms: int) -> None:
     _record_begins(orion_world)
 
 
-@step(parsers.re(rf"(?P<amount>\d+) (?P<unit>seconds?|minutes?|hours?) pass(?:es)?"),
+@step(parsers.re(r"(?P<amount>\d+) (?P<unit>seconds?|minutes?|hours?) pass(?:es)?"),
       converters=INT)
 def time_passes(orion_world: World, amount: int, unit: str) -> None:
     orion_world.mark()
@@ -407,8 +417,12 @@ def model_calls_execute_with_size(orion_world: World, path: str, count: int) -> 
 
 
 def _call(world: World, call: dict[str, Any]) -> None:
-    if isinstance(call["arguments"], dict) and "target_file" in call["arguments"]:
-        _book(world)["target"] = call["arguments"]["target_file"]
+    arguments = call["arguments"]
+    if isinstance(arguments, dict):
+        if "target_file" in arguments:
+            _book(world)["target"] = arguments["target_file"]
+        if isinstance(arguments.get("content"), str):
+            _note_stream(world, arguments["content"])
     world.mark()
     world.reply(tool_calls=[call])
     if world.model.replies:  # nothing was waiting: the user asks
@@ -426,7 +440,7 @@ def model_streams_lines(orion_world: World, count: int, path: str | None, ending
     text = _next_lines(orion_world, target, count)
     if ending == "and DONE":
         text += "DONE\n"
-    _model_says(orion_world, text=text, chunk_size=256)
+    _model_says(orion_world, **_per_line(text))
 
 
 @step(parsers.re(rf"the model streams {COUNT} (?:more )?lines?(?: to {PATH})? and is cut off "
@@ -436,7 +450,7 @@ def model_streams_lines_cut_off(orion_world: World, count: int, path: str | None
                                 reason: str | None, none: str | None) -> None:
     target = _ensure_session(orion_world, path)
     text = _next_lines(orion_world, target, count)
-    _model_says(orion_world, text=text, chunk_size=256, finish_reason=None if none else reason)
+    _model_says(orion_world, **_per_line(text), finish_reason=None if none else reason)
 
 
 @step(parsers.re(rf"the model has streamed {COUNT} (?:more )?lines?(?: to {PATH})? so far"),
@@ -447,7 +461,7 @@ def model_is_streaming(orion_world: World, count: int, path: str | None) -> None
     text = _next_lines(orion_world, target, count)
     _note_stream(orion_world, text)
     orion_world.mark()
-    orion_world.stream_partial(text, chunk_size=256)
+    orion_world.stream_partial(text, per_line=True)
 
 
 @step(parsers.re(r"the model repeats the last (?P<repeat>\d+) lines?, then streams "
@@ -460,7 +474,7 @@ def model_repeats_then_streams(orion_world: World, repeat: int, count: int,
     text = generated(target, upto - repeat + 1, upto) + _next_lines(orion_world, target, count)
     if ending == "and DONE":
         text += "DONE\n"
-    _model_says(orion_world, text=text, chunk_size=256)
+    _model_says(orion_world, **_per_line(text))
 
 
 @step(parsers.re(rf"the model continues after the last saved line with {COUNT} more lines? "
@@ -471,7 +485,7 @@ def model_continues_after_saved(orion_world: World, count: int, ending: str) -> 
     saved = _session(orion_world, target).journal.lines
     _book(orion_world)["next_line"][target] = saved + 1
     text = _next_lines(orion_world, target, count) + ("DONE\n" if ending == "and DONE" else "")
-    _model_says(orion_world, text=text, chunk_size=256)
+    _model_says(orion_world, **_per_line(text))
 
 
 @step(parsers.re(rf"the model starts the file over with {COUNT} lines from line 1 "
@@ -479,7 +493,7 @@ def model_continues_after_saved(orion_world: World, count: int, ending: str) -> 
 def model_starts_over(orion_world: World, count: int, ending: str) -> None:
     target = _ensure_session(orion_world, None)
     text = generated(target, 1, count) + ("DONE\n" if ending == "and DONE" else "")
-    _model_says(orion_world, text=text, chunk_size=256)
+    _model_says(orion_world, **_per_line(text))
 
 
 @step(parsers.re(rf"the model replies {TEXT}"))
@@ -507,6 +521,14 @@ def model_replies_empty(orion_world: World) -> None:
 @step(parsers.re(r"the model streams:"))
 def model_streams_docstring(orion_world: World, docstring: str) -> None:
     _model_says(orion_world, text=lines_of(docstring), chunk_size=7)
+
+
+@step(parsers.re(rf"the model streams {TEXT} as the content of {PATH} "
+                 r"(?P<ending>without DONE|and DONE)"))
+def model_streams_text_to(orion_world: World, text: str, path: str, ending: str) -> None:
+    _ensure_session(orion_world, path)
+    body = unescape(text) + ("DONE\n" if ending == "and DONE" else "")
+    _model_says(orion_world, text=body)
 
 
 @step(parsers.re(rf"the model writes {TEXT} to {PATH}"))
@@ -761,7 +783,7 @@ def tool_call_denied(orion_world: World, text: str) -> None:
     assert unescape(text) in message, message
 
 
-@then(parsers.re(rf"the tool result has the fields (?P<fields>\"\w+\"(?:(?:, | and )\"\w+\")*)"))
+@then(parsers.re(r'the tool result has the fields (?P<fields>"\w+"(?:(?:, | and )"\w+")*)'))
 def tool_result_fields(orion_world: World, fields: str) -> None:
     result = json.loads(_last_outcome(orion_world).content)
     assert sorted(result) == sorted(quoted_list(fields)), sorted(result)
@@ -983,7 +1005,8 @@ def recovery_offered(orion_world: World, path: str) -> None:
 
 @then("no recovery is offered")
 def no_recovery_offered(orion_world: World) -> None:
-    offers = [n for n in orion_world.notices_since_mark if "orphaned write session" in n]
+    offers = [n for n in orion_world.notices_since_mark
+              if n.startswith("orphaned write session") or "--finalize | --continue" in n]
     assert not offers, offers
 
 
@@ -1029,7 +1052,8 @@ def user_recovers_by_id(orion_world: World, session_id: str) -> None:
         orion_world.workspace, orion_world.state_dir, session_id, orion_world.plugins))
 
 
-@step(parsers.re(rf"the user recovers the write session of {PATH} with --(?P<mode>finalize|continue)"))
+@step(parsers.re(rf"the user recovers the write session of {PATH} with "
+                 r"--(?P<mode>finalize|continue)"))
 def user_recovers(orion_world: World, path: str, mode: str) -> None:
     from orion.write_session.recovery import mark_resume, recover_finalize
     book = _book(orion_world)

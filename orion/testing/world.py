@@ -73,10 +73,12 @@ class Partial:
     """The start of a message: text the model streams before it stalls, in the middle of its
     message. The next reply continues the same message."""
 
-    def __init__(self, text: str, chunk_size: int = 16):
-        self.text, self.chunk_size = text, max(1, chunk_size)
+    def __init__(self, text: str, chunk_size: int = 16, *, per_line: bool = False):
+        self.text, self.chunk_size, self.per_line = text, max(1, chunk_size), per_line
 
     def chunks(self) -> list[str]:
+        if self.per_line:
+            return self.text.splitlines(keepends=True)
         size = self.chunk_size
         return [self.text[i:i + size] for i in range(0, len(self.text), size)]
 
@@ -256,6 +258,7 @@ class World:
 
     def say(self, line: str) -> None:
         """A user line; Orion errors are kept for Then steps instead of ending the step."""
+        self.start()
         self._resume_if_answered()
         if self.paused:
             number = self.model.requests[-1].number if self.model.requests else "?"
@@ -270,10 +273,11 @@ class World:
         self.model.queue(**reply)
         self._resume_if_answered()
 
-    def stream_partial(self, text: str, chunk_size: int = 16) -> None:
-        """The model streams ``text`` and then stalls in the middle of its message (a slow
-        network): the next :meth:`reply` continues the same message."""
-        self.model.replies.append(Partial(text, chunk_size))
+    def stream_partial(self, text: str, chunk_size: int = 16, *, per_line: bool = False) -> None:
+        """The model streams ``text`` (in chunks of ``chunk_size`` characters, or one line per
+        chunk) and then stalls in the middle of its message (a slow network): the next
+        :meth:`reply` continues the same message."""
+        self.model.replies.append(Partial(text, chunk_size, per_line=per_line))
         if self.paused:
             self._resume_if_answered()
         else:
@@ -282,6 +286,7 @@ class World:
     def advance(self, ms: float) -> None:
         """Let ``ms`` of virtual time pass: due timers fire, and a prompt they queued is put
         to the model (unless a request is already waiting for its reply)."""
+        self.start()
         self._resume_if_answered()
         self.runtime.advance(ms)
         if not self.paused:

@@ -8,6 +8,7 @@ strings longer than the threshold are stored as a length, a hash and a head, nev
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -85,6 +86,27 @@ def model_request(model: str, number: int, finish: Any, usage: Any, *, at_ms: fl
                       attributes, duration_ms)
 
 
+#: Tool arguments that carry content (a file's text, a plan): traced as length and hash only,
+#: whatever their size, so no content ever enters a trace.
+CONTENT_ARGUMENTS = frozenset({"content", "plan_markdown", "text", "body", "data",
+                               "raw_content", "file_content"})
+
+
+def argument_summary(arguments: Any) -> Any:
+    """The arguments of a tool call as traced: content-carrying ones reduced to their length
+    and sha256; the others (paths, intents, markers) as they are."""
+    if not isinstance(arguments, dict):
+        return arguments
+    summary: dict[str, Any] = {}
+    for key, value in arguments.items():
+        if key in CONTENT_ARGUMENTS and isinstance(value, str):
+            data = value.encode("utf-8", "surrogatepass")
+            summary[key] = {"$text": len(value), "sha256": hashlib.sha256(data).hexdigest()}
+        else:
+            summary[key] = value
+    return summary
+
+
 def tool_call(outcome: Any, *, at_ms: float, duration_ms: float,
               conversation_id: str) -> TraceEvent:
     """One tool call: its name, id, an argument summary and the outcome (``ok`` or the error
@@ -92,7 +114,7 @@ def tool_call(outcome: Any, *, at_ms: float, duration_ms: float,
     attributes: dict[str, Any] = {
         OPERATION_NAME: "execute_tool", TOOL_NAME: outcome.name, TOOL_CALL_ID: outcome.call_id,
         "orion.tool.outcome": "ok" if outcome.ok else outcome.kind,
-        "orion.tool.arguments": outcome.arguments}
+        "orion.tool.arguments": argument_summary(outcome.arguments)}
     return TraceEvent(Kind.TOOL_CALL, f"execute_tool {outcome.name}", at_ms, conversation_id,
                       "", attributes, duration_ms)
 

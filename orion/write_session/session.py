@@ -460,7 +460,8 @@ class WriteSession:
 
     def _failed(self, cause: BaseException) -> None:
         self.status = "failed"
-        message = (f"Could not write {self.plan.relative}: {cause}. The content is saved in "
+        reason = str(cause).rstrip().rstrip(".")
+        message = (f"Could not write {self.plan.relative}: {reason}. The content is saved in "
                    f"write session {self.id[:8]}; `orion sessions recover {self.id[:8]} "
                    "--finalize` writes it once the problem is fixed.")
         self.runtime.reporter.notice(message)

@@ -1,0 +1,48 @@
+@team
+Feature: A write waits for the user's review (the team's write session)
+  The team's write_session statechart sends a session whose content is complete and valid to
+  `review` instead of writing it. Only /approve-write writes the file; /reject-write drops it.
+  The scenarios use Orion's step library and a few steps of the team's own (tests/test_review.py).
+
+  Scenario: DONE alone does not write: the write waits for the user's review
+    When the model streams 250 lines to "docs/guide.md" and DONE
+    Then the write of "docs/guide.md" waits for the user's review
+    And the model is not asked anything
+    When 10 seconds pass
+    Then "docs/guide.md" does not exist
+    And the model is not asked anything
+
+  Scenario: /approve-write writes the reviewed content once
+    When the model streams 250 lines to "docs/guide.md" and DONE
+    And the user approves the write
+    Then "docs/guide.md" holds the generated lines 1 to 250
+    And the model is told "Created docs/guide.md (250 lines"
+    And the write session went through "awaiting_content", "finalizing", "review" and "done"
+    When the model replies "Thanks for the review."
+    Then the command answers "Approved: Created docs/guide.md (250 lines"
+    And no write session is open
+    And no write session directory is left
+    And no file outside the workspace changed
+
+  Scenario: the idle prompt still asks for DONE, and DONE still only leads to the review
+    When the model streams 100 lines to "docs/guide.md" without DONE
+    And 2000 ms pass
+    Then the model is asked to reply DONE
+    When the model replies "DONE"
+    Then the write of "docs/guide.md" waits for the user's review
+    When the user approves the write
+    Then "docs/guide.md" holds the generated lines 1 to 100
+
+  Scenario: /reject-write drops the write
+    When the model streams 20 lines to "docs/guide.md" and DONE
+    And the user rejects the write
+    Then "docs/guide.md" does not exist
+    And the model is told "abandoned: the user rejected the write"
+    When the model replies "Understood, I will not write it."
+    Then the command answers "Rejected: docs/guide.md was not written."
+    And no write session directory is left
+
+  Scenario: /approve-write with nothing to review changes nothing
+    When the user types "/approve-write"
+    Then the command answers "No write waits for review."
+    And the model is not asked anything

@@ -1,0 +1,297 @@
+@write_session @write_plan_tool @operations
+Feature: The questionnaire-based write tool (ADR-2026-01-03, WritePlanTool)
+  The model does not write files directly: it answers a small questionnaire (intent, target
+  file, operation and the operation's fields), Orion validates the plan before anything is
+  written, and a deterministic executor carries it out and reports what it did.
+  Source: shared/seeds/003_fa7b01002c71084e.txt
+
+  # -- Plan, validate, execute ---------------------------------------------------------------
+
+  Scenario: Decision: a plan (intent, target file, operation) is submitted, validated, then executed by Orion
+    When the model begins to create "src/helpers.md"
+    Then the tool call succeeds
+    And "src/helpers.md" does not exist
+    When the model streams 12 lines and DONE
+    Then "src/helpers.md" holds the generated lines 1 to 12
+    And the model is told "Created src/helpers.md (12 lines"
+
+  # -- Phase 1 ---------------------------------------------------------------------------------
+
+  Scenario: Phase 1, create: a new file is created, with missing directories
+    When the model streams 5 lines to "docs/new/guide.md" and DONE
+    Then "docs/new/guide.md" holds the generated lines 1 to 5
+
+  @safety
+  Scenario: Phase 1, create: a file that exists is refused before any content streams
+    Given the workspace has a file "docs/a.md" with 3 lines
+    When the model begins to create "docs/a.md"
+    Then the tool call is refused with a message containing "already exists; create only makes new files"
+    And no write session is open
+    And "docs/a.md" is unchanged
+
+  Scenario: Phase 1, append: the content is added at the end, with a report and a backup
+    Given the workspace has a file "docs/a.md" with 3 lines
+    When the model begins to append "docs/a.md"
+    And the model replies "Line 4 of docs/a.md.\nLine 5 of docs/a.md.\nDONE\n"
+    Then "docs/a.md" holds the generated lines 1 to 5
+    And the model is told "Appended 2 lines to docs/a.md; backup saved"
+    And a backup of "docs/a.md" holds its previous content
+
+  Scenario: Phase 1, append: a file without a final line break gets one before the content
+    Given the workspace has a file "notes.txt" containing "first"
+    When the model begins to append "notes.txt"
+    And the model replies "second\nDONE\n"
+    Then the content of "notes.txt" is "first\nsecond\n"
+
+  Scenario: Phase 1, overwrite: the whole file is replaced, with a backup
+    Given the workspace has a file "config.md" with 30 lines
+    When the model begins to overwrite "config.md"
+    And the model replies "# Config\nnew content\nDONE\n"
+    Then the content of "config.md" is "# Config\nnew content\n"
+    And the model is told "Overwrote config.md (2 lines"
+    And a backup of "config.md" holds its previous content
+
+  # -- Phase 2 ---------------------------------------------------------------------------------
+
+  Scenario: Phase 2, insert: the content goes after the whole line holding a unique marker
+    Given the workspace has a file "docs/install.md" containing:
+      """
+      # Install
+      ## Requirements
+      Python 3.11
+      ## Steps
+      """
+    When the model begins to insert into "docs/install.md" after the line with "## Requirements"
+    And the model replies "pip 24\nDONE\n"
+    Then the content of "docs/install.md" is:
+      """
+      # Install
+      ## Requirements
+      pip 24
+      Python 3.11
+      ## Steps
+      """
+    And the model is told "Inserted 1 line after marker in docs/install.md"
+
+  Scenario: Phase 2, insert: the content goes before the line holding the marker
+    Given the workspace has a file "docs/install.md" containing:
+      """
+      # Install
+      ## Steps
+      """
+    When the model begins to insert into "docs/install.md" before the line with "Steps"
+    And the model replies "## Requirements\nPython 3.11\nDONE\n"
+    Then the content of "docs/install.md" is:
+      """
+      # Install
+      ## Requirements
+      Python 3.11
+      ## Steps
+      """
+
+  @safety
+  Scenario: Phase 2, insert, and validation: a marker that occurs more than once is refused before any damage
+    Given the workspace has a file "notes.md" containing:
+      """
+      twice
+      once
+      twice
+      """
+    When the model begins to insert into "notes.md" after the line with "twice"
+    Then the tool call is refused with a message containing "location_marker 'twice' occurs 2 times in notes.md (lines 1, 3); it must occur exactly once"
+    And no write session is open
+    And "notes.md" is unchanged
+
+  @safety
+  Scenario: Phase 2, insert: a marker that does not occur is refused
+    Given the workspace has a file "notes.md" with 3 lines
+    When the model begins to insert into "notes.md" after the line with "## Nowhere"
+    Then the tool call is refused with a message containing "occurs 0 times"
+    And "notes.md" is unchanged
+
+  Scenario: Questionnaire: a missing answer is asked for by name (the unique line to look for)
+    Given the workspace has a file "notes.md" with 3 lines
+    When the model calls "WritePlanTool_begin" with:
+      """
+      {"intent": "add a line", "target_file": "notes.md", "operation": "insert", "position": "after"}
+      """
+    Then the tool call is refused as "invalid_arguments"
+    And the tool call is refused with a message containing "requires location_marker"
+    And no write session is open
+
+  Scenario: Questionnaire: an answer that belongs to another operation is refused
+    Given the workspace has a file "notes.md" with 3 lines
+    When the model calls "WritePlanTool_begin" with:
+      """
+      {"intent": "add a line", "target_file": "notes.md", "operation": "append", "search": "x"}
+      """
+    Then the tool call is refused with a message containing "search belongs to operation 'replace_all'"
+
+  Scenario: Phase 2, replace block: the lines between the two marker lines are replaced; the marker lines stay
+    Given the workspace has a file "docs/install.md" containing:
+      """
+      # Install
+      <!-- begin steps -->
+      old step 1
+      old step 2
+      <!-- end steps -->
+      Done.
+      """
+    When the model begins to replace the block of "docs/install.md" between "<!-- begin steps -->" and "<!-- end steps -->"
+    And the model replies "new step\nDONE\n"
+    Then the content of "docs/install.md" is:
+      """
+      # Install
+      <!-- begin steps -->
+      new step
+      <!-- end steps -->
+      Done.
+      """
+    And the model is told "Replaced block between markers in docs/install.md"
+
+  @safety
+  Scenario: Phase 2, replace block: the end marker must come after the start marker
+    Given the workspace has a file "notes.md" containing:
+      """
+      END
+      middle
+      START
+      """
+    When the model begins to replace the block of "notes.md" between "START" and "END"
+    Then the tool call is refused with a message containing "must be on a later line than start_marker"
+    And "notes.md" is unchanged
+
+  Scenario: Phase 2, replace all: every occurrence of the search text is replaced
+    Given the workspace has a file "settings.toml" containing:
+      """
+      host = "old.example"
+      mirror = "old.example"
+      """
+    When the model begins to replace every "old.example" in "settings.toml"
+    And the model replies "new.example\nDONE\n"
+    Then the content of "settings.toml" is:
+      """
+      host = "new.example"
+      mirror = "new.example"
+      """
+    And the model is told "Replaced 2 occurrences in settings.toml"
+
+  @safety
+  Scenario: Phase 2, replace all: a search text that does not occur is refused
+    Given the workspace has a file "settings.toml" containing "a = 1\n"
+    When the model begins to replace every "b = 2" in "settings.toml"
+    Then the tool call is refused with a message containing "occurs 0 times"
+
+  # -- The system validates the plan -----------------------------------------------------------
+
+  @safety
+  Scenario Outline: Validation, must_exist: <operation> needs an existing file
+    When the model begins to <operation> "docs/missing.md"
+    Then the tool call is refused with a message containing "does not exist; operation '<operation>' edits an existing file"
+    And no write session is open
+
+    Examples:
+      | operation |
+      | append    |
+      | overwrite |
+
+  @safety
+  Scenario Outline: Safety: a target outside the workspace is refused ("<target>")
+    When the model begins to create "<target>"
+    Then the tool call is refused with a message containing "<message>"
+    And no write session is open
+    And no file outside the workspace changed
+
+    Examples:
+      | target                | message                          |
+      | ../outside/keep.txt   | Give a path inside the workspace |
+      | /tmp/orion-escape.txt | Give a path inside the workspace |
+      | .git/config           | inside a .git directory          |
+      | .orion/orion.db       | inside Orion's state directory   |
+
+  @safety
+  Scenario: Safety: a binary file is refused
+    Given the workspace has a binary file "logo.png"
+    When the model begins to overwrite "logo.png"
+    Then the tool call is refused with a message containing "is a binary file"
+    And "logo.png" is unchanged
+
+  @safety
+  Scenario: Safety: a directory is refused
+    Given the workspace has a directory "docs"
+    When the model begins to overwrite "docs"
+    Then the tool call is refused with a message containing "is a directory"
+
+  @validation
+  Scenario: Validation: is the content block valid? Invalid content is corrected before the write
+    When the model writes "{\"name\": \"orion\",}" to "package.json"
+    Then the model is asked for corrections of line 1
+    And the prompt contains "JSON"
+    And "package.json" does not exist
+    When the model corrects line 1 to "{\"name\": \"orion\"}"
+    Then the content of "package.json" is "{\"name\": \"orion\"}\n"
+
+  @safety
+  Scenario: Execution is deterministic: the plan is checked again when the file is written
+    Given the workspace has a file "notes.md" containing:
+      """
+      # Notes
+      ## Todo
+      """
+    When the model begins to insert into "notes.md" after the line with "## Todo"
+    And the model streams 2 lines without DONE
+    And the user changes "notes.md" to "# Notes\n"
+    And 2000 ms pass
+    And the model replies "DONE"
+    Then the model is told "Could not write notes.md"
+    And the write session of "notes.md" is "failed"
+    And the content of "notes.md" is "# Notes\n"
+
+  # -- Feedback, safety checks, auditability ---------------------------------------------------
+
+  Scenario: Feedback: the report says what was done, and a backup is kept (safety_checks.backup_required)
+    Given the workspace has a file "CHANGELOG.md" with 10 lines
+    When the model begins to append "CHANGELOG.md"
+    And the model streams 15 lines and DONE
+    Then the model is told "Appended 15 lines to CHANGELOG.md; backup saved"
+    And a backup of "CHANGELOG.md" holds its previous content
+
+  Scenario: Auditability: the plan is kept as a log of intent
+    When the model begins to create "docs/guide.md"
+    Then the journal metadata of "docs/guide.md" records "intent", "operation" and "plan"
+    When the model streams 3 lines and DONE
+    Then the trace holds "create docs/guide.md"
+    And the trace has a "write_report" event named "wrote docs/guide.md"
+
+  Scenario: Context, complex JSON: content with quotes, backslashes and braces arrives verbatim
+    When the model writes "say \"hi\" \\ {braces} [brackets]\n\ttabbed" to "docs/odd.md"
+    Then the content of "docs/odd.md" is "say \"hi\" \\ {braces} [brackets]\n\ttabbed\n"
+
+  @tools
+  Scenario: Small edits through WritePlanTool_execute follow the same plan checks
+    Given the workspace has a file "docs/a.md" with 3 lines
+    When the model calls "WritePlanTool_execute" with:
+      """
+      {"intent": "replace", "target_file": "docs/a.md", "operation": "create", "content": "x\n"}
+      """
+    Then the tool call is refused with a message containing "already exists"
+    And "docs/a.md" is unchanged
+
+  @commands
+  Scenario: Safety: a write can be undone while the file is as the session left it
+    Given the workspace has a file "docs/a.md" with 3 lines
+    When the model begins to overwrite "docs/a.md"
+    And the model replies "replaced\nDONE\n"
+    Then the content of "docs/a.md" is "replaced\n"
+    When the user undoes the write session of "docs/a.md"
+    Then "docs/a.md" is unchanged
+
+  @commands
+  Scenario: Safety: undo refuses when the file changed since the session wrote it
+    Given the workspace has a file "docs/a.md" with 3 lines
+    When the model begins to overwrite "docs/a.md"
+    And the model replies "replaced\nDONE\n"
+    And the user changes "docs/a.md" to "edited by hand\n"
+    And the user undoes the write session of "docs/a.md"
+    Then Orion reports an error containing "changed since session"
+    And the content of "docs/a.md" is "edited by hand\n"
