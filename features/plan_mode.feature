@@ -46,9 +46,10 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     And the user types "/plan done"
     When the model calls the plan tool <call>
     Then the tool "<tool>" is not advertised
-    And the tool call is refused as "unknown_tool"
+    And the tool call is denied with a message containing "<tool> needs plan work, which is not active"
+    And the plan tool call was denied by "orion_plugins.plan_mode"
     And the plan table is unchanged row by row
-    And the refusal of "<tool>" was traced as "unknown_tool"
+    And the denial of "<tool>" was traced as a policy denial by "orion_plugins.plan_mode"
     And no plan is active
 
     Examples:
@@ -89,11 +90,14 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     And no lifecycle snapshot holds a plan draft
 
   @invariant @ssot
-  Scenario: Invariant 3: plan_get returns the stored Markdown exactly
+  Scenario: Invariant 3: plan_get returns the stored Markdown exactly, with the plan's metadata
     Given plan work is active
-    When the model stores the plan draft "# Plän 📋\r\n\n- [ ] trailing spaces   \n\n```sh\necho 'hi'\n```\n\n\n"
+    When the model stores the plan draft "# Plän 📋\r\n\n- [ ] trailing spaces   \n\n```sh\necho 'hi'\n```\n\n\n" titled "Release"
     And the model calls the plan tool "plan_get"
     Then "plan_get" returned the plan draft "# Plän 📋\r\n\n- [ ] trailing spaces   \n\n```sh\necho 'hi'\n```\n\n\n"
+    And the tool result has the fields "plan_id", "title", "status", "revision" and "markdown"
+    And the tool result says "title" is "Release"
+    And the tool result says "status" is "READY"
 
   # -- Invariant 4: compaction safety ---------------------------------------------------------
 

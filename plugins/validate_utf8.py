@@ -15,6 +15,12 @@ The column counts characters of the line decoded with ``errors="replace"`` (one 
 subpart); the message adds the byte column. The context is the line with every problem escaped
 (``\\xed\\xa0\\x80``, ``\\x00``, ``\\ufffd``), cut around the position when it is long. Disable
 with ``plugins: {disable: [orion_plugins.validate_utf8]}`` in ``orion.yaml``.
+
+Most content has none of these problems, so two quick checks come first (:func:`is_clean`): a
+strict decode, in chunks cut between characters, and one ``bytes.translate`` that keeps only the
+reported control bytes and ``EF`` (the first byte of U+FFFD). When both find nothing there is
+nothing to report; otherwise :func:`~orion.write_session.repair.find_problems` does the exact
+scan, as before.
 """
 
 from __future__ import annotations
@@ -23,9 +29,48 @@ from orion import hookimpl
 from orion.validation import Issue
 from orion.write_session.repair import LineView, find_problems
 
+#: Bytes decoded per call in the quick check (a chunk stays in the CPU cache).
+CHUNK = 1 << 18
+#: What the quick check looks for after a clean decode: the reported control characters (C0
+#: except tab, LF and CR; DEL) and EF, which every U+FFFD (EF BF BD) starts with.
+_SUSPECT_BYTES = bytes(c for c in range(0x20) if c not in b"\t\n\r") + b"\x7f\xef"
+_OTHER_BYTES = bytes(c for c in range(256) if c not in _SUSPECT_BYTES)
+_REPLACEMENT = "\ufffd".encode()
+
+
+def is_clean(content: bytes) -> bool:
+    """``True`` when ``content`` has nothing to report: it is valid UTF-8 (strict decoding
+    succeeds), without U+FFFD and without a reported control character. Exactly when
+    :func:`~orion.write_session.repair.find_problems` returns nothing."""
+    view, size, start = memoryview(content), len(content), 0
+    try:
+        while start < size:
+            end = cut = min(start + CHUNK, size)
+            # Cut before a byte that is not a continuation byte (10xxxxxx): no character of
+            # valid UTF-8 spans such a cut, so the whole is valid exactly when every chunk is.
+            # Four continuation bytes in a row are invalid anyway: the exact scan reports them.
+            while end < size and 0x80 <= content[end] <= 0xBF:
+                end += 1
+                if end - cut > 3:
+                    return False
+            str(view[start:end], "utf-8")
+            start = end
+    except UnicodeDecodeError:
+        return False
+    finally:
+        view.release()
+    suspects = content.translate(None, _OTHER_BYTES)
+    if not suspects:
+        return True
+    if suspects.strip(b"\xef"):
+        return False  # a control character
+    return _REPLACEMENT not in content  # EF bytes of other characters (U+F000..U+FFFF)
+
 
 @hookimpl
 def validate_content(request):
+    if is_clean(request.content):
+        return None
     problems = find_problems(request.content)
     if not problems:
         return None

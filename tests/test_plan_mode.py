@@ -283,17 +283,19 @@ def test_plan_tools_are_advertised_only_while_plan_work_is_active(session):
 
 # == Invariant 2: a plan tool called while plan work is inactive changes nothing ================
 
-def test_a_plan_tool_never_advertised_is_refused_and_changes_nothing(session, workspace):
-    """Plan work inactive: the tool is not advertised, so the runtime refuses the call before
-    authorization (unknown tool); no handler runs, no row appears."""
-    s = session(call("plan_set_content", plan_markdown=DRAFT), expect("unknown tool"),
+def test_a_plan_tool_never_advertised_is_denied_by_policy_and_changes_nothing(session,
+                                                                              workspace):
+    """Plan work inactive: the tool is not advertised, and a call to it anyway is put to the
+    authorization plugins, which deny it as a policy failure; no handler runs, no row appears."""
+    s = session(call("plan_set_content", plan_markdown=DRAFT), expect("denied by policy"),
                 say("I cannot store plans now."))
     s("/plan on")
     s("/plan done")
     rows = s.store.rows()
     s("Store this plan.")
     assert s.done
-    assert s.tool_results()[0]["kind"] == "unknown_tool"
+    result = s.tool_results()[0]
+    assert result["kind"] == "denied" and result["plugin"] == "orion_plugins.plan_mode"
     assert s.store.rows() == rows
 
 

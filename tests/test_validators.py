@@ -19,11 +19,15 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+import orion_plugins.validate_placeholders as validate_placeholders
+import orion_plugins.validate_utf8 as validate_utf8
 from orion.config import load_config
 from orion.plugins import make_plugin_manager
 from orion.validation import Issue, ValidationRequest, collect_issues
-from orion.write_session.repair import find_problems
+from orion.write_session.repair import LineView, find_problems, text_lines
 from orion_plugins.validate_placeholders import placeholder
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "UTF-8-test.txt"
@@ -537,6 +541,147 @@ def test_a_file_wrapped_in_one_fence_is_unwrapped(pm, path, content, expected):
 ])
 def test_content_that_is_not_one_wrapped_block_is_left_alone(pm, path, content):
     assert pm.hook.normalize_content(path=path, content=content) is None
+
+
+# -- the quick paths of large content -----------------------------------------------------------
+#
+# validate_utf8 first decodes in chunks and looks for the suspect bytes with one translate; the
+# exact scan runs only when that finds something. validate_placeholders looks, at every line
+# break, for lines that start or end like a placeholder, then for keywords in those lines only.
+# Both must find exactly what the exact scans find.
+
+QUICK = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+CLEAN_LINE = "Plain text with café, 日本語, “quotes” — and an emoji 😀 at the end.\n"
+
+
+def big(size: int = 600_000) -> bytes:
+    """Clean Markdown-ish content of about ``size`` bytes: several chunks of the UTF-8 check."""
+    block = ("# A heading with other words (7)\n\n" + CLEAN_LINE * 5 + "- more items here\n"
+             "    // a comment in code\n| a | b |\n\n").encode()
+    return block * (size // len(block) + 1)
+
+
+@pytest.mark.parametrize("tail", [b"\xff", b"\xe2\x82", b"\xf0\x9f\x98", b"\x80", b"\x00",
+                                  b"\x7f", b"\x1b", "\ufffd".encode(), b"\xed\xa0\x80"])
+@pytest.mark.parametrize("where", ["end", "start", "chunk boundary"])
+def test_a_utf8_problem_anywhere_in_a_large_file_is_found(pm, tail, where):
+    data = big()
+    if where == "end":
+        content = data + tail
+    elif where == "start":
+        content = tail + data
+    else:  # right where the quick check cuts its first chunk
+        cut = validate_utf8.CHUNK
+        content = data[:cut - 1] + tail + data[cut - 1:]
+    assert validate_utf8.is_clean(content) is False
+    got = found(pm, "big.md", content, UTF8_CODES)
+    assert got and got == [(p.line, p.column, p.code) for p in find_problems(content)]
+
+
+def test_a_large_clean_file_has_no_utf8_issues_whatever_falls_on_the_chunk_boundaries(pm):
+    data = big()
+    assert validate_utf8.is_clean(data)
+    for shift in range(5):  # a 4-byte character (the emoji) across each cut, at each offset
+        content = b"x" * shift + data
+        assert validate_utf8.is_clean(content)
+        assert found(pm, "big.md", content, UTF8_CODES) == []
+
+
+def test_bytes_ef_without_a_replacement_character_are_clean(pm):
+    content = "fullwidth Ａ, private use \uf8ff, noncharacter \ufffe\n".encode() * 1000
+    assert content.count(b"\xef") == 3000
+    assert validate_utf8.is_clean(content)
+    assert issues(pm, "a.txt", content) == []
+
+
+@QUICK
+@given(parts=st.lists(st.sampled_from(
+    [b"a", b"\n", b"\r", b"\t", "é".encode(), "€".encode(), "😀".encode(), "\ufffd".encode(),
+     "Ａ".encode(), b"\x00", b"\x7f", b"\x1b", b"\x80", b"\xbf", b"\xc3", b"\xe2\x82",
+     b"\xf0\x9f\x98", b"\xed\xa0\x80", b"\xc0\xaf", b"\xff", b"\xf4\x90\x80\x80"]), max_size=40),
+    chunk=st.integers(1, 9))
+def test_the_quick_utf8_check_agrees_with_the_exact_scan(parts, chunk):
+    content = b"".join(parts)
+    saved = validate_utf8.CHUNK
+    validate_utf8.CHUNK = chunk  # tiny chunks: every cut lands somewhere interesting
+    try:
+        assert validate_utf8.is_clean(content) == (not find_problems(content))
+    finally:
+        validate_utf8.CHUNK = saved
+
+
+def placeholder_reference(content: bytes) -> list[Issue]:
+    """Every line through placeholder(), positions and contexts as the validators give them."""
+    view = LineView(content)
+    out = []
+    for number, line in enumerate(text_lines(content), 1):
+        what = placeholder(line)
+        if what is not None:
+            column = len(line) - len(line.lstrip()) + 1
+            out.append(Issue(number, column, "placeholder",
+                             f"placeholder instead of content: {line.strip()!r} ({what}); write "
+                             "the actual lines", view.context(number, column)))
+    return out
+
+
+@pytest.mark.parametrize("line", PLACEHOLDERS + [
+    "existing code ...", "rest of the file unchanged -->", "Rest of the file is unchanged",
+    "THE   REST OF THE FILE UNCHANGED", "the\u00a0rest of the file unchanged",
+    "\u3000// ... existing code ...\u3000", "\t\x0b# ... existing code ...\x0c ",
+    "5 more lines omitted --", "other methods …", "existing code . . .", "(… truncated)",
+    "Remainder of the file unchanged", "the\u2003rest of the file unchanged",
+    "# 5 lines s\u212aipped"])  # U+212A (Kelvin sign) lowercases to "k": "skipped"
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n", b"\r"])
+def test_a_placeholder_anywhere_in_a_large_file_is_found(pm, line, newline):
+    data = big(20_000).replace(b"\n", newline)  # no chunks here: the size does not matter
+    raw = line.encode()
+    lines = data.count(newline)
+    for content, number in [(data + raw, lines + 1), (data + raw + newline, lines + 1),
+                            (raw + newline + data, 1),
+                            (data[:10_000] + newline + raw + newline + data[10_000:],
+                             data.count(newline, 0, 10_000) + 2)]:
+        [issue] = [i for i in issues(pm, "big.md", content) if i.code == "placeholder"]
+        assert issue.line == number
+        assert issue.column == len(line) - len(line.lstrip()) + 1
+        assert issue.message.startswith(f"placeholder instead of content: {line.strip()!r}")
+        assert issue.context == LineView(raw).context(1, issue.column)
+    assert [issue] == placeholder_reference(content)
+
+
+def test_a_placeholder_with_bad_bytes_has_them_escaped_in_its_context(pm):
+    content = big(20_000) + b"\x0b// ... existing code ...\x1c\r\nlast"  # \x0b, \x1c: spaces
+    [issue] = [i for i in issues(pm, "a.txt", content) if i.code == "placeholder"]
+    assert (issue.column, issue.context) == (2, "\\x0b// ... existing code ...\\x1c")
+    assert [issue] == placeholder_reference(content)
+
+
+def test_the_wide_spaces_are_the_non_ascii_whitespace():
+    assert validate_placeholders.WIDE_SPACES == tuple(
+        chr(c) for c in range(128, 0x110000) if chr(c).isspace())
+
+
+LINE_PIECES = ["//", "#", "/*", "*/", "<!--", "-->", "{/*", "*/}", "{#", "#}", "--", ";", "%",
+               "*", "...", "…", ". . .", " . . .", "----", "==", "~~", "[", "]", "(", ")", "<",
+               ">", "{", "}", " ", "\t", "\x0b", "\x1c", "\x85", "\xa0", "\u2003", "\u3000",
+               "rest", "Rest", "remainder", "the", "The", "of the file", "unchanged", "code",
+               "existing", "other", "more", "lines", "12", "omitted", "for brevity", "truncated",
+               "content", "same as before", "snip", "cut", "8<", "✂", "s\u212aipped", "İ", "keep",
+               "\ufffd", "\x00", ".", "!", "x", "é", "Σ", "\ufeff", "methods", "here", "no changes",
+               "trimmed input"]
+
+
+@QUICK
+@given(lines=st.lists(st.lists(st.one_of(st.sampled_from(LINE_PIECES).map(str.encode),
+                                         st.sampled_from([b"\xff", b"\xe2\x80", b"\x80"])),
+                               max_size=8).map(b"".join), min_size=1, max_size=8),
+       newlines=st.lists(st.sampled_from([b"\n", b"\r\n", b"\r"]), min_size=8, max_size=8),
+       final=st.booleans())
+def test_the_placeholders_found_are_the_lines_placeholder_accepts(pm, lines, newlines, final):
+    content = b"".join(line + newline for line, newline in zip(lines, newlines))
+    if not final:
+        content = content.rstrip(b"\r\n")
+    got = [i for i in issues(pm, "a.txt", content) if i.code == "placeholder"]
+    assert got == placeholder_reference(content)
 
 
 # -- the built-ins and switching them off -------------------------------------------------------

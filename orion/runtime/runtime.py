@@ -27,6 +27,7 @@ from orion.statechart import builtin_statecharts, load_definition
 from orion.statechart.definition import Definition
 from orion.statechart.lifecycle import Lifecycle
 from orion.trace.recorder import Recorder
+from orion.yamlsource import YamlSourceError, load_yaml
 
 
 class CommandError(OrionError):
@@ -54,6 +55,17 @@ class _NotifyingClock:
             finally:
                 self._after()
         return self._clock.call_at(deadline_ms, fire)
+
+
+def declared_name(path: Path) -> str | None:
+    """The ``statechart:`` name a file declares (its file name when it cannot be read: loading
+    it then reports the problem with a position)."""
+    try:
+        data = load_yaml(path).data
+    except YamlSourceError:
+        return path.stem
+    name = data.get("statechart") if isinstance(data, dict) else None
+    return name if isinstance(name, str) else path.stem
 
 
 class Runtime:
@@ -95,10 +107,11 @@ class Runtime:
     # -- lifecycles ---------------------------------------------------------------------------
 
     def definition(self, name: str) -> Definition:
-        """The compiled statechart ``name`` (built-in or listed in ``orion.yaml``), with the
-        workspace's setting overrides."""
+        """The compiled statechart named ``name`` (its ``statechart:`` field), with the
+        workspace's setting overrides. A statechart listed in ``orion.yaml`` replaces the
+        built-in of the same name, whatever its file is called."""
         for path in [*self.config.statechart_paths(), *builtin_statecharts()]:
-            if path.stem == name or path.name == name:
+            if declared_name(path) == name:
                 return load_definition(path, plugins=self.plugins,
                                        overrides=self.config.overrides(name), env=self.env,
                                        overrides_origin=self.config.origin(name))

@@ -37,7 +37,6 @@ from orion.testing.steps import unescape
 from orion.testing.world import World
 
 PLAN_TOOLS = ("plan_set_content", "plan_get")
-PLAN_PLUGIN = "orion_plugins.plan_mode"
 #: A quoted field, with the common steps' escapes (``\\n``, ``\\"``, ...).
 QUOTED = r'"(?P<{}>(?:[^"\\]|\\.)*)"'
 STATUS = r'"(?P<status>COLLECTING|READY|EXECUTING|COMPLETED|CANCELLED|SUPERSEDED)"'

@@ -103,6 +103,16 @@ async def execute_call(call: RawToolCall, *, tools: Mapping[str, ToolSpec], pm: 
                            kind, arguments)
 
     spec = tools.get(call.name)
+    registered = getattr(getattr(pm, "registry", None), "tools", {})
+    if spec is None and call.name in registered:
+        # A real tool that gating withheld this turn (a plan tool while plan work is off): the
+        # call is a policy question, so the authorization plugins decide and a denial is
+        # traced as one. Allowed or not, a withheld tool does not run.
+        decision = authorize(pm, ToolCall(call.name, {}, call.id), gate)
+        if not decision.allowed:
+            reason = decision.reason or "no reason given"
+            more = {"plugin": decision.plugin} if decision.plugin else {}
+            return failure(DENIED, f"denied by policy: {reason}", None, **more)
     if spec is None:
         available = sorted(tools)
         close = difflib.get_close_matches(str(call.name), available, n=1)

@@ -11,6 +11,11 @@ Feature: A write waits for the user's review (the team's write session)
     When 10 seconds pass
     Then "docs/guide.md" does not exist
     And the model is not asked anything
+    When the user says "Is it written?"
+    And the model replies "It waits for your review."
+    Then the system prompt contains "The content of docs/guide.md is complete and waits for the user's review"
+    And the system prompt does not contain "A write session is open"
+    And "docs/guide.md" does not exist
 
   Scenario: /approve-write writes the reviewed content once
     When the model streams 250 lines to "docs/guide.md" and DONE
@@ -46,3 +51,12 @@ Feature: A write waits for the user's review (the team's write session)
     When the user types "/approve-write"
     Then the command answers "No write waits for review."
     And the model is not asked anything
+
+  Scenario: /reset sets a write that waits for review aside, unwritten
+    When the model streams 20 lines to "docs/guide.md" and DONE
+    And the user types "/reset"
+    Then the write session of "docs/guide.md" is "set_aside"
+    And the user is told "was set aside (the conversation was reset before the review)"
+    And "docs/guide.md" does not exist
+    When the user types "/approve-write"
+    Then the command answers "No write waits for review."
