@@ -52,8 +52,20 @@ def _closes(fence: tuple[bytes, int, bytes] | None, char: bytes, length: int) ->
     return fence is not None and fence[0] == char and fence[1] >= length and not fence[2]
 
 
+def _edge_lines(content: bytes) -> tuple[bytes, bytes]:
+    """The first and the last non-blank line, found from both ends without splitting the
+    whole content (it can be tens of megabytes, and most content is not wrapped)."""
+    stripped = content.strip(b" \t\r\n")
+    first = re.split(rb"\r\n|\r|\n", stripped[:4096], maxsplit=1)[0]
+    last = re.split(rb"\r\n|\r|\n", stripped[-4096:])[-1]
+    return first, last
+
+
 def unwrap(path: str, content: bytes) -> bytes | None:
     """The inside of the one fenced code block that is the whole content, or ``None``."""
+    first_line, last_line = _edge_lines(content)
+    if _fence(first_line.rstrip(b" \t")) is None or _fence(last_line.rstrip(b" \t")) is None:
+        return None  # the common case, decided without looking at the rest
     spans = [s for s in line_spans(content)]
     bodies = [content[start:text_end] for start, text_end, _ in spans]
     filled = [i for i, body in enumerate(bodies) if body.strip(b" \t")]
