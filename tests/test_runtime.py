@@ -113,19 +113,23 @@ def test_a_tool_that_is_not_advertised_is_refused(tmp_path):
     assert "read_file" not in advertised and "list_files" in advertised
 
 
-def test_a_lifecycle_timer_prompt_reaches_the_model_after_virtual_time(tmp_path):
-    class StartWrite:
-        @hookimpl
-        def register_slash_commands(self, register):
-            def begin(runtime, args):
-                session = runtime.start_lifecycle("write_session")
-                session.trigger("begin")
-                session.trigger("message_end")
-                return "session waiting"
-            register("begin-write", begin, "test: start a write session")
+class WaitingLifecycle:
+    """A test command that starts a bare write_session lifecycle and leaves it waiting for DONE
+    (its idle timer armed), without a write session around it."""
 
+    @hookimpl
+    def register_slash_commands(self, register):
+        def begin(runtime, args):
+            session = runtime.start_lifecycle("write_session")
+            session.trigger("begin")
+            session.trigger("message_end")
+            return "session waiting"
+        register("begin-write", begin, "test: start a write_session lifecycle")
+
+
+def test_a_lifecycle_timer_prompt_reaches_the_model_after_virtual_time(tmp_path):
     pm = make_plugin_manager(entrypoints=False, env={})
-    pm.register(StartWrite(), "start-write")
+    pm.register(WaitingLifecycle(), "start-write")
     result, _ = run_script(tmp_path, """\
         conversation:
           - user: /begin-write
@@ -140,17 +144,8 @@ def test_a_lifecycle_timer_prompt_reaches_the_model_after_virtual_time(tmp_path)
 
 
 def test_script_settings_override_the_lifecycle_timer(tmp_path):
-    class StartWrite:
-        @hookimpl
-        def register_slash_commands(self, register):
-            def begin(runtime, args):
-                session = runtime.start_lifecycle("write_session")
-                session.trigger("begin")
-                session.trigger("message_end")
-            register("begin-write", begin, "")
-
     pm = make_plugin_manager(entrypoints=False, env={})
-    pm.register(StartWrite(), "start-write")
+    pm.register(WaitingLifecycle(), "start-write")
     result, _ = run_script(tmp_path, """\
         settings: {write_session: {idle_ms: 500}}
         conversation:
