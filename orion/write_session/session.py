@@ -632,10 +632,6 @@ def _content_offset(checked: CheckedPlan, existing: bytes, content: bytes) -> in
     return len(bom) + matches["search"].positions[0]  # replace_all
 
 
-def describe_json(summary: SessionSummary) -> dict[str, Any]:
-    return json.loads(json.dumps(summary.__dict__))
-
-
 def session_dir(state_dir: Path, session_id: str) -> Path:
     return state_dir / "write_sessions" / session_id
 
