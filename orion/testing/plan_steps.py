@@ -318,10 +318,7 @@ def calling_request_advertised(orion_world: World) -> None:
 
 @then(parsers.re(r"the refusal of " + quoted("tool") + r" was traced as " + quoted("outcome")))
 def plan_refusal_traced(orion_world: World, tool: str, outcome: str) -> None:
-    orion_world.runtime.tracer.flush()
-    with closing(sqlite3.connect(orion_world.state_dir / DB_NAME)) as db:
-        rows = [json.loads(a) for (a,) in db.execute(
-            "SELECT attributes FROM trace_events WHERE kind = 'tool_call' ORDER BY id")]
+    rows = [event["attributes"] for event in orion_world.trace_events("tool_call")]
     calls = [a for a in rows if a["gen_ai.tool.name"] == tool]
     assert calls, f"no tool_call event for {tool}"
     assert calls[-1]["orion.tool.outcome"] == outcome, calls[-1]
@@ -330,10 +327,7 @@ def plan_refusal_traced(orion_world: World, tool: str, outcome: str) -> None:
 @then(parsers.re(r"the denial of " + quoted("tool") + r" was traced as a policy denial by "
                  + quoted("plugin")))
 def plan_denial_traced(orion_world: World, tool: str, plugin: str) -> None:
-    orion_world.runtime.tracer.flush()
-    with closing(sqlite3.connect(orion_world.state_dir / DB_NAME)) as db:
-        rows = [json.loads(a) for (a,) in db.execute(
-            "SELECT attributes FROM trace_events WHERE kind = 'policy_denial' ORDER BY id")]
+    rows = [event["attributes"] for event in orion_world.trace_events("policy_denial")]
     denials = [a for a in rows if a["gen_ai.tool.name"] == tool]
     assert denials, f"no policy_denial event for {tool}"
     assert denials[-1]["orion.policy.plugin"] == plugin, denials[-1]

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -1150,15 +1149,7 @@ def unexpected_errors(world: World) -> list[Any]:
 
 
 def _trace_events(world: World) -> list[dict[str, Any]]:
-    world.runtime.tracer.flush()
-    database = world.state_dir / "orion.db"
-    if not database.exists():
-        return []
-    with sqlite3.connect(database) as connection:
-        rows = connection.execute("SELECT kind, name, session_id, attributes FROM trace_events "
-                                  "ORDER BY id").fetchall()
-    return [{"kind": k, "name": n, "session_id": s, "attributes": json.loads(a)}
-            for k, n, s, a in rows]
+    return world.trace_events()
 
 
 @then(parsers.re(r'the trace has a "(?P<kind>\w+)" event named "(?P<name>[^"]+)"'))

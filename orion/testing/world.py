@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import os
+import sqlite3
 from collections import deque
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -355,6 +357,20 @@ class World:
     @property
     def tools_since_mark(self) -> list[Any]:
         return self.reporter.tools[self._mark[3]:]
+
+    def trace_events(self, kind: str | None = None) -> list[dict[str, Any]]:
+        """The trace events the store holds, oldest first (flushed first), optionally of one
+        kind: ``kind``, ``name``, ``session_id`` and the parsed ``attributes``."""
+        self.runtime.tracer.flush()
+        database = self.state_dir / "orion.db"
+        if not database.exists():
+            return []
+        query = "SELECT kind, name, session_id, attributes FROM trace_events"
+        with contextlib.closing(sqlite3.connect(database)) as connection:
+            rows = connection.execute(query + (" WHERE kind = ?" if kind else "")
+                                      + " ORDER BY id", (kind,) if kind else ()).fetchall()
+        return [{"kind": k, "name": n, "session_id": s, "attributes": json.loads(a)}
+                for k, n, s, a in rows]
 
     def outside_files(self) -> dict[str, str]:
         return {str(p.relative_to(self.root)): hashlib.sha256(p.read_bytes()).hexdigest()
