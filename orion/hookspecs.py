@@ -157,7 +157,19 @@ def normalize_content(path: str, content: bytes) -> bytes | None:
 @hookspec
 def validate_content(request: ValidationRequest) -> Iterable[Issue] | None:
     """Return the issues found in ``request.content`` (bytes) bound for ``request.path``:
-    each with a line, a column, a code and a message. ``None`` (or nothing) when it is fine."""
+    each with a line, a column, a code and a message. ``None`` (or nothing) when it is fine.
+    For checks whose every issue depends on one line alone, implement
+    :func:`validate_lines` instead: Orion can then run them while the content streams."""
+
+
+@hookspec
+def validate_lines(request: ValidationRequest) -> Iterable[Issue] | None:
+    """Like :func:`validate_content`, for checks where each issue depends only on the line it
+    is on (encoding, placeholders). ``request.content`` is a run of whole lines of the content:
+    all of it, or, while a write session's content streams, one piece of it that ends with a
+    line break (the last piece may not). Number lines from the piece's first line; Orion moves
+    the issues to their lines in the content. Running the check on the pieces must find what
+    running it on the whole content finds; then the write does not wait for it after ``DONE``."""
 
 
 # ---------------------------------------------------------------------------------------------

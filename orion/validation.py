@@ -1,13 +1,23 @@
-"""Content validation: plugins report issues, each with a position."""
+"""Content validation: plugins report issues, each with a position.
+
+Two hooks collect them: ``validate_content`` sees the whole content, ``validate_lines`` any run
+of whole lines. A line check can therefore run while a write session's content streams
+(:class:`StreamedLines`), so that after ``DONE`` only the last piece is left to check.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from orion.plugins import PluginManager
+
+#: Bytes of whole lines :class:`StreamedLines` gathers before it checks them: enough that a
+#: check's fixed cost does not matter, little enough that the piece stays in the CPU cache and
+#: the stream never waits long (about a millisecond with the built-in validators).
+PIECE_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -29,15 +39,94 @@ class ValidationRequest:
     settings: Mapping[str, Any] = field(default_factory=dict)
 
 
-def collect_issues(pm: PluginManager, request: ValidationRequest) -> list[Issue]:
-    """All issues from every validator, in content order."""
+def collect_issues(pm: PluginManager, request: ValidationRequest, *,
+                   streamed: StreamedLines | None = None) -> list[Issue]:
+    """All issues from every validator, in content order. ``streamed`` holds what the line
+    checks found in the content's first pieces while it streamed; only the rest is checked."""
+    if streamed is None:
+        issues = _issues(pm.hook.validate_lines(request=request), "validate_lines")
+    else:
+        issues = streamed.issues_of(request)
+    issues += _issues(pm.hook.validate_content(request=request), "validate_content")
+    return sorted(issues, key=lambda i: (i.line, i.column, i.code))
+
+
+def _issues(results: Iterable[Any], hook: str) -> list[Issue]:
     issues: list[Issue] = []
-    for found in pm.hook.validate_content(request=request):
+    for found in results:
         if not found:
             continue
         for issue in [found] if isinstance(found, (Issue, str, bytes)) else found:
             if not isinstance(issue, Issue):
-                raise TypeError(f"validate_content returned {type(issue).__name__} "
-                                f"{issue!r:.60}, not an Issue")
+                raise TypeError(f"{hook} returned {type(issue).__name__} {issue!r:.60}, "
+                                "not an Issue")
             issues.append(issue)
-    return sorted(issues, key=lambda i: (i.line, i.column, i.code))
+    return issues
+
+
+def line_breaks(data: bytes) -> int:
+    """How many lines end in ``data``: at ``\\r\\n``, ``\\n`` or ``\\r``, as validators count."""
+    return data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
+
+
+@dataclass
+class StreamedLines:
+    """The ``validate_lines`` hook, run on a content while it still grows.
+
+    The owner passes the bytes that arrived after :attr:`checked` to :meth:`check` now and
+    then (when :meth:`due`); the whole lines among them are checked as one piece, and the
+    issues kept with their lines in the content. :meth:`issues_of` then checks what is left
+    of the finished content: the result is what ``validate_lines`` on the whole content
+    returns. A piece always ends with ``\\n``, so it never splits a ``\\r\\n`` or a character.
+    """
+
+    pm: PluginManager
+    path: str
+    settings: Mapping[str, Any]
+    piece_bytes: int = PIECE_BYTES
+    #: Bytes at the start of the content that were checked: whole lines.
+    checked: int = 0
+    #: Lines in them.
+    lines: int = 0
+    issues: list[Issue] = field(default_factory=list)
+    #: A validator failed on a piece: the whole content is checked at the end instead, where
+    #: the failure surfaces as it would have without streaming.
+    failed: bool = False
+
+    def due(self, size: int) -> bool:
+        """Whether a content of ``size`` bytes has a piece's worth of bytes to check."""
+        return not self.failed and size - self.checked >= self.piece_bytes
+
+    def check(self, unchecked: bytes) -> None:
+        """Check the whole lines at the start of ``unchecked``: the content after
+        :attr:`checked`."""
+        end = unchecked.rfind(b"\n") + 1
+        if not end or self.failed:
+            return
+        piece = unchecked[:end]
+        try:
+            self.issues += self._run(piece)
+        except Exception:
+            self.failed = True
+            return
+        self.checked += end
+        self.lines += line_breaks(piece)
+
+    def issues_of(self, request: ValidationRequest) -> list[Issue]:
+        """The issues ``validate_lines`` finds in ``request.content``, the finished content
+        whose first :attr:`checked` bytes are the ones checked."""
+        content = request.content
+        if self.failed or len(content) < self.checked:
+            return _issues(self.pm.hook.validate_lines(request=request), "validate_lines")
+        rest = content[self.checked:] if self.checked else content
+        found = list(self.issues)
+        if rest or not self.checked:
+            found += self._run(rest)
+        return found
+
+    def _run(self, piece: bytes) -> list[Issue]:
+        request = ValidationRequest(self.path, piece, self.settings)
+        found = _issues(self.pm.hook.validate_lines(request=request), "validate_lines")
+        if not self.lines:
+            return found
+        return [replace(issue, line=issue.line + self.lines) for issue in found]

@@ -16,6 +16,9 @@ subpart); the message adds the byte column. The context is the line with every p
 (``\\xed\\xa0\\x80``, ``\\x00``, ``\\ufffd``), cut around the position when it is long. Disable
 with ``plugins: {disable: [orion_plugins.validate_utf8]}`` in ``orion.yaml``.
 
+Every issue depends on its line alone, so this is a ``validate_lines`` check: a write session
+runs it on the content in pieces while it streams.
+
 Most content has none of these problems, so two quick checks come first (:func:`is_clean`): a
 strict decode, in chunks cut between characters, and one ``bytes.translate`` that keeps only the
 reported control bytes and ``EF`` (the first byte of U+FFFD). When both find nothing there is
@@ -68,7 +71,7 @@ def is_clean(content: bytes) -> bool:
 
 
 @hookimpl
-def validate_content(request):
+def validate_lines(request):
     if is_clean(request.content):
         return None
     problems = find_problems(request.content)

@@ -146,6 +146,8 @@ class Journal:
         self._now_ms = now_ms or _wall_ms
         self._on_degraded = on_degraded
         self._buf = bytearray()
+        # content()'s last copy. The buffer only grows, so a copy of the same length is current.
+        self._snapshot: bytes | None = None
         self._lines = 0
         self._pending_lines = 0
         self._flushed = 0
@@ -275,8 +277,17 @@ class Journal:
     # -- reading -----------------------------------------------------------------------------
 
     def content(self) -> bytes:
-        """Everything received so far."""
-        return bytes(self._buf)
+        """Everything received so far. The copy is kept until more content arrives: finalizing
+        reads the content several times, and it can be tens of megabytes."""
+        if self._snapshot is None or len(self._snapshot) != len(self._buf):
+            self._snapshot = None  # one copy at a time
+            self._snapshot = bytes(self._buf)
+        return self._snapshot
+
+    def read(self, start: int) -> bytes:
+        """The content from byte ``start`` on (a copy of that part only)."""
+        with memoryview(self._buf) as view:
+            return bytes(view[start:])
 
     @property
     def lines(self) -> int:

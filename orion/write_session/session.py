@@ -20,7 +20,7 @@ from orion.errors import ActionError, OrionError
 from orion.models.events import Finish
 from orion.runtime.report import Progress
 from orion.trace.events import Kind, TraceEvent
-from orion.validation import Issue, ValidationRequest, collect_issues
+from orion.validation import Issue, StreamedLines, ValidationRequest, collect_issues
 from orion.write_session.journal import Journal
 from orion.write_session.operations import WriteResult, apply_operation, execute
 from orion.write_session.plan import (CheckedPlan, Operation, line_ending, match_plan, recheck,
@@ -95,6 +95,11 @@ class WriteSession:
         self._bytes_at_start = 0  # the journal's size when the current message started
         self._circular = False  # the current message started the file over
         self._commentary_message: Message | None = None  # the message whose DONE ended it
+        # The line checks run on the content as it streams, so a large write is checked before
+        # DONE arrives. Edits are checked as the file after the edit (see validate_write).
+        self._streamed = StreamedLines(runtime.plugins, checked.relative,
+                                       dict(lifecycle.settings)) \
+            if checked.plan.operation in (Operation.CREATE, Operation.OVERWRITE) else None
         self.report = ""
         # A journal that cannot write to disk (full, read-only) goes on in memory: say so once.
         if journal.degraded is not None:
@@ -138,6 +143,8 @@ class WriteSession:
                 self.journal.append(content)
                 if "\n" in content:
                     self._live()
+                    if self._streamed is not None and self._streamed.due(self.journal.bytes):
+                        self._streamed.check(self.journal.read(self._streamed.checked))
         elif mode == "hold":
             self._held.append(text)
             self._held_size += len(text)
@@ -366,7 +373,10 @@ class WriteSession:
                 self._trace(Kind.VALIDATION_ISSUE, "content normalized", {
                     "orion.code": "normalized", "orion.bytes.before": len(self.journal.content()),
                     "orion.bytes.after": len(content)})
-        self.issues = validate_write(pm, self.plan, content, dict(self.lifecycle.settings))
+        # The streamed checks saw the journal's bytes: they hold for content that is still those.
+        streamed = self._streamed if self._fixed is None else None
+        self.issues = validate_write(pm, self.plan, content, dict(self.lifecycle.settings),
+                                     streamed=streamed)
         for issue in self.issues:
             self._trace(Kind.VALIDATION_ISSUE, f"issue {issue.code}", {
                 "orion.line": issue.line, "orion.column": issue.column,
@@ -554,7 +564,8 @@ class WriteSession:
 
 
 def validate_write(pm: Any, checked: CheckedPlan, content: bytes,
-                   settings: dict[str, Any] | None = None) -> list[Issue]:
+                   settings: dict[str, Any] | None = None, *,
+                   streamed: StreamedLines | None = None) -> list[Issue]:
     """The issues of ``content`` for ``checked``'s write, with lines and columns of the
     content (what the model wrote, and what its ``L<line>:`` corrections refer to).
 
@@ -564,11 +575,14 @@ def validate_write(pm: Any, checked: CheckedPlan, content: bytes,
     validated instead; an issue on a line of the content is moved to that line of the content,
     an issue elsewhere counts only if the file did not have it before the edit (a bracket the
     content leaves open is reported further down) and is shown on the content's nearest line,
-    saying where it is in the file."""
+    saying where it is in the file.
+
+    ``streamed``: the line checks already run on ``content``'s first pieces as it streamed
+    (for a create or an overwrite)."""
     settings = dict(settings or {})
     path = checked.relative
     if checked.plan.operation in (Operation.CREATE, Operation.OVERWRITE):
-        return collect_issues(pm, ValidationRequest(path, content, settings))
+        return collect_issues(pm, ValidationRequest(path, content, settings), streamed=streamed)
     target = checked.target
     try:
         existing = target.read_bytes()
