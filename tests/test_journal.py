@@ -3,6 +3,7 @@ thresholds on a virtual clock, byte-exact encoding, reopening, the lock and degr
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -238,6 +239,25 @@ def test_reopen_counts_lines_and_bytes(session, clock):
     again.flush()
     assert on_disk(session) == b"a\nb\ncd\n"
     assert state(session)["lines"] == 3
+    again.close()
+
+
+def test_content_and_its_sha256_follow_every_append(session, clock):
+    """content() hands out one copy until more arrives; sha256() is always the content's."""
+    j = make(session, clock, flush_lines=2)
+    expected = b""
+    for part in ["a\n", "b\nc", "", "\u00e9\n" * 3, "tail without a break", "\udc80\n"]:
+        j.append(part)
+        expected += part.encode("utf-8", "surrogateescape") if part != "\udc80\n" \
+            else b"\x80\n"
+        assert j.content() == expected
+        assert j.content() is j.content()  # no new copy while nothing arrived
+        assert j.sha256() == hashlib.sha256(expected).hexdigest()
+    j.flush()
+    j._close_fd()
+    again = Journal.open(session, now_ms=clock.now_ms)
+    assert again.sha256() == hashlib.sha256(expected).hexdigest()
+    assert again.read(len(expected) - 2) == b"\x80\n"
     again.close()
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import codecs
 import errno
+import hashlib
 import json
 import logging
 import os
@@ -148,6 +149,10 @@ class Journal:
         self._buf = bytearray()
         # content()'s last copy. The buffer only grows, so a copy of the same length is current.
         self._snapshot: bytes | None = None
+        # SHA-256 of the first _hashed bytes, brought up to date at every flush: finalizing
+        # records the content's hash, and hashing tens of megabytes then would delay the write.
+        self._digest = hashlib.sha256()
+        self._hashed = 0
         self._lines = 0
         self._pending_lines = 0
         self._flushed = 0
@@ -258,6 +263,7 @@ class Journal:
         now = self._now_ms()
         self._pending_lines = 0
         self._last_flush_ms = now
+        self._hash_pending()
         if self._fd is None:
             return
         try:
@@ -283,6 +289,16 @@ class Journal:
             self._snapshot = None  # one copy at a time
             self._snapshot = bytes(self._buf)
         return self._snapshot
+
+    def sha256(self) -> str:
+        """The SHA-256 (hex) of everything received so far."""
+        self._hash_pending()
+        return self._digest.copy().hexdigest()
+
+    def _hash_pending(self) -> None:
+        with memoryview(self._buf) as view:
+            self._digest.update(view[self._hashed:])
+        self._hashed = len(self._buf)
 
     def read(self, start: int) -> bytes:
         """The content from byte ``start`` on (a copy of that part only)."""

@@ -240,7 +240,8 @@ class WriteSession:
                 return
             self._start_message()
         self._in_message = False
-        text = "".join(self._message_text)
+        # A content message can be megabytes: only the modes that read a reply join its text.
+        text = "".join(self._message_text) if self._mode in ("hold", "corrections") else ""
         if self._mode == "hold":
             if text.strip() == self.terminator:  # a reply that is only DONE
                 self._mode = "content"
@@ -255,7 +256,7 @@ class WriteSession:
             rest = self.marker.end_message()
             if rest:
                 self.journal.append(rest)
-            if self._done_in_open_fence(text):
+            if self._done_in_open_fence():
                 self.marker.done = True
         if message is not None and (self.journal.bytes > self._bytes_at_start
                                     or self._circular):
@@ -276,7 +277,7 @@ class WriteSession:
         else:
             self._trigger("message_end")
 
-    def _done_in_open_fence(self, text: str) -> bool:
+    def _done_in_open_fence(self) -> bool:
         """A message whose last line is the terminator, but which ends inside a fenced block.
 
         Models wrap a Markdown file in ```` ```markdown ```` and nest ```` ```sh ```` blocks in
@@ -287,8 +288,7 @@ class WriteSession:
         as with DONE. The content keeps the fences; ``unwrap_fence`` reads the nesting."""
         if self.marker.done or not self.marker.in_fence:
             return False
-        last = text.rstrip(" \t\r\n").rsplit("\n", 1)[-1]
-        if last.strip(" \t\r") != self.terminator:
+        if _last_line(self._message_text).strip(" \t\r") != self.terminator:
             return False
         content = self.content()
         body = content.rstrip(b" \t\r\n")
@@ -544,7 +544,8 @@ class WriteSession:
             target = self.plan.target
             before = target.read_bytes() if target.is_file() else None
             state["finalizing"] = {
-                "content_sha256": hashlib.sha256(self.content()).hexdigest(),
+                "content_sha256": self.journal.sha256() if self._fixed is None
+                else hashlib.sha256(self._fixed).hexdigest(),
                 "before_sha256": hashlib.sha256(before).hexdigest() if before is not None
                 else None}
         return state
@@ -558,6 +559,18 @@ class WriteSession:
     def _trace(self, kind: str, name: str, attributes: dict[str, Any]) -> None:
         self.runtime.tracer.emit(TraceEvent(kind, name, self.runtime.clock.now_ms(),
                                             self.runtime.conversation.id, self.id, attributes))
+
+
+def _last_line(chunks: list[str]) -> str:
+    """The last non-blank line of the text ``chunks`` make, joining only the chunks it is in."""
+    parts: list[str] = []
+    filled = False  # a chunk after this one has text that is not blank
+    for chunk in reversed(chunks):
+        parts.append(chunk)
+        if "\n" in (chunk if filled else chunk.rstrip(" \t\r\n")):
+            break
+        filled = filled or bool(chunk.strip(" \t\r\n"))
+    return "".join(reversed(parts)).rstrip(" \t\r\n").rsplit("\n", 1)[-1]
 
 
 # -- validation of a write ---------------------------------------------------------------------
