@@ -52,6 +52,9 @@ _UNCHANGED = (r"(?:unchanged|the same|as (?:is|before|it was|above|previously|in
               r"truncated|here|goes here|follows|continues(?: below| here)?|below|above|"
               r"same as before|same as above)")
 _VERB = r"(?:keep|keeping|retain|preserve|leave|insert|add|put|paste|include|copy|place)"
+#: A count: "12", "1,000", "1.5k"; not a number that ends in "." or "," ("## 12. More lines" is
+#: a numbered section title).
+_COUNT = r"\d(?:[\d,.]*\d)?k?"
 _GONE = (r"(?:omitted|elided|truncated|trimmed|shortened|abbreviated|removed|skipped|hidden|"
          r"left out|not shown|cut|snipped)")
 
@@ -95,12 +98,12 @@ PATTERNS: tuple[Pattern, ...] = (
        rf"(?:[\w'-]+ ){{0,4}}{_GONE} (?:here )?for (?:brevity|space|length)",
        DECORATED),
     _p("a count of omitted lines",
-       rf"(?:(?:and|plus) )?\d[\d,.]*k? (?:more |other |additional |remaining |similar |"
+       rf"(?:(?:and|plus) )?{_COUNT} (?:more |other |additional |remaining |similar |"
        rf"further |more similar )?(?:lines?|characters?|chars|bytes|tokens|items|entries|"
        rf"rows|methods|functions|tests|cases|fields|elements) {_BE}{_GONE}(?: here)?",
        DECORATED),
     _p("a count of omitted lines",
-       r"(?:(?:and|plus) )?\d[\d,.]*k? (?:more|other|additional|remaining|further) "
+       rf"(?:(?:and|plus) )?{_COUNT} (?:more|other|additional|remaining|further) "
        r"(?:lines?|characters?|chars|bytes|tokens|items|entries|rows|methods|functions|tests|"
        r"cases|fields|elements)", DECORATED),
     _p("'same as before' instead of content",

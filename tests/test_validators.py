@@ -432,6 +432,10 @@ PLACEHOLDERS = [
     "[Output truncated: 1234 characters]",
     "[... 50 lines omitted ...]",
     "// ... 120 more lines",
+    "// ... 1,000 more lines ...",
+    "# 1.5k more lines omitted",
+    "(and 12 more lines)",
+    "# 12 more lines",
     "# Implementation omitted for brevity",
     "(omitted for brevity)",
     "# Same as before",
@@ -468,6 +472,13 @@ NOT_PLACEHOLDERS = [
     "(unchanged)",
     "# cut the string at the first space",
     "THE END",
+    # numbered section titles: a number that ends in "." or "," is not a count
+    "## 12. More lines",
+    "### 3. More options",
+    "## 4. More tests",
+    "# 1.2. More lines",
+    "## 12. More lines omitted",
+    "// 7, more lines",
 ]
 
 
@@ -483,6 +494,12 @@ def test_placeholders_are_found(pm, line):
 @pytest.mark.parametrize("line", NOT_PLACEHOLDERS)
 def test_ordinary_lines_are_not_placeholders(line):
     assert placeholder(line) is None
+
+
+def test_numbered_section_titles_in_markdown_are_not_counts_of_omitted_lines(pm):
+    content = ("# Guide\n\n## 12. More lines\n\ntext\n\n### 3. More tests omitted\n\n"
+               "## 1.5. Other fields\n\n// ... 1,000 more lines ...\n")
+    assert found(pm, "guide.md", content) == [(11, 1, "placeholder")]
 
 
 def test_placeholder_message_says_what_was_found(pm):
