@@ -52,12 +52,43 @@ def _closes(fence: tuple[bytes, int, bytes] | None, char: bytes, length: int) ->
     return fence is not None and fence[0] == char and fence[1] >= length and not fence[2]
 
 
+_BLANK = b" \t\r\n"
+_BREAK = re.compile(rb"\r\n|\r|\n")
+#: How many bytes of each end are looked at: at most this much of the first and the last line.
+_EDGE = 4096
+
+
+def _content_bounds(content: bytes) -> tuple[int, int]:
+    """``(start, end)`` such that ``content[start:end] == content.strip(_BLANK)``, found with
+    slices of the ends (doubling while they are entirely blank) instead of a copy of the whole
+    content."""
+    size = len(content)
+    start, step = 0, _EDGE
+    while start < size:
+        chunk = content[start:start + step]
+        kept = chunk.lstrip(_BLANK)
+        start += len(chunk) - len(kept)
+        if kept:
+            break
+        step *= 2
+    end, step = size, _EDGE
+    while end > start:
+        chunk = content[max(start, end - step):end]
+        kept = chunk.rstrip(_BLANK)
+        end -= len(chunk) - len(kept)
+        if kept:
+            break
+        step *= 2
+    return start, end
+
+
 def _edge_lines(content: bytes) -> tuple[bytes, bytes]:
-    """The first and the last non-blank line, found from both ends without splitting the
-    whole content (it can be tens of megabytes, and most content is not wrapped)."""
-    stripped = content.strip(b" \t\r\n")
-    first = re.split(rb"\r\n|\r|\n", stripped[:4096], maxsplit=1)[0]
-    last = re.split(rb"\r\n|\r|\n", stripped[-4096:])[-1]
+    """The first and the last non-blank line (without the blanks before the first and after the
+    last, and at most :data:`_EDGE` bytes of each), found from both ends without splitting or
+    copying the whole content (it can be tens of megabytes, and most content is not wrapped)."""
+    start, end = _content_bounds(content)
+    first = _BREAK.split(content[start:min(end, start + _EDGE)], maxsplit=1)[0]
+    last = _BREAK.split(content[max(start, end - _EDGE):end])[-1]
     return first, last
 
 

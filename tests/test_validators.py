@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import orion_plugins.unwrap_fence as unwrap_fence
 import orion_plugins.validate_placeholders as validate_placeholders
 import orion_plugins.validate_utf8 as validate_utf8
 from orion.config import load_config
@@ -534,6 +535,12 @@ def test_orions_own_sources_and_docs_have_no_placeholders():
      b"# T\n\n```python\nx\n```\n\nend\n"),
     ("README.md", b"````md\n# T\n```\nx\n```\n````\n", b"# T\n```\nx\n```\n"),
     ("notes.txt", b"```text\nhello\n~~~\nworld\n~~~\n```\n", b"hello\n~~~\nworld\n~~~\n"),
+    ("app.py", b"\r\r```python\rx = 1\r```\r\r", b"x = 1\r"),              # CR line breaks
+    ("app.py", b"```py\rx\r``` \t\r\n", b"x\r"),
+    ("app.py", b"```\r```", b""),
+    ("app.py", b"```py\r\nx\r\n\r\n```", b"x\r\n\r\n"),
+    ("app.py", b" \t\r\n" * 3000 + b"```\nx\n```" + b"\r\n \t" * 3000, b"x\n"),  # long blanks
+    ("app.py", b"\n" * 100_000 + b"```\r\nx\r\n```\r\n" + b" " * 100_000, b"x\r\n"),
 ])
 def test_a_file_wrapped_in_one_fence_is_unwrapped(pm, path, content, expected):
     assert pm.hook.normalize_content(path=path, content=content) == expected
@@ -555,9 +562,43 @@ def test_a_file_wrapped_in_one_fence_is_unwrapped(pm, path, content, expected):
     ("README.md", b"```\nls\n```\n"),
     ("README.md", b"```markdown\n# T\n```\nx\n```\n```\n"),             # closes early
     ("README.md", b"```markdown\n# T\n```python\nx\n```\n"),            # outer not closed
+    ("app.py", b""),
+    ("app.py", b" \t\r\n" * 3000),                                         # all blank
+    ("app.py", b"\n" * 10_000 + b"```\n" + b"\r" * 10_000),                 # one fence
+    ("app.py", b"\r\n" * 5000 + b"```py\r\nx\r\n``` x\r\n" + b"\t" * 5000),
 ])
 def test_content_that_is_not_one_wrapped_block_is_left_alone(pm, path, content):
     assert pm.hook.normalize_content(path=path, content=content) is None
+
+
+def edge_lines_reference(content: bytes, edge: int) -> tuple[bytes, bytes]:
+    """The first and the last line of the content without its blanks, ``edge`` bytes at most."""
+    stripped = content.strip(b" \t\r\n")
+    return (re.split(rb"\r\n|\r|\n", stripped[:edge], maxsplit=1)[0],
+            re.split(rb"\r\n|\r|\n", stripped[-edge:])[-1])
+
+
+@pytest.mark.parametrize("content", [
+    b"", b" ", b"\r", b"\r\n", b" \t\r\n" * 5000, b"x", b"\n\nx\n\n", b"a\rb\rc", b"a\r\nb",
+    b" \n" * 5000 + b" ```py \r\nx\r\n``` " + b"\r\n\t" * 5000,
+    b"\r" * 9000 + b"a\rb" + b"\r" * 9000, b"\t" * 5000 + b"x" + b"\n" * 5000,
+    b"x" * 10_000, b"\n" + b"x" * 10_000 + b"\ny" * 3000 + b"\n"])
+def test_the_edge_lines_are_the_first_and_last_lines_of_the_stripped_content(content):
+    assert unwrap_fence._edge_lines(content) == edge_lines_reference(content, unwrap_fence._EDGE)
+
+
+@settings(max_examples=500, deadline=None)
+@given(parts=st.lists(st.sampled_from([b" ", b"\t", b"\r", b"\n", b"\r\n", b"```", b"x",
+                                       b" \r\n" * 7]), max_size=30),
+       edge=st.sampled_from([1, 2, 3, 5, 4096]))
+def test_the_edge_lines_agree_with_stripping_the_whole_content(parts, edge):
+    content = b"".join(parts)
+    saved = unwrap_fence._EDGE
+    unwrap_fence._EDGE = edge  # tiny ends: blank runs longer than several of them
+    try:
+        assert unwrap_fence._edge_lines(content) == edge_lines_reference(content, edge)
+    finally:
+        unwrap_fence._EDGE = saved
 
 
 # -- the quick paths of large content -----------------------------------------------------------
