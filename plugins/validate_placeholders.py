@@ -16,6 +16,8 @@ only with an ellipsis around them (``// ... other settings ...``). Bare elisions
 documentation. Lines longer than :data:`MAX_LINE` characters are not examined.
 
 Disable with ``plugins: {disable: [orion_plugins.validate_placeholders]}`` in ``orion.yaml``.
+Every issue depends on its line alone, so this is a ``validate_lines`` check: a write session
+runs it on the content in pieces while it streams.
 """
 
 from __future__ import annotations
@@ -302,7 +304,7 @@ def _lines_to_examine(data: bytes) -> list[tuple[int, bytes]]:
 
 
 @hookimpl
-def validate_content(request):
+def validate_lines(request):
     data = request.content
     if b"\r" in data:  # lines end at \r\n, \n and \r: the same lines, ending at \n
         data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
