@@ -64,9 +64,14 @@ def _issues(results: Iterable[Any], hook: str) -> list[Issue]:
     return issues
 
 
-def line_breaks(data: bytes) -> int:
-    """How many lines end in ``data``: at ``\\r\\n``, ``\\n`` or ``\\r``, as validators count."""
-    return data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
+def line_breaks(data: bytes, start: int = 0, end: int | None = None) -> int:
+    """How many lines end in ``data[start:end]``: at ``\\r\\n``, ``\\n`` or ``\\r``, as
+    validators count them."""
+    end = len(data) if end is None else end
+    count = data.count(b"\n", start, end)
+    if data.find(b"\r", start, end) != -1:
+        count += data.count(b"\r", start, end) - data.count(b"\r\n", start, end)
+    return count
 
 
 @dataclass
@@ -75,8 +80,9 @@ class StreamedLines:
 
     The owner passes the bytes that arrived after :attr:`checked` to :meth:`check` now and
     then (when :meth:`due`); the whole lines among them are checked as one piece, and the
-    issues kept with their lines in the content. :meth:`issues_of` then checks what is left
-    of the finished content: the result is what ``validate_lines`` on the whole content
+    issues kept with the piece's offset. :meth:`issues_of` then checks what is left of the
+    finished content and numbers the issues' lines in the content (counting lines only up to
+    the last piece with an issue): the result is what ``validate_lines`` on the whole content
     returns. A piece always ends with ``\\n``, so it never splits a ``\\r\\n`` or a character.
     """
 
@@ -86,9 +92,8 @@ class StreamedLines:
     piece_bytes: int = PIECE_BYTES
     #: Bytes at the start of the content that were checked: whole lines.
     checked: int = 0
-    #: Lines in them.
-    lines: int = 0
-    issues: list[Issue] = field(default_factory=list)
+    #: ``(offset, issues)`` of each checked piece that has issues; lines count from the piece.
+    found: list[tuple[int, list[Issue]]] = field(default_factory=list)
     #: A validator failed on a piece: the whole content is checked at the end instead, where
     #: the failure surfaces as it would have without streaming.
     failed: bool = False
@@ -103,14 +108,14 @@ class StreamedLines:
         end = unchecked.rfind(b"\n") + 1
         if not end or self.failed:
             return
-        piece = unchecked[:end]
         try:
-            self.issues += self._run(piece)
+            issues = self._run(unchecked[:end])
         except Exception:
             self.failed = True
             return
+        if issues:
+            self.found.append((self.checked, issues))
         self.checked += end
-        self.lines += line_breaks(piece)
 
     def issues_of(self, request: ValidationRequest) -> list[Issue]:
         """The issues ``validate_lines`` finds in ``request.content``, the finished content
@@ -118,15 +123,20 @@ class StreamedLines:
         content = request.content
         if self.failed or len(content) < self.checked:
             return _issues(self.pm.hook.validate_lines(request=request), "validate_lines")
+        pieces = list(self.found)
         rest = content[self.checked:] if self.checked else content
-        found = list(self.issues)
         if rest or not self.checked:
-            found += self._run(rest)
-        return found
+            pieces.append((self.checked, self._run(rest)))
+        issues: list[Issue] = []
+        lines = counted = 0  # the lines that end before byte `counted`
+        for offset, found in pieces:
+            if not found:
+                continue
+            lines += line_breaks(content, counted, offset)
+            counted = offset
+            issues += [replace(issue, line=issue.line + lines) for issue in found]
+        return issues
 
     def _run(self, piece: bytes) -> list[Issue]:
         request = ValidationRequest(self.path, piece, self.settings)
-        found = _issues(self.pm.hook.validate_lines(request=request), "validate_lines")
-        if not self.lines:
-            return found
-        return [replace(issue, line=issue.line + self.lines) for issue in found]
+        return _issues(self.pm.hook.validate_lines(request=request), "validate_lines")

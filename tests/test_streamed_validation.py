@@ -108,10 +108,13 @@ def test_pieces_end_at_line_ends_and_lines_are_counted_like_validators_count_the
     content = b"a\r\nb\rc\nd"
     streamed = StreamedLines(pm, "x.txt", {}, piece_bytes=1)
     streamed.check(content[:4])  # "a\r\nb": one whole line
-    assert (streamed.checked, streamed.lines) == (3, 1)
-    streamed.check(content[3:])
-    assert (streamed.checked, streamed.lines) == (7, 3)
+    assert streamed.checked == 3
+    streamed.check(content[3:])  # "b\rc\nd": two more; "d" waits for its line break
+    assert streamed.checked == 7
     assert line_breaks(content) == 3
+    assert [line_breaks(content, 0, end) for end in range(len(content) + 1)] == \
+        [0, 0, 1, 1, 1, 2, 2, 3, 3]  # "\r" then "\n" of one "\r\n" count once
+    assert line_breaks(b"x\ny\n", 1, 3) == 1
 
 
 def test_a_line_check_that_fails_on_a_piece_fails_where_it_would_have_failed(pm):
