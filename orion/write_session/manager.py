@@ -67,7 +67,7 @@ class SessionManager:
         runtime.lifecycles[lifecycle_key(lifecycle.id)] = lifecycle
         self.sessions.append(session)
         lifecycle.trigger("begin", target_file=checked.relative, operation=plan.operation.value)
-        journal.flush(session._journal_state())
+        session.checkpoint()
         runtime.text_sinks.append(session.feed)
         return {"session_id": lifecycle.id, "stage": "awaiting_content",
                 "target_file": checked.relative, "operation": plan.operation.value,
@@ -85,7 +85,9 @@ class SessionManager:
 
         A session that crashed after DONE (``finalizing``) is finalized again instead, and one
         that waited for corrections (``needs_corrections``) is validated again, which asks for
-        the corrections anew. A snapshot of another version of the statechart is replaced by a
+        the corrections anew. One in a state a team's statechart added, which takes none of
+        these steps, is restored in that state and waits there (its entry actions do not run
+        again; a notice says where it is). A snapshot of another version of the statechart is replaced by a
         fresh lifecycle with the saved counters. Raises :class:`OrionError` (the orphan is left
         as it was) when the plan no longer fits the workspace or the session had ended."""
         from orion.write_session.recovery import RecoveryError
@@ -114,7 +116,8 @@ class SessionManager:
         session = WriteSession(runtime, checked, lifecycle, journal)
         runtime.lifecycles[lifecycle_key(lifecycle.id)] = lifecycle
         self.sessions.append(session)
-        runtime.text_sinks.append(session.feed)
+        if session.active:  # in a state of the team's own, the model's text is not content
+            runtime.text_sinks.append(session.feed)
         (orphan.directory / "resume").unlink(missing_ok=True)
         self._go_on(session)
         return session
@@ -148,9 +151,12 @@ class SessionManager:
             session.finalize()
         elif "truncated" in lifecycle.allowed_triggers():
             session._truncated()
-        else:  # pragma: no cover - every active state takes one of the above
-            raise OrionError(f"write session {session.id[:8]} is in state {lifecycle.state}, "
-                             "which cannot continue")
+        else:
+            # A state the team's statechart added (a review before the write, say): the session
+            # waits there again, and what leaves it (a command calling ``fire``) still can.
+            session.runtime.reporter.notice(
+                f"write session {session.id[:8]} for {session.plan.relative} is back in state "
+                f"{lifecycle.state}; its statechart goes on from there")
 
     def close(self) -> None:
         """Release the journals of sessions still open (flushed, lock removed), as a process

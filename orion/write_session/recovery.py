@@ -599,12 +599,13 @@ def workspace_settings(workspace: Path, plugins: PluginManager) -> dict[str, Any
     applied), or ``{}`` when the statechart cannot be loaded."""
     from orion.config import load_config
     from orion.errors import ConfigError, StatechartError
+    from orion.runtime.runtime import declared_name
     from orion.statechart import builtin_statecharts, load_definition
 
     try:
         config = load_config(workspace)
         for path in [*config.statechart_paths(), *builtin_statecharts()]:
-            if path.stem == "write_session":
+            if declared_name(path) == "write_session":  # as Runtime.definition finds it
                 definition = load_definition(path, plugins=plugins,
                                              overrides=config.overrides("write_session"),
                                              overrides_origin=config.origin("write_session"))

@@ -265,7 +265,7 @@ class WriteSession:
             if self._circular and self.lifecycle.is_in("session_active.finalizing"):
                 self._restarted()
             return
-        self.journal.flush(self._journal_state())
+        self.checkpoint()
         if self.marker.done:
             self._commentary_message = message
             self._note_commentary()
@@ -359,7 +359,7 @@ class WriteSession:
     def finalize(self) -> None:
         """Validate (normalized) content; ask for corrections, or write it. This is the
         internal ``finalizeSession``: the model never calls it."""
-        self.journal.flush(self._journal_state())
+        self.checkpoint()
         content = self.content()
         pm = self.runtime.plugins
         if not self._normalized:
@@ -382,7 +382,7 @@ class WriteSession:
                 "orion.line": issue.line, "orion.column": issue.column,
                 "orion.code": issue.code, "orion.message": issue.message})
         if not self.issues:
-            self._trigger_write("valid")
+            self.fire("valid")
             return
         rounds, limit = (self.lifecycle.context.get("corrections", 0),
                          self.lifecycle.settings["max_corrections"])
@@ -403,17 +403,42 @@ class WriteSession:
             f"replacement changed {len(replaced)} place(s)"
             + (f", {len(self.remaining)} issue(s) remain in the written file"
                if self.remaining else ""))
-        self._trigger_write("issues_found", issues=[])
+        self.fire("issues_found", issues=[])
 
-    def _trigger_write(self, trigger: str, **payload: Any) -> None:
+    # -- for the states a team adds to the statechart -------------------------------------------
+
+    def fire(self, trigger: str, **payload: Any) -> str:
+        """Send ``trigger`` to the session's lifecycle and carry out what the statechart
+        decided, as Orion does after DONE. A team's statechart that adds a state of its own (a
+        review before the write, say) leaves it with this call.
+
+        * The transition ran ``finalize`` and the target is written: the model and the user get
+          the one-line report, the streamed content in the history becomes a reference, the
+          journal is removed.
+        * The write failed: the content stays in the journal for ``orion sessions recover``,
+          and the model and the user are told why.
+        * The lifecycle ended without a write (a final state such as ``abandoned``): the
+          session is dropped, with ``payload["reason"]`` as the reason given.
+
+        Returns the session's status: ``active``, ``written``, ``incomplete``, ``failed`` or
+        ``abandoned``. A trigger the current state does not take raises
+        :class:`~orion.errors.TriggerNotAllowed`, and the session stays as it was."""
         try:
             self._trigger(trigger, **payload)
         except ActionError as exc:
             cause = exc.cause if isinstance(exc.cause, OrionError | OSError) else exc
             self._failed(cause)
-            return
+            return self.status
         if self.result is not None:
             self.after_write()
+        elif self.lifecycle.finished and self.status == "active":
+            self._abandon(str(payload.get("reason") or f"the statechart ended it ({trigger})"))
+        return self.status
+
+    def checkpoint(self) -> None:
+        """Save the content received so far and the session's state (the lifecycle snapshot,
+        the counters, the status) to the journal: what crash recovery restores."""
+        self.journal.flush(self._journal_state())
 
     def write(self) -> WriteResult:
         """Run by the ``finalize`` action: the plan, executed once, atomically."""
@@ -498,7 +523,7 @@ class WriteSession:
         recover`` can finish or resume it."""
         self.status = "set_aside"
         self.runtime.reporter.progress_done()
-        self.journal.flush(self._journal_state())
+        self.checkpoint()
         self.journal.close()  # state.json keeps the snapshot of the open session
         self.lifecycle.trigger("discard", reason="set aside")  # ends it here: no timer fires
         self._trace(Kind.WRITE_REPORT, f"set aside {self.plan.relative}", {
@@ -530,7 +555,7 @@ class WriteSession:
 
     def _trigger(self, trigger: str, **payload: Any) -> None:
         self.lifecycle.trigger(trigger, **payload)
-        self.journal.flush(self._journal_state())
+        self.checkpoint()
 
     def _journal_state(self, *, finalizing: bool = False) -> dict[str, Any]:
         state: dict[str, Any] = {"snapshot": self.lifecycle.snapshot(),

@@ -60,3 +60,18 @@ Feature: A write waits for the user's review (the team's write session)
     And "docs/guide.md" does not exist
     When the user types "/approve-write"
     Then the command answers "No write waits for review."
+
+  Scenario: a write that waited for review when Orion exited comes back to the review with --continue
+    When the model streams 20 lines to "docs/guide.md" and DONE
+    Then the write of "docs/guide.md" waits for the user's review
+    When Orion exits and starts again
+    Then recovery of "docs/guide.md" is offered
+    And "docs/guide.md" does not exist
+    When the user recovers the write session of "docs/guide.md" with --continue
+    And Orion starts again
+    Then the user is told "for docs/guide.md is back in state review"
+    And the model is not asked anything
+    When the user approves the write
+    Then "docs/guide.md" holds the generated lines 1 to 20
+    And the model is told "Created docs/guide.md (20 lines"
+    And no write session directory is left

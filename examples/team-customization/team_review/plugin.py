@@ -49,11 +49,9 @@ def approve_write(runtime, args: str) -> str:
     session = waiting(runtime)
     if session is None:
         return "No write waits for review."
-    # Orion's write session runs the statechart's `finalize` (the write) and then reports to
-    # the model, as it does after DONE in Orion's own statechart; a failed write keeps the
-    # content for `orion sessions recover`.
-    session._trigger_write("approve_write")
-    if session.result is None:
+    # `fire` runs the statechart's `finalize` (the write), then reports to the model as Orion
+    # does after DONE; a failed write keeps the content for `orion sessions recover`.
+    if session.fire("approve_write") not in ("written", "incomplete"):
         return f"{session.plan.relative} was not written; see the notice above."
     return f"Approved: {session.report}."
 
@@ -62,8 +60,8 @@ def reject_write(runtime, args: str) -> str:
     session = waiting(runtime)
     if session is None:
         return "No write waits for review."
-    session._trigger("reject_write")
-    session._abandon("the user rejected the write")
+    # The statechart ends in `abandoned`: `fire` drops the session and gives the reason.
+    session.fire("reject_write", reason="the user rejected the write")
     return f"Rejected: {session.plan.relative} was not written."
 
 
