@@ -112,6 +112,14 @@ def test_same_time_events_come_back_newest_inserted_first(store):
     assert [r["name"] for r in store.query()] == ["e2", "e1", "e0"]
 
 
+def test_attributes_are_stored_as_compact_ascii_json_and_empty_ones_as_braces(store):
+    attributes = [{"a": [1, 2.5, None, True], "é": {"x": "ü"}}, {}, None, {"n": 0}]
+    assert store.write([TraceEvent("error", f"e{i}", BASE_MS + i, attributes=a)
+                        for i, a in enumerate(attributes)])
+    raw = [r[0] for r in store.db.execute("SELECT attributes FROM trace_events ORDER BY id")]
+    assert raw == ['{"a":[1,2.5,null,true],"\\u00e9":{"x":"\\u00fc"}}', "{}", "{}", '{"n":0}']
+
+
 def test_blobs_are_stored_once(store):
     assert store.write([event(1)], {"ab" * 32: "full text"})
     assert store.write([event(2)], {"ab" * 32: "full text", "cd" * 32: "other"})

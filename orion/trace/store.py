@@ -39,12 +39,13 @@ import functools
 import itertools
 import json
 import logging
+import operator
 import os
 import re
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -115,10 +116,12 @@ INSERT_EVENT = ("INSERT INTO trace_events (kind, name, at_ms, duration_ms, conve
 INSERT_BLOB = "INSERT OR IGNORE INTO trace_blobs (sha256, length, text) VALUES (?, ?, ?)"
 ADD_DROPPED = "UPDATE trace_counters SET value = value + ? WHERE name = 'dropped'"
 
+#: Values per ``trace_events`` row in :data:`INSERT_EVENT` (every column but ``id``).
+WIDTH = 7
 #: Rows per multi-row INSERT (7 parameters a row: 700, under SQLite's old limit of 999).
 #: 1 means plain ``executemany`` for every row.
 ROWS_PER_STATEMENT = 100
-MAX_ROWS_PER_STATEMENT = 999 // 7
+MAX_ROWS_PER_STATEMENT = 999 // WIDTH
 
 
 @functools.lru_cache(maxsize=8)
@@ -140,17 +143,34 @@ if json.encoder.c_make_encoder is not None:  # pragma: no branch - CPython
         None, _not_json, json.encoder.encode_basestring_ascii, None, ":", ",", False, False,
         True)
 
-    def _dumps(attributes: Mapping[str, Any], _join: Any = "".join) -> str:
-        return _join(_encode(attributes, 0)) if attributes else "{}"
+    def _dumps_all(values: list[Any]) -> Iterator[str]:
+        # map() over the C encoder: no Python frame per event.
+        return map("".join, map(_encode, values, itertools.repeat(0)))
 else:  # pragma: no cover - interpreters without the C accelerator
-    _dumps = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
+    _encode_py = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
+
+    def _dumps_all(values: list[Any]) -> Iterator[str]:
+        return map(_encode_py, values)
+
+#: The event fields stored, in :data:`INSERT_EVENT` order; one C call per event.
+_fields = operator.attrgetter("kind", "name", "at_ms", "duration_ms", "conversation_id",
+                              "session_id", "attributes")
+_ATTRIBUTES = WIDTH - 1  # the index of ``attributes`` in a row
 
 
-def event_rows(events: Sequence[TraceEvent]) -> list[tuple[Any, ...]]:
-    """The ``trace_events`` values of each event, in :data:`INSERT_EVENT` order."""
-    dumps = _dumps
-    return [(e.kind, e.name, e.at_ms, e.duration_ms, e.conversation_id, e.session_id,
-             dumps(e.attributes)) for e in events]
+def event_values(events: Sequence[TraceEvent]) -> list[Any]:
+    """The ``trace_events`` values of the events as one flat list, :data:`WIDTH` per event in
+    :data:`INSERT_EVENT` order, the attributes as compact JSON (falsy ones as ``{}``).
+
+    Flat because a multi-row INSERT binds a flat list. Built with C loops only (``attrgetter``,
+    ``chain``, ``map``, a slice assignment): no Python code runs per event, which saves about
+    a tenth of the time spent outside SQLite; the rest is the JSON encoding itself."""
+    values = list(itertools.chain.from_iterable(map(_fields, events)))
+    attributes = values[_ATTRIBUTES::WIDTH]
+    if not all(attributes):  # rare: an empty dict, or None from a caller
+        attributes = [a or {} for a in attributes]
+    values[_ATTRIBUTES::WIDTH] = _dumps_all(attributes)
+    return values
 
 
 def _storable(value: Any) -> Any:
@@ -300,9 +320,9 @@ class TraceStore:
         """Store a batch in one transaction; ``True`` if stored, ``False`` if dropped.
 
         Never raises for a database problem (see the module docstring)."""
-        rows = event_rows(events)  # caller bugs raise here, before the database
+        values = event_values(events)  # caller bugs raise here, before the database
         blob_rows = [(sha, len(text), text) for sha, text in blobs.items()]
-        if not rows and not blob_rows:
+        if not values and not blob_rows:
             return True
         with self._lock:
             last: BaseException | None = None
@@ -311,13 +331,13 @@ class TraceStore:
                 try:
                     self._check_open()
                     self._setup()
-                    self._insert(rows, blob_rows)
+                    self._insert(values, blob_rows)
                     return True
                 except UnicodeEncodeError:
                     if sanitized:
                         raise
                     # A lone surrogate in a name, an id or a blob: store it escaped.
-                    rows = [tuple(_storable(v) for v in row) for row in rows]
+                    values = [_storable(v) for v in values]
                     blob_rows = [tuple(_storable(v) for v in row) for row in blob_rows]
                     sanitized = True
                     continue
@@ -327,18 +347,18 @@ class TraceStore:
                         break
                 time.sleep(self._backoff_s[attempt])
                 attempt += 1
-            self._drop(len(rows), last)
+            self._drop(len(values) // WIDTH, last)
             return False
 
-    def _insert(self, rows: list[tuple[Any, ...]], blob_rows: list[tuple[Any, ...]]) -> None:
+    def _insert(self, values: list[Any], blob_rows: list[tuple[Any, ...]]) -> None:
         assert self._db is not None
         conn = self._db.conn
         # A caller's transaction open on a shared Database is not ours to end: BEGIN then
         # fails, and the batch is dropped like any other failure.
         conn.execute("BEGIN IMMEDIATE")
         try:
-            if rows:
-                self._insert_events(conn, rows)
+            if values:
+                self._insert_events(conn, values)
             if blob_rows:
                 conn.executemany(INSERT_BLOB, blob_rows)
             pending = self._pending.count
@@ -351,20 +371,21 @@ class TraceStore:
         if pending:
             self._pending.take(pending)
 
-    def _insert_events(self, conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+    def _insert_events(self, conn: sqlite3.Connection, values: list[Any]) -> None:
         # Whole chunks of ``rows_per_statement`` rows go in multi-row INSERTs (one prepared
         # statement, cached); the rest through executemany. A multi-row INSERT costs about 1 us
         # less per row than executemany's one execution per row, a sixth of the store's time.
         per = self.rows_per_statement
-        whole = len(rows) - len(rows) % per if per > 1 else 0
+        count = len(values) // WIDTH
+        whole = (count - count % per) * WIDTH if per > 1 else 0
         if whole:
-            sql, width = _multi_insert(per), per * len(rows[0])
-            chunks = rows[:whole] if whole < len(rows) else rows
-            flat = list(itertools.chain.from_iterable(chunks))
-            for start in range(0, len(flat), width):
-                conn.execute(sql, flat[start:start + width])
-        if whole < len(rows):
-            conn.executemany(INSERT_EVENT, rows[whole:] if whole else rows)
+            sql, width = _multi_insert(per), per * WIDTH
+            for start in range(0, whole, width):
+                conn.execute(sql, values[start:start + width])
+        if whole < len(values):
+            rest = iter(values[whole:])
+            # zip() of one iterator WIDTH times: the rows as tuples, cut in C.
+            conn.executemany(INSERT_EVENT, zip(*[rest] * WIDTH))
 
     def _rollback(self) -> None:
         try:
