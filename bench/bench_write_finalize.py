@@ -133,8 +133,6 @@ def _paragraph(rng: random.Random) -> str:
 
 def _section(rng: random.Random, number: int) -> str:
     title = " ".join(rng.choices(WORDS, k=rng.randint(2, 6))).capitalize()
-    # The number goes last: validate_placeholders reports "## 12. More lines" (a count of
-    # omitted lines), and the content is meant to be valid.
     out = [f"{'#' * rng.choice((2, 2, 3))} {title} ({number})\n", "\n"]
     for _ in range(rng.randint(2, 6)):
         kind = rng.random()
