@@ -122,7 +122,34 @@ Feature: The write session controller (ADR-2026-01-04)
       """
 
   @protocol @fences
-  Scenario: Protocol 3: a final DONE inside a fence that nested fences left open still ends the content
+  Scenario: Protocol 3: in a markdown-wrapped file fences nest, so the document's own DONE line is content
+    When the model begins to create "docs/protocol.md"
+    And the model streams:
+      """
+      ```markdown
+      # The protocol
+      ```sh
+      orion run script.yaml
+      ```
+      End the content with this line:
+      DONE
+      That is all.
+      ```
+      DONE
+      """
+    Then the content of "docs/protocol.md" is:
+      """
+      # The protocol
+      ```sh
+      orion run script.yaml
+      ```
+      End the content with this line:
+      DONE
+      That is all.
+      """
+
+  @protocol @fences
+  Scenario: Protocol 3: a final DONE inside a wrapper fence the model never closed still ends the content
     When the model begins to create "docs/wrapped.md"
     And the model streams:
       """

@@ -29,10 +29,10 @@ import re
 from pathlib import PurePosixPath
 
 from orion import hookimpl
+from orion.write_session.protocol import MARKDOWN_INFO
 from orion.write_session.repair import line_spans
 
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdx", ".mkd", ".mdown", ".qmd", ".rmd"})
-MARKDOWN_INFO = frozenset({"markdown", "md", "mdx"})
 
 _FENCE = re.compile(rb" {0,3}(`{3,}|~{3,})(.*)")
 

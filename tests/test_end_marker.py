@@ -137,6 +137,42 @@ def test_lines_that_do_not_close_a_fence(opening, line):
     assert m.in_fence and not m.done
 
 
+def test_fences_nest_in_a_markdown_block():
+    # A Markdown file wrapped in ```markdown, its own code blocks inside with the same fences,
+    # a DONE line that is part of the document, then the real end and commentary.
+    document = ("```markdown\n# Guide\n```sh\nrun it\n```\nEnd the content with a line:\n"
+                "~~~\nDONE\n~~~\nDONE\nthat line is part of the guide\n```\n")
+    assert whole(document + "DONE\nI wrote the guide.") == (
+        document, True, "I wrote the guide.", False)
+
+
+@pytest.mark.parametrize(("opening", "inner", "closing", "outer_closing"), [
+    ("```markdown", "```sh", "```", "```"), ("```md", "~~~", "~~~", "```"),
+    ("~~~ Markdown", "```", "```", "~~~"), ("````mdx title", "```python", "````", "````"),
+    ("```md", "````js", "`````", "```"),
+])
+def test_in_a_markdown_block_an_inner_block_needs_its_own_closing_fence(
+        opening, inner, closing, outer_closing):
+    m = EndMarker()
+    assert m.feed(f"{opening}\n{inner}\nDONE\n{closing}\nDONE\n") == \
+        f"{opening}\n{inner}\nDONE\n{closing}\nDONE\n"
+    assert m.in_fence and not m.done  # the inner block closed; the Markdown block is open
+    assert m.feed(f"{outer_closing}\nDONE\n") == f"{outer_closing}\n"
+    assert m.done and not m.in_fence
+
+
+def test_a_shorter_bare_fence_in_a_markdown_block_is_content():
+    assert whole("````md\n```\nDONE\n````\nDONE\n") == (
+        "````md\n```\nDONE\n````\n", True, "", False)
+
+
+@pytest.mark.parametrize("opening", ["```python", "```", "``` text", "``` markdownish"])
+def test_other_blocks_keep_commonmark_rules(opening):
+    # An info string inside them is content, and the next bare fence closes the block.
+    assert whole(f"{opening}\n```sh\n```\nDONE\nafter") == (
+        f"{opening}\n```sh\n```\n", True, "after", False)
+
+
 def test_an_unclosed_fence_lasts_to_the_end():
     text = "```\nDONE\n"
     assert whole(text) == (text, False, "", True)
@@ -239,6 +275,7 @@ VOCABULARY = [
     "DONE", " DONE ", "DONE\r", "\tDONE", "    DONE", "DONE!", "DON", "NOT DONE", "DONE x",
     "DONE 1a2b3c4d", " DONE 1a2b3c4d\r", "DONE 1a2b", "```", "```python", "``` `x`", "~~~",
     "~~~~", "~~~ md", "````", "    ```", "   ```", "  ~~~", "\t```", "``", "x ``` y", "",
+    "```markdown", "````md title", "~~~ MD", "```mdx\r", "```sh", "~~~python", "```` ",
     " ", "\r", "text", "a\r", "é€😀", "# Title", "- item", "  indented line", "`code`",
     "D", "~", "`",
 ]
@@ -246,11 +283,20 @@ VOCABULARY = [
 TERMINATORS = ["DONE", "DONE 1a2b3c4d"]
 
 
+def fence_line(line):
+    """``(character, run, info)`` of a fence line, or None (the backtick rule applied)."""
+    match = re.fullmatch(r" {0,3}(`{3,}|~{3,})(.*)", line, re.S)
+    if match is None or (match[1][0] == "`" and "`" in match[2]):
+        return None
+    return match[1][0], len(match[1]), match[2]
+
+
 def reference(messages, terminator="DONE"):
-    """Line-by-line reference: (content, done, commentary of the last message, in_fence)."""
+    """Line-by-line reference: (content, done, commentary of the last message, in_fence).
+    Fenced blocks as CommonMark reads them, except that fences nest in a Markdown block."""
     term = re.compile(r"[ \t]*" + re.escape(terminator) + r"[ \t\r]*")
-    opening = re.compile(r" {0,3}(`{3,}|~{3,})(.*)", re.S)
-    fence = None
+    fence = None  # the outer block's (character, run)
+    nest = None  # in a Markdown block: its inner blocks' (character, run)
     content, done, commentary = [], False, ""
     for message in messages:
         commentary = ""
@@ -267,13 +313,22 @@ def reference(messages, terminator="DONE"):
                 commentary = "\n".join(lines[i + 1:])
                 break
             content.append(line + "\n" if complete else line)
+            found = fence_line(line)
+            if found is None:
+                continue
+            char, run, info = found
+            bare = not info.strip(" \t\r")
             if fence is None:
-                match = opening.fullmatch(line)
-                if match and not (match[1][0] == "`" and "`" in match[2]):
-                    fence = match[1]
-            elif re.fullmatch(r" {0,3}" + re.escape(fence[0]) + "{" + str(len(fence))
-                              + r",}[ \t\r]*", line):
-                fence = None
+                fence = char, run
+                word = info[:64].split(maxsplit=1)
+                nest = [] if word and word[0].lower() in ("markdown", "md", "mdx") else None
+            elif nest:
+                if bare and char == nest[-1][0] and run >= nest[-1][1]:
+                    nest.pop()
+            elif nest is not None and (not bare or char != fence[0]):
+                nest.append((char, run))
+            elif bare and char == fence[0] and run >= fence[1]:
+                fence = nest = None
     return "".join(content), done, commentary, fence is not None
 
 

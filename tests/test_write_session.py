@@ -706,6 +706,25 @@ def test_a_longer_outer_fence_with_nested_blocks_is_unwrapped_too(run):
     assert played.text("docs/readme.md") == "# Readme\n\n```\nDONE\n```\n"
 
 
+def test_a_wrapped_guide_with_nested_blocks_and_a_done_line_is_written_whole(run):
+    """In a ```markdown wrapper fences nest: a DONE line inside the document is content, the
+    wrapper's own closing fence ends it, and what follows the terminator is commentary."""
+    guide_text = ("# The protocol\n\n```sh\norion run script.yaml\n```\n\nEnd the content "
+                  "with a line:\n\n```text\nDONE\n```\n\nDONE\n\nThat line ends it.\n")
+    played = run({"conversation": [
+        {"user": "Document the protocol."},
+        begin("docs/protocol.md"),
+        say("```markdown\n" + guide_text + "```\nDONE\nThe guide is written.",
+            chunk_size=7),
+        {"expect": "Created docs/protocol.md (15 lines"},
+        say("Written."),
+    ]})
+    assert_ok(played)
+    assert played.text("docs/protocol.md") == guide_text
+    [event] = [e for e in played.events("write_report") if e["name"] == "commentary after DONE"]
+    assert event["attributes"]["orion.commentary"] == "The guide is written."
+
+
 def test_unwrapping_can_be_disabled_in_orion_yaml(tmp_path):
     workspace = tmp_path / "ws"
     workspace.mkdir()

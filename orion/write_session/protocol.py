@@ -21,6 +21,14 @@ Rules (see the tests in ``tests/test_end_marker.py``):
   A terminator line inside a fenced block is content: documents about this very protocol are
   real. An unclosed fence lasts until the end of the content. Fences inside block quotes or
   list items indented by 4 or more spaces are not recognized.
+- **Markdown blocks nest.** Models wrap a Markdown file in ```` ```markdown ```` and keep its
+  code blocks inside with fences of the same length, which CommonMark would read as closing
+  the outer block early. In a top-level block whose info string starts with ``markdown``,
+  ``md`` or ``mdx`` (any case), fences nest as ``unwrap_fence`` reads them: a fence line with
+  an info string, or with the other fence character, opens an inner block, which only a bare
+  fence of its own character, at least as long, closes; a bare fence of the outer block's
+  character, at least as long as the outer fence, closes the outer block; a shorter one is
+  content.
 - **What is content.** The terminator line and its newline are not content; the newline before
   it is (``"a\\nb\\nDONE\\n"`` gives ``"a\\nb\\n"``). Everything after the terminator line is
   :attr:`EndMarker.commentary`, never content.
@@ -41,7 +49,13 @@ from __future__ import annotations
 
 import codecs
 
-__all__ = ["EndMarker", "Utf8StreamDecoder"]
+__all__ = ["EndMarker", "Utf8StreamDecoder", "MARKDOWN_INFO"]
+
+#: Info strings (their first word, any case) of a fenced block that holds a Markdown document,
+#: in which fenced blocks nest.
+MARKDOWN_INFO = frozenset({"markdown", "md", "mdx"})
+#: How much of a fence line's info string is kept to read its first word.
+_INFO_KEPT = 64
 
 # Phases of the terminator matcher for the current line: ``_FAIL``, ``_LEAD`` (only spaces and
 # tabs so far) or ``k >= 0``: the first k characters of the terminator matched after the
@@ -66,7 +80,8 @@ class EndMarker:
     """
 
     __slots__ = ("_t", "_tlen", "_t0", "_done", "_commentary", "_fence_char", "_fence_len",
-                 "_plain", "_tphase", "_fphase", "_findent", "_fchar", "_frun", "_held")
+                 "_nest", "_plain", "_tphase", "_fphase", "_findent", "_fchar", "_frun",
+                 "_finfo", "_ffilled", "_held")
 
     def __init__(self, terminator: str = "DONE"):
         term = terminator.strip(" \t")
@@ -79,6 +94,10 @@ class EndMarker:
         self._commentary: list[str] = []
         self._fence_char = ""  # "" when not inside a fenced block, else "`" or "~"
         self._fence_len = 0
+        # Inside a Markdown block: the inner blocks open in it, innermost last; else None.
+        self._nest: list[tuple[str, int]] | None = None
+        self._finfo = ""  # the current fence line's info string (its start)
+        self._ffilled = False  # whether that info string is more than whitespace
         self._held: list[str] = []
         self._start_line()
 
@@ -276,6 +295,17 @@ class EndMarker:
         self._tphase = self._tlen
         return True
 
+    def _fence_rule(self) -> tuple[str, int, bool]:
+        """What a fence line must be where the content is: its character (``""``: either),
+        its shortest run, and whether it may have an info string (that is, open a block)."""
+        nest = self._nest
+        if nest:
+            char, run = nest[-1]
+            return char, run, False
+        if not self._fence_char or nest is not None:
+            return "", 3, True
+        return self._fence_char, self._fence_len, False
+
     def _advance_fence(self, seg: str) -> None:
         """Advance the fence matcher by ``seg`` (the current line's next characters)."""
         phase = self._fphase
@@ -289,10 +319,13 @@ class EndMarker:
             if not r:
                 return
             c = r[0]
-            if c != "`" and c != "~" or (self._fence_char and c != self._fence_char):
+            char = self._fence_rule()[0]
+            if c != "`" and c != "~" or (char and c != char):
                 self._fphase = _F_NO
                 return
             self._fchar = c
+            self._finfo = ""
+            self._ffilled = False
             phase = _F_RUN
             s = r
         if phase == _F_RUN:
@@ -301,34 +334,48 @@ class EndMarker:
             if not r:
                 self._fphase = _F_RUN
                 return
-            if self._frun < (self._fence_len if self._fence_char else 3):
+            if self._frun < self._fence_rule()[1]:
                 self._fphase = _F_NO
                 return
             s = r
         # After the run: an info string (opening) or only whitespace (closing).
-        if self._fence_char:
-            if s.strip(_TRAILING_WS):
+        if s.strip(_TRAILING_WS):
+            if not self._fence_rule()[2] or (self._fchar == "`" and "`" in s):
                 self._fphase = _F_NO
                 return
-        elif self._fchar == "`" and "`" in s:
-            self._fphase = _F_NO
-            return
+            self._ffilled = True
+        if len(self._finfo) < _INFO_KEPT:
+            self._finfo += s
         self._fphase = _F_AFTER
 
     def _close_fence_line(self) -> None:
         """The current line is complete: open or close a fenced block if it is a fence."""
         phase = self._fphase
         if phase == _F_RUN:
-            if self._frun < (self._fence_len if self._fence_char else 3):
+            if self._frun < self._fence_rule()[1]:
                 return
         elif phase != _F_AFTER:
             return
-        if self._fence_char:
-            self._fence_char = ""
-            self._fence_len = 0
-        else:
+        # A fence line the rule here allows.
+        nest = self._nest
+        if nest:
+            nest.pop()  # the inner block's closing fence
+            return
+        if not self._fence_char:
             self._fence_char = self._fchar
             self._fence_len = self._frun
+            word = self._finfo[:_INFO_KEPT].split(maxsplit=1)
+            self._nest = [] if word and word[0].lower() in MARKDOWN_INFO else None
+            return
+        if nest is not None:  # directly inside a Markdown block
+            if self._ffilled or self._fchar != self._fence_char:
+                nest.append((self._fchar, self._frun))
+                return
+            if self._frun < self._fence_len:
+                return  # a shorter bare fence of the block's character is content
+        self._fence_char = ""
+        self._fence_len = 0
+        self._nest = None
 
 
 class Utf8StreamDecoder:

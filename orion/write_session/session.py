@@ -280,12 +280,12 @@ class WriteSession:
     def _done_in_open_fence(self) -> bool:
         """A message whose last line is the terminator, but which ends inside a fenced block.
 
-        Models wrap a Markdown file in ```` ```markdown ```` and nest ```` ```sh ```` blocks in
-        it with fences of the same length; by CommonMark the inner closing fence closes the
-        outer block, the outer one opens a new block, and the terminator line falls inside
-        it. A message that ends with the terminator line inside an open fence meant the end:
-        the line is taken off the content (it was journaled as content) and the session ends
-        as with DONE. The content keeps the fences; ``unwrap_fence`` reads the nesting."""
+        Models wrap a file in a code fence and do not always close it, or nest blocks in a
+        wrapper that is not marked as Markdown (where fences do not nest), so the terminator
+        line falls inside a block. A message that ends with the terminator line inside an open
+        fence meant the end: the line is taken off the content (it was journaled as content)
+        and the session ends as with DONE. The content keeps the fences; ``unwrap_fence``
+        reads them."""
         if self.marker.done or not self.marker.in_fence:
             return False
         if _last_line(self._message_text).strip(" \t\r") != self.terminator:
