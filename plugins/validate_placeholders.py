@@ -22,9 +22,10 @@ runs it on the content in pieces while it streams.
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import re
+import string
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from orion import hookimpl
@@ -204,25 +205,47 @@ def placeholder(line: str) -> str | None:
 # -- finding the lines worth examining ----------------------------------------------------------
 #
 # Examining every line that contains a keyword is slow on large files: a Markdown file of 50 MB
-# has 700,000 lines, and "more", "other" or "old" are in a good share of them. But a line can
-# only be a placeholder when
+# has 700,000 lines, and "more", "other" or "old" are in a good share of them. Two steps narrow
+# the lines down, each keeping every line placeholder() accepts (and some it does not), and
+# placeholder() decides on the lines left. So the validator reports exactly the lines
+# placeholder() accepts, as it did when it examined every line with a keyword.
 #
-# * it starts with "[" (every one of PREFIXES does), or
-# * strip_decoration takes something off it (every pattern but the first needs DECORATED or
-#   ELLIPSIS), so its stripped text starts with an opener, an ellipsis, two dashes or an opening
-#   bracket, or ends with a closer, an ellipsis or two dashes, or
-# * its stripped text starts as the first pattern (the only one that needs NONE) does: "rest",
-#   "remainder", or "the" and whitespace.
+# 1. The shape of the line. A line can only be a placeholder when
 #
-# One regular expression, _SCAN, looks at every line break of the bytes: does the line before it
-# end like that, or the line after it start like that (after ASCII blanks)? The words it needs
-# are ASCII, and ``str.lower`` makes them of nothing else (U+0130 becomes "i" and U+0307). It
-# finds more lines than it must, and stays simple: lines that end with whitespace, with the last
-# byte of a non-ASCII space or of "…", or with two of ".-=~" or " ."; lines that start with the
-# first byte of a non-ASCII space or of "…", or with "the" and one. The lines it finds then go
-# through the tests placeholder() makes: their length, a keyword (looked for in all these lines
-# at once), and placeholder() itself. So the validator reports exactly the lines placeholder()
-# accepts, as it did when it examined every line with a keyword.
+#    * it starts with "[" (every one of PREFIXES does), or
+#    * strip_decoration takes something off it (every pattern but the first needs DECORATED or
+#      ELLIPSIS): its stripped text starts with an opener, an ellipsis, two dashes or an opening
+#      bracket, or ends with a closer, an ellipsis or two dashes, or
+#    * its stripped text starts as the first pattern (the only one that needs NONE) does:
+#      "rest", "remainder", or "the", whitespace and one of these.
+#
+#    And what strip_decoration leaves holds only what the patterns match: word characters,
+#    whitespace and ,.'<- ("1,000", "8<", "as-is"). What it takes off the start is whitespace
+#    and the characters of the openers, ellipses, dashes and opening brackets; off the end,
+#    whitespace and those of the closers, ellipses, dashes and closing brackets, and the .,:;!
+#    it strips last. So a line that starts like a placeholder goes on to its end as _TAIL says
+#    (unless it is one of PREFIXES): a heading "## Words (12)", "(" in its middle, is not one.
+#
+#    One regular expression, _SCAN, looks at every line break of the bytes: does the line after
+#    it start like that (after ASCII blanks) and go on as _TAIL says, or does the line before it
+#    end like that? (When the line before does, _START looks at the line after.) The words it
+#    needs are ASCII, and str.lower makes them of nothing else (U+0130 becomes "i" and U+0307).
+#    It finds more lines than it must, and stays simple: every byte of a non-ASCII character
+#    passes for any character _TAIL allows, a line that starts with a non-ASCII space is kept
+#    whatever follows, and so is one that ends with a single "-", "=" or "~".
+#
+# 2. Keywords. placeholder() examines only lines with a keyword, and each pattern needs one: an
+#    ellipsis, "8<", "✂", or a keyword of letters that starts a word of the pattern. So in a line
+#    it accepts, such a keyword comes after something other than an ASCII letter, with a run of
+#    whitespace for each of its spaces; or the line holds one of the other keywords, or U+212A
+#    (Kelvin sign), which str.lower turns into "k". The lines of step 1 are joined, their bytes
+#    but the ASCII letters made spaces (and these lowercase), and _WORD_KEYWORD looks at every
+#    space for a keyword of letters; _OTHER_KEYWORDS look for the rest in the lines as they are.
+#
+# sre, Python's regular expression engine, is quick to find a literal byte such as the line
+# break an expression starts with, and to skip an alternative that starts with a byte or a class
+# the text does not have there; lookbehinds and alternatives that start otherwise cost more.
+# The expressions are built that way.
 
 #: Whitespace that ``str.strip`` takes off and ``\s`` matches, apart from the line breaks: ASCII
 #: and the rest (the characters for which ``str.isspace()`` is true).
@@ -231,76 +254,129 @@ WIDE_SPACES = ("\x85", "\xa0", "\u1680", "\u2000", "\u2001", "\u2002", "\u2003",
                "\u2005", "\u2006", "\u2007", "\u2008", "\u2009", "\u200a", "\u2028", "\u2029",
                "\u202f", "\u205f", "\u3000")
 _ELLIPSIS = "…".encode()
+#: The non-ASCII characters at the edges of what strip_decoration takes off.
+_WIDE_EDGES = (*(space.encode() for space in WIDE_SPACES), _ELLIPSIS)
+_NON_ASCII = range(0x80, 0x100)
 
 
-def _byte_class(values: set[int]) -> bytes:
-    return b"[" + b"".join(re.escape(bytes([value])) for value in sorted(values)) + b"]"
+def _byte_class(values: Iterable[int], negate: bool = False) -> bytes:
+    return (b"[^" if negate else b"[") + b"".join(
+        re.escape(bytes([value])) for value in sorted(set(values))) + b"]"
 
 
-_SPACE_CLASS = _byte_class(set(_SPACE))
-#: The first bytes of the non-ASCII spaces and of "…".
-_WIDE_FIRST = {space.encode()[0] for space in WIDE_SPACES} | {_ELLIPSIS[0]}
-_START = b"|".join([
-    _byte_class(set(b"<{/#;%*[(") | _WIDE_FIRST),  # openers <!-- {/* {# /* // # ; % *,
-    # brackets [ ( < {; a non-ASCII space (the stripped text starts after it), …
-    rb"[-=~][-=~]",  # the opener --, dashes
-    rb"\.[. ]",  # ellipses ... and . . .
-    rb"[tT][hH][eE]" + _byte_class(set(_SPACE) | _WIDE_FIRST),  # the rest, the remainder
-    rb"[rR][eE](?:[sS][tT]|[mM][aA][iI][nN][dD][eE][rR])",  # rest, remainder
+def _either(alternatives: Iterable[bytes]) -> bytes:
+    return b"(?:" + b"|".join(alternatives) + b")"
+
+
+_BLANK = _byte_class(_SPACE)
+_ANY_SPACE = _either([_BLANK, *(re.escape(space.encode()) for space in WIDE_SPACES)])
+_EST = rb"(?:[sS][tT]|[mM][aA][iI][nN][dD][eE][rR])"  # "rest", "remainder" after their "re"
+#: The rest of a line that starts like a placeholder, to its end: what strip_decoration takes off
+#: the start, what the patterns match, what it takes off the end.
+_TAIL = (_byte_class([*b"<!-{/*#;%.=~[(", *_SPACE, *_NON_ASCII]) + b"*+"
+         + _byte_class([*(string.ascii_letters + string.digits + "_ ,.'<-").encode(), *_SPACE,
+                        *_NON_ASCII]) + b"*+"
+         + _byte_class([*b"->*/}#.=~]),:;!", *_SPACE, *_NON_ASCII]) + b"*+(?![^\n])")
+#: The first byte of the stripped text of a line that starts like a placeholder ...
+_FIRST = {*b"<{#;%*([/-=~.tTrR", *(edge[0] for edge in _WIDE_EDGES)}
+#: ... and what follows, by that byte.
+_AFTER_FIRST = _either([
+    rb"(?<=[<{#;%*(])" + _TAIL,  # openers # ; % * and the first bytes of <!-- {/* {#, brackets
+    rb"(?<=\[)[^\n]*+",  # "[": PREFIXES and a bracket
+    rb"[/*](?<=/.)" + _TAIL,  # // /*
+    rb"[-=~](?<=[-=~].)" + _TAIL,  # -- and dashes
+    rb"[. ](?<=\..)" + _TAIL,  # ... and . . .
+    rb"[hH][eE](?<=[tT]..)" + _ANY_SPACE + rb"++[rR][eE]" + _EST + _TAIL,  # the rest, ...
+    rb"[eE](?<=[rR].)" + _EST + _TAIL,  # rest, remainder
+    re.escape(_ELLIPSIS[1:]) + _TAIL,  # …
+    # a non-ASCII space: the stripped text starts after it (maybe with "[")
+    _either(re.escape(space.encode()[1:]) for space in WIDE_SPACES) + rb"[^\n]*+",
 ])
-#: The last byte of a line that ends like a placeholder: closers --> */} #} */, whitespace (the
-#: stripped text ends before it), the last bytes of the non-ASCII spaces and of "…".
-_END_BYTE = _byte_class(set(b">}/") | set(_SPACE) | {space.encode()[-1] for space in WIDE_SPACES}
-                        | {_ELLIPSIS[-1]})
-_END_PAIR = rb"[-=~. ][-=~.]"  # dashes, ellipses ... and . . .
-_SCAN = re.compile(rb"\n(?:(?<=(?:[\x00-\xff]" + _END_BYTE + rb"|" + _END_PAIR + rb")\n)"
-                   rb"|" + _SPACE_CLASS + rb"*+(?:" + _START + rb")[^\n]*+)")
-#: The keywords, and U+212A (Kelvin sign), which ``str.lower`` turns into "k". (It turns U+0130
-#: into "i" and U+0307, which no keyword goes on with; the other keyword characters are ASCII
-#: or have no case.)
-_KEYWORD_BYTES = tuple(word.encode() for word in KEYWORDS) + ("\u212a".encode(),)
+_START_ALTERNATIVES = [
+    _byte_class(_FIRST - {ord("-")}) + _AFTER_FIRST,
+    rb"-[-=~]" + _TAIL,  # "- item" lines are common: a quicker test of their own
+    _BLANK + _BLANK + b"*+" + _byte_class(_FIRST) + _AFTER_FIRST,
+]
+#: The end of the line before a line break (looking back from after it) that can end a
+#: placeholder: a closer --> */} #} */, dashes, an ellipsis ... . . . …, whitespace. Many lines
+#: end with "." (but not after another "." or a " "); a few with the last byte of a
+#: non-ASCII character that is neither a space nor "…" (the byte before it differs).
+_END = (b"(?<=" + _byte_class([*b">}/-=~.", *_SPACE, *(edge[-1] for edge in _WIDE_EDGES)])
+        + rb"\n)(?<![^. ]\.\n)(?<!"
+        + _byte_class([edge[-2] for edge in _WIDE_EDGES], negate=True)
+        + _byte_class([edge[-1] for edge in _WIDE_EDGES]) + b"\n)")
+_SCAN = re.compile(b"\n" + _either([_END, *_START_ALTERNATIVES]))
+_START = re.compile(_either(_START_ALTERNATIVES))
+
+_LETTER_KEYWORDS = sorted(word.encode() for word in KEYWORDS
+                          if word.isascii() and word.replace(" ", "").isalpha())
+#: A keyword of letters after a space, with a run of spaces for each of its spaces, in text
+#: whose bytes are spaces but for the ASCII letters (one alternative per first letter) ...
+_WORD_KEYWORD = re.compile(b" " + _either(
+    bytes([first]) + _either(word[1:].replace(b" ", b" +") for word in words)
+    for first, words in itertools.groupby(_LETTER_KEYWORDS, key=lambda word: word[0])))
+_LETTERS_ONLY = bytes(value if 0x61 <= value <= 0x7a else value + 0x20 if 0x41 <= value <= 0x5a
+                      else 0x20 for value in range(256))
+#: ... and the other keywords and U+212A, one expression for each first byte.
+_OTHER_KEYWORDS = tuple(
+    re.compile(re.escape(bytes([first])) + _either(re.escape(word[1:]) for word in words))
+    for first, words in itertools.groupby(sorted(
+        {word.encode() for word in KEYWORDS} - set(_LETTER_KEYWORDS) | {"\u212a".encode()}),
+        key=lambda word: word[0]))
 
 
-def _line_spans(data: bytes) -> list[tuple[int, int]]:
-    """``(start, end)`` of the lines of ``data`` (which end at ``\\n``) that can be
-    placeholders, and of some that cannot, in order."""
-    size = len(data)
+def _shaped_lines(data: bytes) -> tuple[list[int], list[bytes]]:
+    """The starts and the lines of ``data`` (which end at ``\\n``) that can be placeholders by
+    their shape (step 1), and of some that cannot, in order."""
     first = data.find(b"\n")
-    spans = {0: size if first == -1 else first}
-    if not data.endswith(b"\n"):
-        spans[data.rfind(b"\n") + 1] = size
-    find, rfind = data.find, data.rfind
-    for match in _SCAN.finditer(data):
-        at, end = match.span()
+    starts, lines = [0], [data[:len(data) if first == -1 else first]]  # no line break before
+    for at, end in map(re.Match.span, _SCAN.finditer(data)):
         if end > at + 1:  # the line after the break starts like a placeholder
-            spans[at + 1] = end
+            starts.append(at + 1)
+            lines.append(data[at + 1:end])
             continue
-        # The line before the break ends like one. The line after it has not been looked at.
-        spans[rfind(b"\n", 0, at) + 1] = at
-        after = find(b"\n", at + 1)
-        spans[at + 1] = size if after == -1 else after
-    return sorted(spans.items())
+        # The line before the break ends like one (and may be there already) ...
+        start = data.rfind(b"\n", 0, at) + 1
+        if starts[-1] != start:
+            starts.append(start)
+            lines.append(data[start:at])
+        # ... and the line after it has not been looked at.
+        after = _START.match(data, at + 1)
+        if after:
+            starts.append(at + 1)
+            lines.append(after.group())
+    last = data.rfind(b"\n") + 1
+    if last < len(data) and starts[-1] != last:  # no line break after the last line
+        starts.append(last)
+        lines.append(data[last:])
+    return starts, lines
+
+
+def _with_keywords(lines: list[bytes]) -> list[int]:
+    """The indexes of the ``lines`` that can hold a keyword (step 2), in order."""
+    text = b"\n".join([b"", *lines])  # every line after a line break
+    chosen: set[int] = set()
+    for pattern, searched, before in [(_WORD_KEYWORD, text.translate(_LETTERS_ONLY), 1),
+                                      *((other, text, 0) for other in _OTHER_KEYWORDS)]:
+        index, counted = -1, 0
+        found = pattern.search(searched)
+        while found:
+            at = found.start() + before  # where the keyword starts
+            index += text.count(b"\n", counted, at)
+            counted = at
+            chosen.add(index)
+            end = text.find(b"\n", at)
+            if end == -1:
+                break
+            found = pattern.search(searched, end + 1 - before)  # on from the next line
+    return sorted(chosen)
 
 
 def _lines_to_examine(data: bytes) -> list[tuple[int, bytes]]:
     """``(start, line)`` of the lines of ``data`` (which end at ``\\n``) that can be
-    placeholders: the lines of :func:`_line_spans` that are short enough and have a keyword."""
-    lines = []
-    for start, end in _line_spans(data):
-        line = data[start:end]
-        if len(line) > MAX_LINE and len(line.decode("utf-8", "replace").strip()) > MAX_LINE:
-            continue  # (a line has at least as many bytes as characters)
-        lines.append((start, line))
-    blob = b"\n".join([line for _, line in lines]).lower()
-    starts = list(itertools.accumulate([len(line) + 1 for _, line in lines], initial=0))
-    chosen: set[int] = set()
-    for word in _KEYWORD_BYTES:
-        at = blob.find(word)
-        while at != -1:
-            index = bisect.bisect_right(starts, at) - 1
-            chosen.add(index)
-            at = blob.find(word, starts[index + 1])
-    return [lines[index] for index in sorted(chosen)]
+    placeholders: those of :func:`_shaped_lines` that can hold a keyword."""
+    starts, lines = _shaped_lines(data)
+    return [(starts[index], lines[index]) for index in _with_keywords(lines)]
 
 
 @hookimpl

@@ -742,6 +742,57 @@ def test_the_placeholders_found_are_the_lines_placeholder_accepts(pm, lines, new
     assert got == placeholder_reference(content)
 
 
+
+# Lines made from the patterns themselves: decorated, recased, with runs of whitespace for their
+# spaces and U+212A (Kelvin sign) for "k". The quick paths must keep each one placeholder()
+# accepts (most of them) and drop the others.
+
+PATTERN_OPENINGS = ["", "// ", "#", "# ", "## ", "<!-- ", "/* ", "{/* ", "{# ", "-- ", "; ", "% ",
+                    "* ", "... ", "…", ". . . ", "--- ", "== ", "~~", "(", "[", "<", "{", "// (",
+                    "# ... ", "\u3000", " \t", "\xa0// ", "- "]
+PATTERN_CLOSINGS = ["", " -->", " */", "*/}", " #}", " ...", "…", " . . .", " ---", "==", ")",
+                    "]", ">", "}", ".", "!", ":", " \u2003", " ", "... -->", " -- ", " (12)"]
+PATTERN_SPACES = [" ", "  ", "\t", "\x0b\x0c", "\x1c", "\xa0", "\u2003", "\u3000 ", "\u205f"]
+PREFIX_ENDINGS = ["", "]", ": 3000 characters]", " (12 lines)", "!", " 日本語"]
+
+
+@st.composite
+def pattern_lines(draw) -> str:
+    pattern = draw(st.sampled_from(validate_placeholders.PATTERNS
+                                   + validate_placeholders.PREFIXES))
+    core = draw(st.from_regex(pattern.regex, fullmatch=True).filter(
+        lambda text: "\n" not in text and "\r" not in text))
+    if pattern in validate_placeholders.PREFIXES:
+        core += draw(st.sampled_from(PREFIX_ENDINGS))
+    core = draw(st.sampled_from([str, str.upper, str.title, str.capitalize]))(core)
+    core = re.sub(" ", lambda _: draw(st.sampled_from(PATTERN_SPACES)), core)
+    if draw(st.booleans()):
+        core = core.replace("k", "\u212a").replace("K", "\u212a")
+    return draw(st.sampled_from(PATTERN_OPENINGS)) + core + draw(st.sampled_from(PATTERN_CLOSINGS))
+
+
+@QUICK
+@given(line=pattern_lines(), before=st.sampled_from(["", "text\n", "## Words (12)\n", "* a\n"]),
+       after=st.sampled_from(["", "\n", "\n# next\n", "\nrest\n"]))
+def test_lines_made_from_the_patterns_are_found_as_placeholder_accepts_them(pm, line, before,
+                                                                            after):
+    content = (before + line + after).encode()
+    got = [i for i in issues(pm, "a.txt", content) if i.code == "placeholder"]
+    assert got == placeholder_reference(content)
+
+
+@pytest.mark.parametrize("line", [
+    "\u3000[Trimmed input: 3000 characters]",  # PREFIXES after a non-ASCII space
+    "existing code ...", "other methods …", "rest of the file unchanged -->",
+    "The\u3000rest of the file unchanged", "# xomit left  out for  space", "# 5 lines s\u212aipped",
+    "…omitted for brevity", "// ... 1,000 more lines ...", "-- ✂ --"])
+def test_placeholders_the_quick_paths_must_keep(pm, line):
+    assert placeholder(line) is not None
+    content = f"## Words (12)\n{line}\n* item\n".encode()
+    got = [i for i in issues(pm, "a.md", content) if i.code == "placeholder"]
+    assert [(i.line, i.code) for i in got] == [(2, "placeholder")]
+    assert got == placeholder_reference(content)
+
 # -- the built-ins and switching them off -------------------------------------------------------
 
 
