@@ -53,16 +53,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
+from bench_write_ingest import open_session  # noqa: E402
 from timing import timed  # noqa: E402
 
-from orion.clock import VirtualClock  # noqa: E402
 from orion.models.events import Finish  # noqa: E402
 from orion.plugins import make_plugin_manager  # noqa: E402
 from orion.runtime.conversation import Message  # noqa: E402
-from orion.runtime.runtime import Runtime  # noqa: E402
 from orion.statechart.definition import load_definition  # noqa: E402
 from orion.validation import PIECE_BYTES, StreamedLines, ValidationRequest  # noqa: E402
-from orion.write_session.manager import manager_for  # noqa: E402
 from orion.write_session.operations import execute  # noqa: E402
 from orion.write_session.plan import WritePlan, check_plan  # noqa: E402
 from orion.write_session.session import validate_write  # noqa: E402
@@ -170,14 +168,6 @@ def make_markdown(size: int, seed: int = 2026) -> bytes:
     return data[: data.rfind(b"\n", 0, size) + 1]
 
 
-class _NoModel:
-    name = "none"
-
-    async def stream(self, request):  # pragma: no cover - the benchmark sends no request
-        raise AssertionError("no model request in the finalize benchmark")
-        yield
-
-
 def chunked(text: str, size: int = 1 << 16) -> list[str]:
     return [text[i:i + size] for i in range(0, len(text), size)]
 
@@ -215,12 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     def streamed_session(path: Path):
         """A write session that received the content and DONE (not timed), and the end of
         the message that carried them, as the runtime hands it over."""
-        runtime = Runtime(model=_NoModel(), plugins=pm, workspace=ws, clock=VirtualClock(),
-                          env={})
-        manager = manager_for(runtime)
-        manager.begin(WritePlan(intent="Write the handbook", target_file=path.name,
-                                operation="create"))
-        session = manager.active
+        runtime, session = open_session(ws, path.name, pm)
         for chunk in chunks:
             session.feed(chunk)
         assert session.marker.done, "DONE was not seen"

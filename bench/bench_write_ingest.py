@@ -130,18 +130,19 @@ def chunked(text: str) -> list[str]:
 class _NoModel:
     name = "none"
 
-    async def stream(self, request):  # pragma: no cover - the benchmark sends no request
-        raise AssertionError("no model request in the ingest benchmark")
+    async def stream(self, request):  # pragma: no cover - the benchmarks send no request
+        raise AssertionError("no model request in a write-session benchmark")
         yield
 
 
-def open_session(directory: Path):
-    """A real write session (runtime, lifecycle, journal with the default flush policy),
-    opened by ``WritePlanTool_begin``'s code path, ready for streamed text."""
-    runtime = Runtime(model=_NoModel(), plugins=make_plugin_manager(env={}),
+def open_session(directory: Path, target: str = "doc.md", plugins=None):
+    """A real write session (runtime, lifecycle, journal with the default flush policy) for
+    a create of ``target`` in ``directory``, opened by ``WritePlanTool_begin``'s code path,
+    ready for streamed text. (bench_write_finalize.py opens its sessions here too.)"""
+    runtime = Runtime(model=_NoModel(), plugins=plugins or make_plugin_manager(env={}),
                       workspace=directory, clock=VirtualClock(), env={})
     manager = manager_for(runtime)
-    manager.begin(WritePlan(intent="benchmark", target_file="doc.md", operation="create"))
+    manager.begin(WritePlan(intent="benchmark", target_file=target, operation="create"))
     return runtime, manager.active
 
 
