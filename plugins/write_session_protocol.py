@@ -22,9 +22,16 @@ def done_line(lifecycle) -> str:
 
 
 def prompt_for_done(lifecycle, transition) -> None:
+    # Counted, so that a model that never says DONE is not asked forever (max_idle_prompts);
+    # the session sets the count back to 0 when new content arrives.
+    lifecycle.context["idle_prompts"] = lifecycle.context.get("idle_prompts", 0) + 1
+    line = done_line(lifecycle)
     text = DONE_PROMPT
     if lifecycle.settings.get("strict_done"):
-        text = text.replace("with DONE", f"with {done_line(lifecycle)}")
+        text = text.replace("with DONE", f"with {line}")
+    if lifecycle.context.pop("unwritten_reply", False):
+        text = (f"Your last reply did not end with a line {line}, so it was not added to the "
+                f"file. {text} If you continue, end the content with a line {line}.")
     _prompt(lifecycle, text)
 
 

@@ -125,7 +125,10 @@ def build_context(request):
         f"A write session is open: {session.plan.relative} ({session.plan.plan.operation.value}"
         f", session {session.id[:8]}, {session.journal.lines} lines saved, state "
         f"{session.state}). Everything you write as plain text is the file's content; end it "
-        f"with a line {session.terminator}. Do not repeat what was already saved.", order=20)
+        f"with a line {session.terminator}. Do not repeat what was already saved. Text you "
+        "write beside a tool call is not content."
+        + (" The user sent a message meanwhile; you will see it once the file is written."
+           if session.held_messages else ""), order=20)
 
 
 @hookimpl

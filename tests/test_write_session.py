@@ -376,11 +376,13 @@ def test_the_idle_time_comes_from_orion_yaml(run):
 
 
 def test_more_text_after_the_idle_prompt_is_appended_to_the_same_content(run):
+    # A reply to the idle prompt is content once it ends with DONE; one without DONE is not
+    # written (it could be an answer), and the next prompt says so.
     played = run(idle_script([
         say("Second part,\nwith two lines.\n"),
         {"wait_ms": 2000},
-        {"expect": DONE_PROMPT},
-        say("Third part.\nDONE\n"),
+        {"expect": "Your last reply did not end with a line DONE, so it was not added"},
+        say("Second part,\nwith two lines.\nThird part.\nDONE\n"),
         {"expect": "Created docs/notes.md (6 lines"},
         say("Written."),
     ]))
@@ -1145,9 +1147,8 @@ def test_the_write_session_block_is_in_every_request_while_open_even_after_compa
         {"user": "Write docs/notes.md."},
         begin("docs/notes.md"),
         say("first part\n"),
-        {"user": "Go on."},
-        say("second part\n"),
-        {"user": "Finish it."},
+        {"user": "Go on."},  # held until the file is written; the idle prompt goes now
+        say("second part\n", finish_reason="length"),
         say("third part\nDONE\n"),
         say("Written."),
         {"user": "Thanks."},
@@ -1157,7 +1158,8 @@ def test_the_write_session_block_is_in_every_request_while_open_even_after_compa
     assert played.text("docs/notes.md") == "first part\nsecond part\nthird part\n"
     blocks = ["A write session is open: docs/notes.md (create" in played.sent(n)[0]["content"]
               for n in range(1, len(played.model.log) + 1)]
-    # requests: hello, begin, first part, second, third, report, thanks
+    # requests: hello, begin, first part, second (idle prompt), third (continuation),
+    # report (with the held "Go on."), thanks
     assert blocks == [False, False, True, True, True, False, False]
     system = played.sent(5)[0]["content"]
     assert "end it with a line DONE" in system and "2 lines saved" in system

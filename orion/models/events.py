@@ -13,6 +13,9 @@ from typing import Literal
 #: ``insufficient_system_resource``, ``content_filter``, a reason nobody documented, or no reason
 #: at all) means the output was cut off.
 CLEAN_FINISH = frozenset({"stop", "tool_calls"})
+#: ``Finish.raw`` of a stream the network cut in the middle of the reply: what arrived is kept
+#: and the message counts as cut off (the write session continues it).
+CONNECTION_LOST = "connection_lost"
 
 
 @dataclass(frozen=True, slots=True)

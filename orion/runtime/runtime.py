@@ -93,6 +93,10 @@ class Runtime:
         self.closing = False  # set by /quit
         #: Called with every text delta the model streams, on the hot path: keep them cheap.
         self.text_sinks: list[Callable[[str], None]] = []
+        #: Called with every message the user types, before it joins the conversation; a gate
+        #: that returns True holds the message itself (an open write session does, since the
+        #: model's answer would stream into the file).
+        self.user_gates: list[Callable[[str], bool]] = []
         #: Per-runtime state of plugins and subsystems, by name (e.g. the write sessions).
         self.services: dict[str, Any] = {}
         self._pending = False  # an injected prompt the model has not answered yet
@@ -160,6 +164,11 @@ class Runtime:
         if line.startswith("/"):
             return await self.command(line)
         self.reporter.user(line)
+        for gate in list(self.user_gates):
+            if gate(line):
+                self.drain_outboxes()
+                await self.pump()
+                return None
         self.conversation.add_user(line)
         await self.run_turn()
         return None

@@ -280,6 +280,28 @@ class Journal:
         except OSError as exc:
             self._disk_failed(exc, self.directory / STATE)
 
+    def truncate(self, size: int) -> None:
+        """Take back everything after the first ``size`` bytes, in memory and on disk: a
+        message that turned out not to be content (text beside a tool call, a reply that was
+        not content) leaves the journal as it was before the message."""
+        if size >= len(self._buf):
+            return
+        removed = self._buf.count(b"\n", size)
+        del self._buf[size:]
+        self._lines -= removed
+        self._pending_lines = max(0, self._pending_lines - removed)
+        self._snapshot = None
+        if self._hashed > size:  # rare: the running hash already covered the removed bytes
+            self._digest, self._hashed = hashlib.sha256(), 0
+            self._hash_pending()
+        if self._flushed > size:
+            self._flushed = size
+            if self._fd is not None:
+                try:
+                    os.ftruncate(self._fd, size)
+                except OSError as exc:
+                    self._disk_failed(exc, self.content_path)
+
     # -- reading -----------------------------------------------------------------------------
 
     def content(self) -> bytes:

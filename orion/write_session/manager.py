@@ -69,6 +69,7 @@ class SessionManager:
         lifecycle.trigger("begin", target_file=checked.relative, operation=plan.operation.value)
         session.checkpoint()
         runtime.text_sinks.append(session.feed)
+        runtime.user_gates.append(session.hold)
         return {"session_id": lifecycle.id, "stage": "awaiting_content",
                 "target_file": checked.relative, "operation": plan.operation.value,
                 "instruction": instruction(checked.relative, session.terminator)}
@@ -118,6 +119,7 @@ class SessionManager:
         self.sessions.append(session)
         if session.active:  # in a state of the team's own, the model's text is not content
             runtime.text_sinks.append(session.feed)
+            runtime.user_gates.append(session.hold)
         (orphan.directory / "resume").unlink(missing_ok=True)
         self._go_on(session)
         return session

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orion.errors import ActionError, OrionError
-from orion.models.events import Finish
+from orion.models.events import CONNECTION_LOST, Finish
 from orion.runtime.report import Progress
 from orion.trace.events import Kind, TraceEvent
 from orion.validation import Issue, StreamedLines, ValidationRequest, collect_issues
@@ -95,17 +95,26 @@ class WriteSession:
         self._bytes_at_start = 0  # the journal's size when the current message started
         self._circular = False  # the current message started the file over
         self._commentary_message: Message | None = None  # the message whose DONE ended it
+        self._reply = False  # the current message answers a prompt of Orion's
+        self._marker_at_start: tuple | None = None  # the end marker before this message
+        #: Messages the user typed while the session was open: sent once it ends.
+        self.held_messages: list[str] = []
+        self.discarded_lines = 0  # lines after the terminator that were not written
         # The line checks run on the content as it streams, so a large write is checked before
         # DONE arrives. Edits are checked as the file after the edit (see validate_write).
-        self._streamed = StreamedLines(runtime.plugins, checked.relative,
-                                       dict(lifecycle.settings)) \
-            if checked.plan.operation in (Operation.CREATE, Operation.OVERWRITE) else None
+        self._streamed = self._new_streamed()
         self.report = ""
         # A journal that cannot write to disk (full, read-only) goes on in memory: say so once.
         if journal.degraded is not None:
             self._degraded(journal.degraded)
         elif getattr(journal, "_on_degraded", None) is None:
             journal._on_degraded = self._degraded
+
+    def _new_streamed(self) -> StreamedLines | None:
+        if self.plan.plan.operation not in (Operation.CREATE, Operation.OVERWRITE):
+            return None
+        return StreamedLines(self.runtime.plugins, self.plan.relative,
+                             dict(self.lifecycle.settings))
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -158,8 +167,10 @@ class WriteSession:
         self._bytes_at_start = self.journal.bytes
         self._circular = False
         self.marker.new_message()
+        self._marker_at_start = self.marker.save()
         state = self.state
-        if state in ("continuing", "awaiting_done_or_more_content"):
+        self._reply = state in ("continuing", "awaiting_done_or_more_content")
+        if self._reply:
             self._mode, self._held, self._held_size = "hold", [], 0
         elif state == "needs_corrections":
             self._mode = "corrections"
@@ -172,13 +183,16 @@ class WriteSession:
         """Decide what the held start of a message is, then pass it on as content."""
         held = "".join(self._held)
         self._held, self._held_size = [], 0
-        if self.state == "continuing":
-            held = self._strip_overlap(held)
-            if held is None:
+        # A reply to the idle prompt repeats the saved tail as often as a continuation does.
+        stripped = self._strip_overlap(held)
+        if stripped is None:
+            if "circular" in self.lifecycle.allowed_triggers():
                 self._mode = "ignore"
                 self._circular = True
                 self._trigger("circular", lines=self.journal.lines, bytes=self.journal.bytes)
                 return
+            stripped = held
+        held = stripped
         self._trigger("content")
         self._mode = "content"
         content = self.marker.feed(held)
@@ -234,19 +248,31 @@ class WriteSession:
         """The model's message ended: turn what it said into the session's next step.
 
         A message with only tool calls (no text) does not touch the session; an empty message
-        without tool calls is a message boundary like any other (a pause, or truncation)."""
+        without tool calls is a message boundary like any other (a pause, or truncation). The
+        rules of what is content are in docs/write-sessions.md ("What is content")."""
         if not self._in_message:
             if tool_calls:
                 return
             self._start_message()
         self._in_message = False
-        # A content message can be megabytes: only the modes that read a reply join its text.
-        text = "".join(self._message_text) if self._mode in ("hold", "corrections") else ""
+        # A content message can be megabytes: only replies to Orion's prompts and corrections
+        # join their text (they are short, or rare).
+        text = "".join(self._message_text) if self._reply or self._mode == "corrections" \
+            else ""
         if self._mode == "hold":
             if text.strip() == self.terminator:  # a reply that is only DONE
                 self._mode = "content"
                 self.marker.done = True
             elif text.strip():
+                if tool_calls:  # narration: the session waits on as it was
+                    self._not_content("narration", text)
+                    self.checkpoint()
+                    return
+                if not (finish.truncated or self._reply_is_content(text)):
+                    self._not_content("reply", text)
+                    self.checkpoint()
+                    self._pause(finish, grew=False)
+                    return
                 self._release()
             # an empty (or blank) reply adds nothing: the message only ends
         if self._mode == "corrections":
@@ -258,24 +284,120 @@ class WriteSession:
                 self.journal.append(rest)
             if self._done_in_open_fence():
                 self.marker.done = True
-        if message is not None and (self.journal.bytes > self._bytes_at_start
-                                    or self._circular):
+            elif self.marker.done:
+                later = self.marker.reclaim()  # earlier DONE lines of the document
+                if later:
+                    self.journal.append(later)
+        done = self.marker.done
+        if tool_calls and not done and self._mode != "ignore":
+            # Text beside a tool call is narration ("Let me check the notes first."): it stays
+            # in the history, never in the file. The session goes on as it was.
+            self._not_content("narration", text or "".join(self._message_text))
+            self.checkpoint()
+            return
+        probable_cut = False
+        if not done and not finish.truncated and self._mode == "content" \
+                and self.journal.bytes > self._bytes_at_start:
+            chunks = self._message_text
+            probable_cut = _ends_mid_line(chunks)
+            if self._reply and not probable_cut:
+                # A reply to Orion's prompt is content when it has the terminator line or was
+                # cut off (this one was streamed as content: it is longer than the held start,
+                # so one that ends mid-line was cut off, not an answer such as "Yes, I am done.")
+                self._not_content("reply", text)
+        grew = self.journal.bytes > self._bytes_at_start
+        if message is not None and (grew or self._circular):
             self.messages.append(message)  # replaced by a reference once the file is written
         if self._mode == "ignore":
             if self._circular and self.lifecycle.is_in("session_active.finalizing"):
                 self._restarted()
             return
         self.checkpoint()
-        if self.marker.done:
+        if done:
             self._commentary_message = message
             self._note_commentary()
             self.runtime.reporter.progress_done()
             self._trigger("done")
             self.finalize()
-        elif finish.truncated:
-            self._truncated()
+        elif finish.truncated or probable_cut:
+            if grew:
+                self.lifecycle.context["idle_prompts"] = 0
+            self._truncated(finish if finish.truncated else None)
         else:
-            self._trigger("message_end")
+            self._pause(finish, grew=grew)
+
+    def _pause(self, finish: Finish, *, grew: bool) -> None:
+        """The message ended without the terminator and was not cut off: wait (the idle
+        prompt follows), unless ``max_idle_prompts`` prompts got nothing new."""
+        context = self.lifecycle.context
+        if grew:
+            context["idle_prompts"] = 0
+        self._trigger("message_end")
+        limit = self.lifecycle.settings.get("max_idle_prompts")
+        if not grew and limit is not None and context.get("idle_prompts", 0) >= limit \
+                and "idle_exhausted" in self.lifecycle.allowed_triggers():
+            self._idle_exhausted(limit)
+
+    def _reply_is_content(self, text: str) -> bool:
+        """Whether a short reply to Orion's prompt (shorter than the held start), ended with
+        finish reason stop, is content: only when it has the terminator line. Anything else
+        that short is an answer ("I have finished writing the file.")."""
+        probe = EndMarker(self.terminator)
+        probe.restore(self.marker.save())
+        probe.feed(text)
+        probe.end_message()
+        return probe.done
+
+    def _not_content(self, kind: str, text: str) -> None:
+        """Take the current message back out of the content: ``kind`` is ``narration`` (text
+        beside a tool call) or ``reply`` (a reply to Orion's prompt that was not content). It
+        stays in the history; the trace and the user are told."""
+        if self.journal.bytes > self._bytes_at_start:
+            self.journal.truncate(self._bytes_at_start)
+            streamed = self._streamed
+            if streamed is not None and streamed.checked > self._bytes_at_start:
+                self._streamed = self._new_streamed()  # its pieces covered the removed bytes
+        if self._marker_at_start is not None:
+            self.marker.restore(self._marker_at_start)
+        said = text.strip()
+        if not said:
+            return
+        lines = len(said.splitlines())
+        count = f"{lines} line{'s' if lines != 1 else ''}"
+        if kind == "narration":
+            why = "text beside a tool call is not content"
+            self.runtime.reporter.notice(
+                f"write session {self.id[:8]}: the text beside the tool call ({count}) was not "
+                f"written to {self.plan.relative}")
+        else:
+            why = f"a reply to Orion's prompt without a line {self.terminator}"
+            self.lifecycle.context["unwritten_reply"] = True
+            self.runtime.reporter.notice(
+                f"write session {self.id[:8]}: the reply did not end with a line "
+                f"{self.terminator}, so it was not written to {self.plan.relative} ({count}); "
+                "it is kept in the trace")
+        self._trace(Kind.WRITE_REPORT, f"{kind} not written", {
+            "orion.target": self.plan.relative, "orion.why": why,
+            "orion.commentary": said, "orion.commentary.chars": len(said)})
+
+    def _idle_exhausted(self, limit: int) -> None:
+        """``max_idle_prompts`` idle prompts got no new content and no terminator: write what
+        was saved, marked incomplete (nothing saved: abandon)."""
+        lines, size = self.journal.lines, self.journal.bytes
+        reason = f"no {self.terminator} after {limit} idle prompts"
+        self.lifecycle.context["incomplete_reason"] = reason
+        self._trigger("idle_exhausted", bytes=size, lines=lines,
+                      blank=not self.journal.content().strip())
+        self.runtime.reporter.progress_done()
+        if self.lifecycle.is_in("session_active.finalizing"):
+            self.runtime.reporter.notice(
+                f"{reason}: writing {self.plan.relative} as incomplete ({lines} lines)")
+            self._trace(Kind.ERROR, "write incomplete", {
+                "orion.where": "write session", "orion.error": f"{reason}; the file is "
+                f"written incomplete ({lines} lines)"})
+            self.finalize()
+        elif self.lifecycle.state == "abandoned":
+            self._abandon(f"no content arrived and {reason}")
 
     def _done_in_open_fence(self) -> bool:
         """A message whose last line is the terminator, but which ends inside a fenced block.
@@ -310,8 +432,17 @@ class WriteSession:
             f"start of the content; the file is written incomplete ({lines} lines)"})
         self.finalize()
 
-    def _truncated(self) -> None:
+    def _truncated(self, finish: Finish | None = None) -> None:
+        """The output was cut off: ``finish`` says how (``None``: the message ended in the
+        middle of a line without the terminator, a probable cut-off whatever its reason)."""
         lines, size = self.journal.lines, self.journal.bytes
+        if finish is None:
+            self.runtime.reporter.notice(
+                f"the reply ended in the middle of a line without {self.terminator}: taken as "
+                "cut off")
+        elif finish.raw == CONNECTION_LOST:
+            self.runtime.reporter.notice("the connection broke in the middle of the reply: "
+                                         "what arrived is kept, taken as cut off")
         before = self.lifecycle.context.get("continuations", 0)
         # The quoted lines go through the context, not the payload: transition payloads are
         # traced, and a trace never holds content.
@@ -453,7 +584,10 @@ class WriteSession:
             self.status = "written"
         report = result.report
         if self.status == "incomplete":
-            report += " (incomplete: the output was cut off)"
+            reason = self.lifecycle.context.get("incomplete_reason") or "the output was cut off"
+            report += f" (incomplete: {reason})"
+        if self.discarded_lines:
+            report += f"; {_discarded(self.discarded_lines, self.terminator)}"
         if self.replaced:
             report += f"; the safe replacement changed {self.replaced} place(s)"
         if self.remaining:
@@ -479,6 +613,7 @@ class WriteSession:
         self._shrink_history(f"[wrote {result.relative}: {result.lines} lines, sha256 "
                              f"{result.sha256[:12]}]", f"[continued: {result.relative}]")
         self.runtime.inject(self.report)
+        self._deliver_held()
         self._record_undo(result)
         self.journal.remove()
         self._detach()
@@ -503,6 +638,7 @@ class WriteSession:
         self._trace(Kind.ERROR, "write failed", {"orion.where": "write session",
                                                  "orion.error": str(cause)})
         self.runtime.inject(message)
+        self._deliver_held()
         self.journal.close()
         self._detach()
 
@@ -513,6 +649,7 @@ class WriteSession:
         self._trace(Kind.WRITE_REPORT, f"abandoned {self.plan.relative}", {
             "orion.target": self.plan.relative, "orion.status": "abandoned", "orion.why": why})
         self.runtime.inject(message)
+        self._deliver_held()
         self.journal.remove()
         self._detach()
 
@@ -529,15 +666,48 @@ class WriteSession:
         self._trace(Kind.WRITE_REPORT, f"set aside {self.plan.relative}", {
             "orion.target": self.plan.relative, "orion.status": "set_aside", "orion.why": why,
             "orion.lines": self.journal.lines, "orion.bytes": self.journal.bytes})
+        held = len(self.held_messages)
+        self.held_messages = []  # they belong to the conversation that was reset
         self.runtime.reporter.notice(
             f"write session {self.id[:8]} for {self.plan.relative} was set aside ({why}); its "
             f"{self.journal.lines} lines are kept: `orion sessions recover {self.id[:8]} "
-            "--finalize` writes them, `--continue` lets the next run go on with the model")
+            "--finalize` writes them, `--continue` lets the next run go on with the model"
+            + (f"; {held} held message(s) of yours were dropped with the old conversation"
+               if held else ""))
         self._detach()
+
+    # -- the user's messages while the session is open -----------------------------------------
+
+    def hold(self, line: str) -> bool:
+        """A message the user typed while this session is open. The model's answer to it
+        would stream into the file, so it is held and sent once the session ends (written,
+        abandoned or failed); meanwhile the model is asked at once whether it is finished.
+        Returns whether the message was held."""
+        if self.status != "active" or not self.active:
+            return False
+        self.held_messages.append(line)
+        asks = "user_message" in self.lifecycle.allowed_triggers()
+        self.runtime.reporter.notice(
+            f"write session {self.id[:8]} for {self.plan.relative} is open: your message is "
+            "held and sent to the model once the file is written"
+            + ("; the model is asked now whether it is finished" if asks else "")
+            + " (/reset sets the session aside)")
+        self._trace(Kind.WRITE_REPORT, "user message held", {
+            "orion.target": self.plan.relative, "orion.held": len(self.held_messages)})
+        if asks:
+            self._trigger("user_message")
+        return True
+
+    def _deliver_held(self) -> None:
+        held, self.held_messages = self.held_messages, []
+        for line in held:
+            self.runtime.conversation.add_user(line)
 
     def _detach(self) -> None:
         if self.feed in self.runtime.text_sinks:
             self.runtime.text_sinks.remove(self.feed)
+        if self.hold in self.runtime.user_gates:
+            self.runtime.user_gates.remove(self.hold)
         self.runtime.lifecycles.pop(lifecycle_key(self.id), None)
 
     def _record_undo(self, result: WriteResult) -> None:
@@ -580,10 +750,31 @@ class WriteSession:
         if commentary:
             self._trace(Kind.WRITE_REPORT, "commentary after DONE", {
                 "orion.commentary.chars": len(commentary), "orion.commentary": commentary})
+            # Never silently: what was not written is counted, for the user and the model.
+            self.discarded_lines = len(commentary.splitlines())
+            self.runtime.reporter.notice(
+                f"{self.plan.relative}: {_discarded(self.discarded_lines, self.terminator)}")
 
     def _trace(self, kind: str, name: str, attributes: dict[str, Any]) -> None:
         self.runtime.tracer.emit(TraceEvent(kind, name, self.runtime.clock.now_ms(),
                                             self.runtime.conversation.id, self.id, attributes))
+
+
+def _discarded(lines: int, terminator: str) -> str:
+    if lines == 1:
+        return f"1 line after {terminator} was not written; it is kept in the trace as commentary"
+    return (f"{lines} lines after {terminator} were not written; they are kept in the trace as "
+            "commentary")
+
+
+def _ends_mid_line(chunks: list[str]) -> bool:
+    """Whether the text ``chunks`` make ends in the middle of a line (trailing spaces and tabs
+    aside): a message that stops there without the terminator was probably cut off."""
+    for chunk in reversed(chunks):
+        tail = chunk.rstrip(" \t")
+        if tail:
+            return tail[-1] not in "\r\n"
+    return False
 
 
 def _last_line(chunks: list[str]) -> str:
