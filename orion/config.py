@@ -15,6 +15,8 @@ model:
   base_url: http://127.0.0.1:11434/v1
   model: qwen3-coder
   api_key_env: OPENAI_API_KEY
+  max_tokens: 8192          # the output limit of one reply; a cut-off is about this
+  temperature: 0.2
 trace:
   capture_content: false
 ```
@@ -68,6 +70,12 @@ class ModelSettings(_Strict):
     model: str = "gpt-4o-mini"
     api_key_env: str = Field(default="OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
                              description="the environment variable that holds the API key")
+    max_tokens: int | None = Field(default=None, ge=1,
+                                   description="the output limit of one reply (sent as "
+                                               "max_tokens); unset: the endpoint's default")
+    temperature: float | None = Field(default=None, ge=0, le=2,
+                                      description="sampling temperature; unset: the endpoint's "
+                                                  "default")
 
 
 class TraceSettings(_Strict):

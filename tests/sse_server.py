@@ -48,6 +48,10 @@ Responses (build them with the helpers):
     (``incomplete chunked read``). ``chunked=False`` sends no length and ends the body by
     closing the connection, which the client sees as a normal end of the response.
 
+``drop()``
+    No response at all: the connection is closed right after the request was read, a
+    connection error before the first byte (the SDK retries it).
+
 ``error(status, body=None, *, message=..., headers=None)``
     A plain JSON response with that status (``body`` defaults to the OpenAI error shape
     ``{"error": {"message": message, "type": ..., "code": ...}}``). Add
@@ -107,7 +111,18 @@ class ErrorResponse:
     headers: Mapping[str, str] = field(default_factory=dict)
 
 
-Response = StreamResponse | ErrorResponse
+@dataclass(frozen=True)
+class DropResponse:
+    """The connection is closed right after the request is read, before any byte of a
+    response: what a dropped connection looks like to the client (the SDK retries it)."""
+
+
+Response = StreamResponse | ErrorResponse | DropResponse
+
+
+def drop() -> DropResponse:
+    """Close the connection before answering (a connection error before the first byte)."""
+    return DropResponse()
 
 
 def stream(items: Iterable[dict[str, Any] | str], *, done: bool = True, cut: bool = False,
@@ -328,6 +343,8 @@ class _Handler(BaseHTTPRequestHandler):
                        {"x-should-retry": "false"})
         elif isinstance(response, ErrorResponse):
             self._json(response.status, response.body, response.headers)
+        elif isinstance(response, DropResponse):
+            self._abort()
         else:
             self._stream(response)
 

@@ -17,6 +17,7 @@ from sse_server import (
     OMIT,
     SSEServer,
     chunk,
+    drop,
     error,
     finish_chunk,
     reasoning_chunk,
@@ -32,7 +33,8 @@ from sse_server import (
 from sse_server import sse_server  # noqa: F401  (the fixture)
 
 from orion.models.base import ModelAuthError, ModelConnectionError, ModelError, ModelRequest
-from orion.models.events import Finish, ReasoningDelta, TextDelta, ToolCall, Usage
+from orion.models.events import (CONNECTION_LOST, Finish, ReasoningDelta, TextDelta, ToolCall,
+                                 Usage)
 from orion.models.openai_compat import OpenAICompatibleModel
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
@@ -255,20 +257,57 @@ def test_a_response_that_ends_cleanly_without_done_is_truncation(sse_server):
     assert run(make_model(sse_server)) == [TextDelta("Once upon"), Finish("truncated", None)]
 
 
-def test_a_stream_cut_mid_way_raises_connection_error_after_the_partial_output(sse_server):
+def test_a_stream_cut_mid_way_keeps_what_arrived_and_ends_as_a_cut_off(sse_server):
     sse_server.enqueue(stream([text_chunk("Once upon"),
                                tool_call_chunk(0, id="c1", name="read_file", arguments="{")],
                               done=False, cut=True))
-    seen: list = []
     model = make_model(sse_server, max_retries=3)
-    with pytest.raises(ModelConnectionError) as info:
-        run(model, seen=seen)
-    assert seen == [TextDelta("Once upon")]  # no half tool call, no Finish
-    message = str(info.value)
-    assert sse_server.base_url in message
-    assert "broke in the middle of the response" in message
-    assert "not retried" in message
-    assert len(sse_server.requests) == 1  # not retried, although retries were allowed
+    # No half tool call; the finish says why, and the runtime treats it as cut off.
+    assert run(model) == [TextDelta("Once upon"), Finish("truncated", CONNECTION_LOST)]
+    assert len(sse_server.requests) == 1  # a partial response is never replayed
+
+
+def test_the_request_after_a_cut_stream_waits_and_backs_off(sse_server, monkeypatch):
+    cut = stream([text_chunk("Once")], done=False, cut=True)
+    sse_server.enqueue(cut, cut, stream(text_stream("upon a time")), stream(text_stream("!")))
+    model = make_model(sse_server, cut_backoff=0.01)
+    waits: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds, *args):
+        waits.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    first, second, third, fourth = run(model), run(model), run(model), run(model)
+    assert first[-1] == second[-1] == Finish("truncated", CONNECTION_LOST)
+    assert third == [TextDelta("upon a time"), Finish("stop", "stop")]
+    assert fourth == [TextDelta("!"), Finish("stop", "stop")]
+    # before the 2nd request 0.01 s, before the 3rd (two cuts in a row) 0.02 s, then none
+    assert waits == [0.01, 0.02]
+
+
+def test_a_connection_dropped_before_the_first_byte_is_retried_by_the_sdk(sse_server):
+    sse_server.enqueue(drop(), drop(), stream(text_stream("hello")))
+    model = make_model(sse_server, max_retries=2)
+    assert run(model) == [TextDelta("hello"), Finish("stop", "stop")]
+    assert len(sse_server.requests) == 3
+
+
+def test_a_cut_before_the_first_chunk_is_a_connection_error(sse_server):
+    sse_server.enqueue(stream([], done=False, cut=True))
+    with pytest.raises(ModelConnectionError, match="broke in the middle of the response"):
+        run(make_model(sse_server))
+
+
+def test_max_tokens_and_temperature_are_sent_when_set(sse_server):
+    sse_server.enqueue(stream(text_stream("a")), stream(text_stream("b")))
+    run(make_model(sse_server, max_tokens=256, temperature=0.2))
+    run(make_model(sse_server))
+    assert sse_server.requests[0].body["max_tokens"] == 256
+    assert sse_server.requests[0].body["temperature"] == 0.2
+    assert "max_tokens" not in sse_server.requests[1].body
+    assert "temperature" not in sse_server.requests[1].body
 
 
 def test_an_error_event_inside_the_stream_is_a_model_error(sse_server):

@@ -24,13 +24,22 @@ Decisions worth knowing:
   ``truncated`` (``Finish.raw`` keeps what the provider said, ``None`` for nothing).
 * **Retries.** 408/409/429/5xx answers and failed connections are retried by the SDK itself
   (``max_retries``, exponential backoff, honouring ``retry-after-ms`` / ``retry-after``)
-  before anything was streamed. Once the stream has started nothing is retried, because
+  before anything was streamed. Once the stream has started nothing is replayed, because
   events were already handed to the runtime.
-* **A stream cut mid-way.** If the transport breaks (connection reset, the body ends in the
-  middle of a chunk, a read timeout) :class:`ModelConnectionError` is raised: the runtime
-  cannot tell what the model would have said, and replaying it would duplicate output. If the
-  response instead ends *cleanly* without ``[DONE]`` or a finish reason, the stream finishes
-  as ``Finish("truncated", None)``: the server said it was done, just not properly.
+* **A stream cut mid-way.** If the transport breaks after the first chunk (connection reset,
+  the body ends in the middle of a chunk, a read timeout), what arrived is kept and the
+  stream finishes as ``Finish("truncated", "connection_lost")``, without the tool calls it
+  had only begun: a cut-off like ``length``, which a write session continues. The next request
+  of this model waits first (``cut_backoff`` seconds, doubled for every cut in a row, at most
+  8 s), so a flapping network is not hammered. A break before the first chunk raises
+  :class:`ModelConnectionError`. If the response instead ends *cleanly* without ``[DONE]`` or
+  a finish reason, the stream finishes as ``Finish("truncated", None)``.
+* **Gateways.** LiteLLM's proxy and some others turn an upstream stream that ended without a
+  finish reason into ``finish_reason: "stop"``, send the role in a chunk of its own and the
+  usage in a chunk with ``choices: [{index: 0, delta: {}}]``. Such a cut-off arrives as
+  ``stop``; the write session tells it by the message ending in the middle of a line.
+* **Settings.** ``max_tokens`` and ``temperature`` are sent when set (``orion.yaml``'s
+  ``model:`` section); ``max_tokens`` is the output limit a cut-off with ``length`` is about.
 * **Errors.** 401/403 raise :class:`ModelAuthError` naming the endpoint; connection refused,
   DNS failures and timeouts raise :class:`ModelConnectionError` naming the base URL; any
   other refusal raises :class:`ModelError` with the server's own message.
@@ -38,6 +47,7 @@ Decisions worth knowing:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import AsyncIterator
@@ -55,6 +65,8 @@ from openai import (
 
 from orion.models.base import ModelAuthError, ModelConnectionError, ModelError, ModelRequest
 from orion.models.events import (
+    CONNECTION_LOST,
+    Finish,
     ModelEvent,
     ReasoningDelta,
     TextDelta,
@@ -66,6 +78,8 @@ from orion.models.events import (
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 #: The key sent to endpoints that do not check it (local servers) when none is configured.
 PLACEHOLDER_API_KEY = "not-needed"
+#: The longest wait before the request that follows a cut stream.
+MAX_CUT_BACKOFF = 8.0
 
 
 class OpenAICompatibleModel:
@@ -78,11 +92,16 @@ class OpenAICompatibleModel:
 
     def __init__(self, *, model: str, base_url: str | None = None, api_key: str | None = None,
                  max_retries: int = 3, timeout: float = 120.0,
-                 client: AsyncOpenAI | None = None) -> None:
+                 client: AsyncOpenAI | None = None, max_tokens: int | None = None,
+                 temperature: float | None = None, cut_backoff: float = 0.5) -> None:
         self.model = model
         self.name = model
         self.max_retries = max_retries
         self.timeout = timeout
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.cut_backoff = cut_backoff
+        self._cuts = 0  # streams cut by the network in a row
         self._given_client = client
         self._key_missing = False
         if client is not None:
@@ -141,6 +160,12 @@ class OpenAICompatibleModel:
         }
         if request.tools:
             kwargs["tools"] = request.tools
+        if self.max_tokens is not None:
+            kwargs["max_tokens"] = self.max_tokens
+        if self.temperature is not None:
+            kwargs["temperature"] = self.temperature
+        if self._cuts:
+            await asyncio.sleep(min(self.cut_backoff * 2 ** (self._cuts - 1), MAX_CUT_BACKOFF))
         try:
             response = await client.chat.completions.create(**kwargs)
         except APIStatusError as err:
@@ -158,20 +183,21 @@ class OpenAICompatibleModel:
             raise ModelError(f"the request to {self.base_url} failed: {err}") from err
 
         state = _StreamState(request.number)
+        cut: ModelConnectionError | None = None
         try:
             async for chunk in response:
                 for event in state.feed(chunk):
                     yield event
         except APITimeoutError as err:
-            raise ModelConnectionError(
+            cut = ModelConnectionError(
                 f"the model endpoint at {self.base_url} stopped sending for {self.timeout:g} s "
-                f"in the middle of the response (after {_chunks(state.chunks)}); a partial "
-                "response is not retried") from err
+                f"in the middle of the response (after {_chunks(state.chunks)})")
+            cut.__cause__ = err
         except APIConnectionError as err:
-            raise ModelConnectionError(
+            cut = ModelConnectionError(
                 f"the connection to {self.base_url} broke in the middle of the response "
-                f"(after {_chunks(state.chunks)}): {_cause(err)}; a partial response is not "
-                "retried") from err
+                f"(after {_chunks(state.chunks)}): {_cause(err)}")
+            cut.__cause__ = err
         except APIError as err:
             raise ModelError(f"the endpoint at {self.base_url} reported an error in the "
                              f"middle of the response: {_server_message(err)}") from err
@@ -180,6 +206,17 @@ class OpenAICompatibleModel:
                              f"JSON (after {_chunks(state.chunks)}): {err}") from err
         finally:
             await response.close()
+        if cut is not None:
+            if not state.chunks:
+                raise cut  # nothing arrived: a connection error like any other
+            # What arrived is kept: a cut-off, like `length`. Tool calls it had only begun are
+            # dropped (their arguments would be cut too).
+            self._cuts += 1
+            if state.usage is not None:
+                yield state.usage
+            yield Finish("truncated", CONNECTION_LOST)
+            return
+        self._cuts = 0
         for event in state.finish():
             yield event
 

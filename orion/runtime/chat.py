@@ -11,7 +11,7 @@ from rich.markup import escape
 from orion.clock import RealClock
 from orion.config import WorkspaceConfig
 from orion.errors import OrionError
-from orion.models.base import ModelError
+from orion.models.base import ModelAuthError
 from orion.models.openai_compat import OpenAICompatibleModel
 from orion.plugins import PluginManager
 from orion.runtime.report import ConsoleReporter
@@ -27,7 +27,9 @@ def make_model(config: WorkspaceConfig, *, base_url: str | None,
     settings = config.model.model
     return OpenAICompatibleModel(model=model_name or settings.model,
                                  base_url=base_url or settings.base_url,
-                                 api_key=os.environ.get(settings.api_key_env))
+                                 api_key=os.environ.get(settings.api_key_env),
+                                 max_tokens=settings.max_tokens,
+                                 temperature=settings.temperature)
 
 
 async def _read_line(prompt: str) -> str | None:
@@ -82,7 +84,11 @@ async def _guarded(runtime: Runtime, reporter: ConsoleReporter, work) -> int | N
         runtime.tracer.emit(trace_events.error("orion chat", exc,
                                                at_ms=runtime.clock.now_ms(),
                                                conversation_id=runtime.conversation.id))
-        reporter.console.print(f"[red]error:[/red] {escape(str(exc))}")
-        if isinstance(exc, ModelError):
-            return 1  # the endpoint cannot be used: every further line would fail too
+        if isinstance(exc, ModelAuthError):
+            reporter.console.print(f"[red]error:[/red] {escape(str(exc))}")
+            return 1  # the key is refused: every further line would fail too
+        # Anything else (the endpoint down, a 5xx after the SDK's retries) may pass: one line,
+        # and the conversation (an open write session too) goes on with the next message.
+        reporter.console.print(f"[red]error:[/red] {escape(str(exc))}; the conversation is "
+                               "kept, type your next message or /quit")
     return None
