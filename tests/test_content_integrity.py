@@ -1,0 +1,451 @@
+"""Nothing but the content, all of the content: the seven ways a write used to go wrong under
+real model and gateway behaviour, each played as a scripted conversation through the real
+runtime (``orion.runtime.runner.play``), and the gateway's exact chunk sequence replayed through
+the real ``openai`` SDK against the loopback SSE server. The rules are listed in
+docs/write-sessions.md ("What is content"); features/content_integrity.feature states them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from sse_server import (SSEServer, chunk, finish_chunk, retryable, stream, text_chunk,
+                        text_stream, tool_call_chunk)
+
+from orion.clock import VirtualClock
+from orion.models.openai_compat import OpenAICompatibleModel
+from orion.models.script import load_script
+from orion.models.scripted import ScriptedModel
+from orion.plugins import make_plugin_manager
+from orion.runtime import runner
+from orion.runtime.report import Reporter
+from orion.runtime.runner import RunResult, play
+from orion.runtime.runtime import Runtime
+
+DONE_PROMPT = "If you're finished, reply with DONE on its own line; otherwise continue."
+CUT_PROMPT = "Your output was cut off."
+NOT_ADDED = "Your last reply did not end with a line DONE, so it was not added"
+
+
+class Capture(Reporter):
+    def __init__(self) -> None:
+        self.notices: list[str] = []
+
+    def notice(self, text: str) -> None:
+        self.notices.append(text)
+
+
+class Recording(ScriptedModel):
+    """The scripted model, kept so the test can read the requests it received."""
+
+    last: ScriptedModel | None = None
+
+    def __init__(self, cursor) -> None:
+        super().__init__(cursor)
+        Recording.last = self
+
+
+@dataclass
+class Played:
+    result: RunResult
+    workspace: Path
+    reporter: Capture
+    model: ScriptedModel
+
+    def text(self, relative: str) -> str:
+        return (self.workspace / relative).read_text(encoding="utf-8")
+
+    def sent(self, request: int) -> list[dict[str, Any]]:
+        return self.model.log[request - 1].sent.messages
+
+    def events(self, kind: str) -> list[dict[str, Any]]:
+        with sqlite3.connect(self.workspace / ".orion" / "orion.db") as db:
+            rows = db.execute("SELECT kind, name, attributes FROM trace_events ORDER BY id")
+            return [{"name": n, "attributes": json.loads(a)} for k, n, a in rows if k == kind]
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "ScriptedModel", Recording)
+    counter = iter(range(1, 100))
+
+    def _run(conversation: list[dict], *, settings: dict | None = None,
+             files: dict | None = None) -> Played:
+        workspace = tmp_path / f"ws{next(counter)}"
+        workspace.mkdir()
+        script: dict[str, Any] = {"conversation": conversation}
+        if settings:
+            script["settings"] = {"write_session": settings}
+        if files:
+            script["files"] = files
+        path = tmp_path / "script.yaml"
+        path.write_text(yaml.safe_dump(script, sort_keys=False, width=1 << 20),
+                        encoding="utf-8")
+        reporter = Capture()
+        result = asyncio.run(play(load_script(path), workspace=workspace, reporter=reporter,
+                                  plugins=make_plugin_manager(entrypoints=False, env={})))
+        assert Recording.last is not None
+        return Played(result, workspace, reporter, Recording.last)
+    return _run
+
+
+def begin(target: str) -> dict:
+    return {"model": {"tool_calls": [{"name": "WritePlanTool_begin", "arguments": {
+        "intent": "a test write", "target_file": target, "operation": "create"}}]}}
+
+
+def say(text: str, **reply: Any) -> dict:
+    return {"model": {"text": text, **reply}}
+
+
+def lines(path: str, first: int, last: int) -> str:
+    return "".join(f"Line {n} of {path}.\n" for n in range(first, last + 1))
+
+
+def ok(played: Played) -> None:
+    assert played.result.ok, played.result.errors
+
+
+# -- 1. prose after the idle prompt ------------------------------------------------------------
+
+
+def test_1_a_reply_without_done_after_the_idle_prompt_is_never_appended(run):
+    played = run([
+        {"user": "Write notes.md."}, begin("notes.md"),
+        say("alpha\nbeta\n"),
+        {"wait_ms": 2000}, {"expect": DONE_PROMPT},
+        say("I have finished writing the file."),
+        {"wait_ms": 2000}, {"expect": NOT_ADDED},
+        say("DONE"),
+        {"expect": "Created notes.md (2 lines"}, say("Written."),
+    ])
+    ok(played)
+    assert played.text("notes.md") == "alpha\nbeta\n"
+    assert any("the reply did not end with a line DONE, so it was not written to notes.md"
+               in n for n in played.reporter.notices)
+    [event] = played.events("write_report")[:1]
+    assert event["name"] == "reply not written"
+    assert event["attributes"]["orion.commentary"] == "I have finished writing the file."
+    # The model still has its own words in the history.
+    assert {"role": "assistant", "content": "I have finished writing the file."} in \
+        played.sent(5)
+
+
+def test_1_replies_are_never_glued_onto_the_last_line(run):
+    # The content stops mid-line ("...else!"), which is taken as a cut-off: the reply to the
+    # continuation request is an answer ("Yes, I am done."), not content to glue onto it.
+    played = run([
+        {"user": "Write notes.md."}, begin("notes.md"),
+        say("First line.\nSomething else!"),
+        {"expect": CUT_PROMPT},
+        say("Yes, I am done."),
+        {"wait_ms": 2000}, {"expect": NOT_ADDED},
+        say("DONE"),
+        {"expect": "Created notes.md (2 lines, 27 B)"}, say("Written."),
+    ])
+    ok(played)
+    assert played.text("notes.md") == "First line.\nSomething else!"
+
+
+# -- 2. narration beside a tool call -------------------------------------------------------------
+
+
+def test_2_text_beside_a_tool_call_is_narration_not_content(run):
+    played = run([
+        {"user": "Write summary.md from notes.md."}, begin("summary.md"),
+        {"model": {"text": "Let me check the notes first.", "tool_calls": [
+            {"name": "read_file", "arguments": {"path": "notes.md"}}]}},
+        say("# Summary\n\nShip on Friday.\nDONE\n"),
+        {"expect": "Created summary.md (3 lines"}, say("Written."),
+    ], files={"notes.md": "ship it on Friday\n"})
+    ok(played)
+    assert played.text("summary.md") == "# Summary\n\nShip on Friday.\n"
+    [narration] = [m for m in played.sent(4) if m["role"] == "assistant" and
+                   m.get("tool_calls") and m["tool_calls"][0]["function"]["name"] == "read_file"]
+    assert narration["content"] == "Let me check the notes first."  # kept in the history
+    assert any("the text beside the tool call (1 line) was not written to summary.md" in n
+               for n in played.reporter.notices)
+    assert [e["name"] for e in played.events("write_report")][0] == "narration not written"
+
+
+def test_2_narration_in_a_reply_to_the_idle_prompt_is_not_content_either(run):
+    played = run([
+        {"user": "Write notes.md."}, begin("notes.md"),
+        say("alpha\n"),
+        {"wait_ms": 2000}, {"expect": DONE_PROMPT},
+        {"model": {"text": "I will look at the README before I go on.", "tool_calls": [
+            {"name": "read_file", "arguments": {"path": "README.md"}}]}},
+        say("beta\nDONE\n"),
+        {"expect": "Created notes.md (2 lines"}, say("Written."),
+    ], files={"README.md": "readme\n"})
+    ok(played)
+    assert played.text("notes.md") == "alpha\nbeta\n"
+
+
+def test_2_content_that_ends_with_done_beside_a_tool_call_is_kept(run):
+    # The terminator line says the content is complete: the text before it is the file.
+    played = run([
+        {"user": "Write notes.md."}, begin("notes.md"),
+        {"model": {"text": "alpha\nbeta\nDONE\n", "tool_calls": [
+            {"name": "read_file", "arguments": {"path": "README.md"}}]}},
+        say("Written."),  # answers the report and the tool result
+    ], files={"README.md": "readme\n"})
+    ok(played)
+    assert played.text("notes.md") == "alpha\nbeta\n"
+    assert played.result.prompts[-1].startswith("Created notes.md (2 lines")
+
+
+# -- 3. a user's message while a session is open ----------------------------------------------
+
+
+def test_3_a_user_message_mid_session_is_held_and_its_answer_never_becomes_content(run):
+    played = run([
+        {"user": "Write notes.md."}, begin("notes.md"),
+        say("alpha\nbeta\n"),
+        {"user": "What is the capital of France?"},
+        {"expect": DONE_PROMPT},  # at once: no waiting for the idle timer
+        say("Paris."),
+        {"wait_ms": 2000}, {"expect": NOT_ADDED},
+        say("DONE"),
+        say("Written. And Paris is the capital of France."),
+    ])
+    ok(played)
+    assert played.text("notes.md") == "alpha\nbeta\n"
+    # The question reached the model only with the request after the write.
+    for request in range(1, 5):
+        assert not any(m["content"] == "What is the capital of France?"
+                       for m in played.sent(request))
+    last = played.sent(5)
+    assert last[-2]["content"].startswith("Created notes.md")
+    assert last[-1] == {"role": "user", "content": "What is the capital of France?"}
+    assert any("your message is held and sent to the model once the file is written" in n
+               for n in played.reporter.notices)
+
+
+# -- 4. a DONE line that belongs to the document ------------------------------------------------
+
+
+def test_4_earlier_done_lines_are_content_when_another_follows_in_the_same_message(run):
+    played = run([
+        {"user": "Write todo.md."}, begin("todo.md"),
+        say("Task A\nDONE\nTask B\nTask C\nDONE\n"),
+        {"expect": "Created todo.md (4 lines"}, say("Written."),
+    ])
+    ok(played)
+    assert played.text("todo.md") == "Task A\nDONE\nTask B\nTask C\n"
+
+
+def test_4_text_discarded_after_done_is_counted_in_the_report_and_the_notice(run):
+    played = run([
+        {"user": "Write todo.md."}, begin("todo.md"),
+        say("Task A\nDONE\nTask B\nTask C\nThat is all."),
+        {"expect": "Created todo.md (1 line, 7 B); 3 lines after DONE were not written; they "
+                   "are kept in the trace as commentary"},
+        say("Written."),
+    ])
+    ok(played)
+    assert played.text("todo.md") == "Task A\n"
+    assert "todo.md: 3 lines after DONE were not written; they are kept in the trace as " \
+           "commentary" in played.reporter.notices
+
+
+# -- 5. a cut-off that arrives as stop ---------------------------------------------------------
+
+
+def test_5_a_message_ending_mid_line_without_done_is_continued_at_once(run):
+    path = "docs/guide.md"
+    played = run([
+        {"user": f"Write {path}."}, begin(path),
+        say(lines(path, 1, 200) + "Line 201 of", finish_reason="stop"),
+        {"expect": CUT_PROMPT},  # at once, without the idle timer
+        say(lines(path, 201, 250) + "DONE\n"),
+        {"expect": f"Created {path} (250 lines"}, say("Written."),
+    ])
+    ok(played)
+    assert played.text(path) == lines(path, 1, 250)
+    assert DONE_PROMPT not in played.result.prompts
+    assert "the reply ended in the middle of a line without DONE: taken as cut off" in \
+        played.reporter.notices
+
+
+def test_5_overlap_is_removed_after_the_idle_prompt_too(run):
+    path = "docs/guide.md"
+    played = run([
+        {"user": f"Write {path}."}, begin(path),
+        say(lines(path, 1, 20)),
+        {"wait_ms": 2000}, {"expect": DONE_PROMPT},
+        say(lines(path, 19, 30) + "DONE\n"),  # repeats lines 19 and 20
+        {"expect": f"Created {path} (30 lines"}, say("Written."),
+    ])
+    ok(played)
+    assert played.text(path) == lines(path, 1, 30)
+
+
+def _gateway_cut(text: str) -> list[dict | str]:
+    """What LiteLLM's proxy sends for an upstream stream that ended without a finish reason:
+    the role in a chunk of its own, the text, ``finish_reason: "stop"`` after the mid-line cut,
+    then the usage in a chunk whose choice has an empty delta."""
+    pieces = [text[i:i + 40] for i in range(0, len(text), 40)]
+    return [chunk({"role": "assistant", "content": ""}),
+            *[text_chunk(p) for p in pieces],
+            chunk({}, "stop"),
+            chunk(choices=[{"index": 0, "delta": {}}],
+                  usage={"prompt_tokens": 120, "completion_tokens": 2000,
+                         "total_tokens": 2120})]
+
+
+def test_5_the_gateway_chunk_sequence_through_the_openai_sdk(tmp_path):
+    path = "docs/guide.md"
+    begin_call = stream([chunk({"role": "assistant"}),
+                         tool_call_chunk(0, id="call_1", name="WritePlanTool_begin",
+                                         arguments=json.dumps({
+                                             "intent": "the guide", "target_file": path,
+                                             "operation": "create"})),
+                         finish_chunk("tool_calls")])
+    responses = [begin_call,
+                 stream(_gateway_cut(lines(path, 1, 200) + "Line 201 of")),
+                 stream(_gateway_cut(lines(path, 201, 250) + "DONE")),
+                 stream(text_stream("The guide is written."))]
+    reporter = Capture()
+    with SSEServer(responses) as server:
+        model = OpenAICompatibleModel(model="test-model", base_url=server.base_url,
+                                      api_key="k", max_retries=0)
+        runtime = Runtime(model=model, plugins=make_plugin_manager(entrypoints=False, env={}),
+                          workspace=tmp_path, clock=VirtualClock(), reporter=reporter)
+        asyncio.run(runtime.handle(f"Write {path}."))
+        runtime.close()
+        bodies = [r.body for r in server.requests]
+    assert (tmp_path / path).read_text() == lines(path, 1, 250)
+    assert len(bodies) == 4  # begin, content, continuation, report: no idle wait
+    assert bodies[2]["messages"][-1]["content"].startswith(CUT_PROMPT)
+    assert bodies[3]["messages"][-1]["content"].startswith(f"Created {path} (250 lines")
+
+
+# -- 6. idle prompts are bounded ---------------------------------------------------------------
+
+
+def test_6_a_model_that_never_says_done_is_asked_max_idle_prompts_times(run):
+    ask = [{"wait_ms": 2000}, {"expect": "reply with DONE on its own line"},
+           say("Still thinking about it.")]
+    played = run([
+        {"user": "Write notes.md."}, begin("notes.md"),
+        say("alpha\nbeta\n"),
+        *ask, *ask, *ask,
+        {"expect": "Created notes.md (2 lines, 11 B) (incomplete: no DONE after 3 idle "
+                   "prompts)"},
+        say("Sorry."),
+        {"wait_ms": 60000},
+    ])
+    ok(played)
+    assert played.text("notes.md") == "alpha\nbeta\n"
+    assert [p for p in played.result.prompts if "reply with DONE" in p].__len__() == 3
+    assert played.result.sessions[0]["status"] == "incomplete"
+    assert "no DONE after 3 idle prompts: writing notes.md as incomplete (2 lines)" in \
+        played.reporter.notices
+
+
+def test_6_max_idle_prompts_is_a_setting(run):
+    played = run([
+        {"user": "Write notes.md."}, begin("notes.md"),
+        say("alpha\n"),
+        {"wait_ms": 2000}, {"expect": DONE_PROMPT}, say(""),
+        {"expect": "(incomplete: no DONE after 1 idle prompts)"}, say("Sorry."),
+    ], settings={"max_idle_prompts": 1})
+    ok(played)
+    assert played.result.sessions[0]["status"] == "incomplete"
+
+
+def test_6_new_content_starts_the_count_again(run):
+    played = run([
+        {"user": "Write notes.md."}, begin("notes.md"),
+        say("alpha\n"),
+        {"wait_ms": 2000}, {"expect": DONE_PROMPT}, say("Hm."),
+        {"wait_ms": 2000}, {"expect": NOT_ADDED},
+        say("beta\n", finish_reason="length"),  # new content (cut off): the count is 0 again
+        {"expect": CUT_PROMPT}, say(""),
+        {"wait_ms": 2000}, {"expect": DONE_PROMPT}, say("DONE"),
+        {"expect": "Created notes.md (2 lines"}, say("Written."),
+    ], settings={"max_idle_prompts": 2})
+    ok(played)
+    assert played.text("notes.md") == "alpha\nbeta\n"
+    assert played.result.sessions[0]["status"] == "written"
+
+
+# -- 7. transport faults in `orion chat` -----------------------------------------------------
+
+
+def chat(server: SSEServer, workspace: Path, lines_in: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ORION_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "orion", "chat", "--base-url", server.base_url,
+         "--model", "test-model", "--workspace", str(workspace)],
+        input=lines_in, capture_output=True, text=True, timeout=120,
+        env={**clean, "OPENAI_API_KEY": "k"})
+
+
+def begin_stream(path: str) -> Any:
+    return stream([tool_call_chunk(0, id="call_1", name="WritePlanTool_begin",
+                                   arguments=json.dumps({"intent": "notes",
+                                                         "target_file": path,
+                                                         "operation": "create"})),
+                   finish_chunk("tool_calls")])
+
+
+def test_7_a_connection_cut_mid_reply_is_continued_and_chat_goes_on(tmp_path):
+    path = "notes.md"
+    responses = [begin_stream(path),
+                 stream([text_chunk("alpha\nbeta\ngamma is the third l")], done=False,
+                        cut=True),
+                 # a continuation repeats the cut line; the repeat is dropped
+                 stream(text_stream("gamma is the third letter\ndelta\nDONE")),
+                 stream(text_stream("Written.")),
+                 stream(text_stream("Still here."))]
+    with SSEServer(responses) as server:
+        proc = chat(server, tmp_path, "Write notes.md.\nAre you there?\n")
+        bodies = [r.body for r in server.requests]
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / path).read_text() == "alpha\nbeta\ngamma is the third letter\ndelta\n"
+    assert "the connection broke in the middle of the reply" in proc.stderr
+    assert bodies[2]["messages"][-1]["content"].startswith(CUT_PROMPT)
+    assert "Still here." in proc.stdout
+    assert not list((tmp_path / ".orion" / "write_sessions").glob("*"))  # nothing orphaned
+
+
+def test_7_chat_survives_an_endpoint_error_with_one_line_and_keeps_the_conversation(tmp_path):
+    # 503 four times: the SDK's own retries (3) are used up, the request fails.
+    responses = [retryable(503, message="upstream unavailable")] * 4 + [
+        stream(text_stream("Hello again."))]
+    with SSEServer(responses) as server:
+        proc = chat(server, tmp_path, "Hello?\nAnyone?\n")
+        bodies = [r.body for r in server.requests]
+    assert proc.returncode == 0, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "HTTP 503" in errors[0] and "upstream unavailable" in errors[0]
+    assert "the conversation is kept" in errors[0]
+    assert "Hello again." in proc.stdout
+    users = [m["content"] for m in bodies[-1]["messages"] if m["role"] == "user"]
+    assert users == ["Hello?", "Anyone?"]  # the conversation was kept
+
+
+def test_7_max_tokens_and_temperature_come_from_orion_yaml(tmp_path):
+    (tmp_path / "orion.yaml").write_text(textwrap.dedent("""\
+        model:
+          max_tokens: 512
+          temperature: 0.3
+        """))
+    with SSEServer([stream(text_stream("ok"))]) as server:
+        proc = chat(server, tmp_path, "hi\n")
+        body = server.requests[0].body
+    assert proc.returncode == 0, proc.stderr
+    assert body["max_tokens"] == 512 and body["temperature"] == 0.3
