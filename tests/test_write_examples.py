@@ -82,10 +82,14 @@ def test_write_guide_writes_the_324_line_guide_exactly_once(tmp_path):
 
 def test_idle_prompt_appends_the_second_section_and_ends_on_done(tmp_path):
     script, result, _ = play_example("idle_prompt.yaml", tmp_path)
-    first, second = texts(script)[:2]
-    assert (tmp_path / "docs/release-notes.md").read_text(encoding="utf-8") == first + second
+    first, answer, second = texts(script)[:3]
+    # the answer without DONE is not written; the section ended by DONE is
+    assert (tmp_path / "docs/release-notes.md").read_text(encoding="utf-8") == \
+        first + second.removesuffix("DONE\n")
     prompt = "If you're finished, reply with DONE on its own line; otherwise continue."
-    assert result.prompts[:2] == [prompt, prompt]
+    assert result.prompts[0] == prompt
+    assert result.prompts[1].startswith("Your last reply did not end with a line DONE, so it "
+                                        "was not added to the file. " + prompt)
     assert result.sessions[0]["status"] == "written"
 
 

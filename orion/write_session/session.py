@@ -257,8 +257,7 @@ class WriteSession:
         self._in_message = False
         # A content message can be megabytes: only replies to Orion's prompts and corrections
         # join their text (they are short, or rare).
-        text = "".join(self._message_text) if self._reply or self._mode == "corrections" \
-            else ""
+        text = "".join(self._message_text) if self._mode in ("hold", "corrections") else ""
         if self._mode == "hold":
             if text.strip() == self.terminator:  # a reply that is only DONE
                 self._mode = "content"
@@ -298,13 +297,9 @@ class WriteSession:
         probable_cut = False
         if not done and not finish.truncated and self._mode == "content" \
                 and self.journal.bytes > self._bytes_at_start:
-            chunks = self._message_text
-            probable_cut = _ends_mid_line(chunks)
-            if self._reply and not probable_cut:
-                # A reply to Orion's prompt is content when it has the terminator line or was
-                # cut off (this one was streamed as content: it is longer than the held start,
-                # so one that ends mid-line was cut off, not an answer such as "Yes, I am done.")
-                self._not_content("reply", text)
+            # A reply to Orion's prompt that got here is longer than the held start, which an
+            # answer ("Yes, I am done.") is not: it is content, like any other message.
+            probable_cut = _ends_mid_line(self._message_text)
         grew = self.journal.bytes > self._bytes_at_start
         if message is not None and (grew or self._circular):
             self.messages.append(message)  # replaced by a reference once the file is written
@@ -339,9 +334,10 @@ class WriteSession:
             self._idle_exhausted(limit)
 
     def _reply_is_content(self, text: str) -> bool:
-        """Whether a short reply to Orion's prompt (shorter than the held start), ended with
-        finish reason stop, is content: only when it has the terminator line. Anything else
-        that short is an answer ("I have finished writing the file.")."""
+        """Whether a short reply to Orion's prompt (shorter than the held start, 1024
+        characters), ended with finish reason stop, is content: only when it has the
+        terminator line. Anything else that short is an answer ("I have finished writing the
+        file.", "Yes, I am done.")."""
         probe = EndMarker(self.terminator)
         probe.restore(self.marker.save())
         probe.feed(text)
