@@ -1197,3 +1197,31 @@ def trace_holds_no_content(orion_world: World) -> None:
         data = path.read_bytes().decode("utf-8", "replace")
         leaked = [line for line in lines if line in data]
         assert not leaked, f"{relative} holds {leaked[:3]}"
+
+
+# -- content integrity (features/content_integrity.feature) ----------------------------------
+
+
+@step(parsers.re(rf'the model says {TEXT} and calls "(?P<tool>\w+)" with:'))
+def model_says_and_calls_tool(orion_world: World, text: str, tool: str, docstring: str) -> None:
+    """One message with text beside a tool call: narration such as "Let me check first."."""
+    world = orion_world
+    world.mark()
+    world.reply(text=unescape(text), tool_calls=[{"name": tool,
+                                                  "arguments": json.loads(docstring)}])
+    if world.model.replies:  # nothing was waiting: the user asks
+        world.say("Please do it.")
+    _record_begins(world)
+
+
+@step(parsers.re(rf"the model streams {COUNT} (?:more )?lines?(?: to {PATH})? and stops in the "
+                 r"middle of the next line"), converters=INT)
+def model_stops_mid_line(orion_world: World, count: int, path: str | None) -> None:
+    """The lines, then the start of the next one (``Line 201 of``) and finish reason ``stop``:
+    what a gateway sends for a stream that was cut. The next generated line is the cut one, so
+    a continuation that repeats it from its start holds the same text again."""
+    target = _ensure_session(orion_world, path)
+    text = _next_lines(orion_world, target, count)
+    cut = _book(orion_world)["next_line"][target]
+    text += f"Line {cut} of"
+    _model_says(orion_world, **_per_line(text), finish_reason="stop")
