@@ -449,3 +449,19 @@ def test_7_max_tokens_and_temperature_come_from_orion_yaml(tmp_path):
         body = server.requests[0].body
     assert proc.returncode == 0, proc.stderr
     assert body["max_tokens"] == 512 and body["temperature"] == 0.3
+
+
+def test_2_narration_is_taken_back_from_the_journal_on_disk_too(run):
+    # 60 lines of narration: more than flush_lines (50), so part of it had reached content.txt
+    # before the tool call showed what it was. It is truncated away on disk as in memory.
+    narration = "".join(f"Thinking aloud, step {n}.\n" for n in range(60))
+    played = run([
+        {"user": "Write notes.md."}, begin("notes.md"),
+        {"model": {"text": narration, "tool_calls": [
+            {"name": "read_file", "arguments": {"path": "README.md"}}]}},
+        say("alpha\n"),
+    ], files={"README.md": "readme\n"})
+    ok(played)
+    [session] = (played.workspace / ".orion" / "write_sessions").iterdir()
+    assert (session / "content.txt").read_bytes() == b"alpha\n"
+    assert json.loads((session / "state.json").read_text())["lines"] == 1

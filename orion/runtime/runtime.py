@@ -257,5 +257,13 @@ class Runtime:
         if self._pending and not isinstance(self.clock, VirtualClock):
             # Real time: nobody else will notice the prompt, so answer it on the loop the
             # timer fired on. (With a virtual clock, whoever advanced it calls pump().)
-            asyncio.get_running_loop().create_task(self.pump())
+            asyncio.get_running_loop().create_task(self._pump_after_timer())
+
+    async def _pump_after_timer(self) -> None:
+        # No caller awaits this task: an endpoint error is reported here, in one line, and the
+        # conversation goes on (the next user line, or the next timer, asks again).
+        try:
+            await self.pump()
+        except OrionError as exc:
+            self.reporter.notice(f"error: {exc}")
 
