@@ -465,3 +465,13 @@ def test_2_narration_is_taken_back_from_the_journal_on_disk_too(run):
     [session] = (played.workspace / ".orion" / "write_sessions").iterdir()
     assert (session / "content.txt").read_bytes() == b"alpha\n"
     assert json.loads((session / "state.json").read_text())["lines"] == 1
+
+
+def test_7_a_bad_max_tokens_in_orion_yaml_is_reported_with_its_position(tmp_path):
+    from orion.config import load_config
+    from orion.errors import ConfigError
+
+    (tmp_path / "orion.yaml").write_text("model:\n  model: m\n  max_tokens: 0\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path, env={})
+    assert "orion.yaml:3:" in str(info.value) and "max_tokens" in str(info.value)
