@@ -87,6 +87,14 @@ def register_tools(register: Callable[[ToolSpec], None]) -> None:
 
 
 @hookspec
+def register_statecharts(register: Callable[..., None]) -> None:
+    """Ship statecharts: ``register(path)`` for each YAML file, a whole chart or an overlay
+    (``extends:``). A chart is found by the name it declares; a plugin's replaces the built-in
+    of that name, and a workspace's (``orion.yaml`` ``statecharts:``) replaces the plugin's.
+    Two plugins shipping one name is an error that names both."""
+
+
+@hookspec
 def register_commands(cli: click.Group) -> None:
     """Add commands to the ``orion`` command line: ``@cli.command()``."""
 

@@ -308,6 +308,17 @@ def load_entrypoints(pm: PluginManager, allow: set[str] | None) -> None:
                               f"{', '.join(sorted(seen)) or 'none'})")
 
 
+def installed_plugin_names() -> set[str]:
+    """Every name a plugin can be disabled by: built-in modules (full and short names) and
+    entry-point names."""
+    names: set[str] = set()
+    for module in builtin_modules():
+        names.update({module, module.rsplit(".", 1)[-1]})
+    for ep in importlib.metadata.entry_points(group=ENTRYPOINT_GROUP):
+        names.add(ep.name)
+    return names
+
+
 def make_plugin_manager(*, builtins: bool = True, entrypoints: bool = True,
                         blocked: Iterable[str] = (),
                         env: dict[str, str] | os._Environ[str] | None = None) -> PluginManager:
