@@ -37,7 +37,8 @@ class ConfigurationError(click.ClickException):
     exit_code = 2
 
     def show(self, file: Any = None) -> None:
-        err.print(f"[red]error:[/red] {escape(self.message)}")
+        # Not through rich: a located message must stay on one line for editors and CI.
+        click.echo(f"error: {self.message}", err=True)
 
 
 def _plugins(config: WorkspaceConfig | None = None) -> PluginManager:

@@ -131,8 +131,8 @@ def register_tools(register):
 
 
 def _state_is_active(request) -> bool:
-    """Without a runtime (gating asked outside one): the ``plan_mode`` lifecycle state."""
-    return request.states.get(LIFECYCLE, "inactive").startswith("active")
+    """Without a runtime (gating asked outside one): the ``plan_mode`` lifecycle's tags."""
+    return "plan_on" in request.tags.get(LIFECYCLE, ())
 
 
 @hookimpl

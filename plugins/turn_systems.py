@@ -19,7 +19,7 @@ from orion.trace import events as trace_events
 
 def gate_request(runtime) -> GateRequest:
     return GateRequest(conversation_id=runtime.conversation.id, states=runtime.states(),
-                       extra={"runtime": runtime})
+                       tags=runtime.tags(), extra={"runtime": runtime})
 
 
 class ContextSystem:

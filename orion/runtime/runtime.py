@@ -124,6 +124,11 @@ class Runtime:
         """The active state of each lifecycle, by key: what gating and context plugins see."""
         return {key: lc.state for key, lc in self.lifecycles.items()}
 
+    def tags(self) -> dict[str, frozenset[str]]:
+        """The active tags of each lifecycle, by key (see ``Lifecycle.has_tag``)."""
+        return {key: lc.definition.tags.get(lc.state, frozenset())
+                for key, lc in self.lifecycles.items()}
+
     def drain_outboxes(self) -> None:
         """Move the prompts lifecycles queued for the model into the conversation."""
         for lifecycle in self.lifecycles.values():
