@@ -12,7 +12,7 @@ import os
 import pkgutil
 import re
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -321,8 +321,11 @@ def installed_plugin_names() -> set[str]:
 
 def make_plugin_manager(*, builtins: bool = True, entrypoints: bool = True,
                         blocked: Iterable[str] = (),
-                        env: dict[str, str] | os._Environ[str] | None = None) -> PluginManager:
-    """A fully loaded and checked plugin manager."""
+                        env: dict[str, str] | os._Environ[str] | None = None,
+                        plugins: Mapping[str, object] | None = None) -> PluginManager:
+    """A fully loaded and checked plugin manager. ``plugins`` (name -> module or object) are
+    registered too, unless an entry point loaded them already: a project's tests register
+    its plugin this way whether or not the project is installed."""
     env = os.environ if env is None else env
     pm = PluginManager()
     for name in blocked:
@@ -331,6 +334,14 @@ def make_plugin_manager(*, builtins: bool = True, entrypoints: bool = True,
         load_builtins(pm, skip=blocked)
     if entrypoints:
         load_entrypoints(pm, parse_allow_list(env.get("ORION_LOAD_PLUGINS")))
+    for name, plugin in (plugins or {}).items():
+        if pm.is_registered(plugin) or pm.is_blocked(name):
+            continue
+        if pm.has_plugin(name):
+            raise PluginError(f"plugin name {name!r} is taken by another plugin "
+                              f"({pm.get_plugin(name)!r}); register {plugin!r} under another "
+                              "name")
+        pm.register(plugin, name)
     pm.check()
     return pm
 

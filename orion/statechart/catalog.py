@@ -188,13 +188,13 @@ class Catalog:
                 base = below[-1] if below else None
                 if base is None:
                     return Resolved(source, doc, None, [self._unknown(
-                        doc, ("extends",), base_name, f"there is no other chart named "
-                        f"{base_name!r} to extend")])
+                        doc, ("extends",), base_name, f"'extends' names {base_name!r}, which "
+                        "is no statechart of Orion or of a plugin")])
             else:
                 if base_name not in self.sources:
                     return Resolved(source, doc, None, [self._unknown(
                         doc, ("extends",), base_name, f"'extends' names {base_name!r}, which "
-                        "is no statechart")])
+                        "is no statechart of Orion or of a plugin")])
                 base = self.sources[base_name][-1]
             if base is not None and base.path in seen:
                 return Resolved(source, doc, None, [doc.diagnostic(

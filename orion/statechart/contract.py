@@ -76,22 +76,26 @@ def check_contract(doc: SourceDocument, spec: StatechartSpec,
         for k, a in enumerate(node.spec.after):
             triggers.setdefault(a.trigger, (*node.loc, "after", k))
     tags = {tag for node in nodes.values() for tag in node.spec.tags}
+    required = list(required)
+    # A renamed trigger is one the chart handles that the contract does not list.
+    own = [t for t in triggers if t not in {r.name for r in required if r.kind == "trigger"}]
     done: set[tuple[str, str]] = set()
     for req in required:
         if (req.kind, req.name) in done:
             continue
         done.add((req.kind, req.name))
         if req.kind == "trigger" and req.name not in triggers:
-            close = difflib.get_close_matches(req.name, list(triggers), n=1, cutoff=0.5)
+            close = difflib.get_close_matches(req.name, own, n=1, cutoff=0.5)
             loc = triggers[close[0]] if close else ("transitions",)
             yield doc.diagnostic(loc, (
                 f"no transition of {spec.statechart!r} handles trigger {req.name!r}, which the "
                 f"runtime sends (contract of {req.declared_by})"
                 + (f"; was {close[0]!r} renamed from it?" if close else "")), key=not close)
         elif req.kind == "tag" and req.name not in tags:
-            names = {node.name: node for node in nodes.values()}
-            close = difflib.get_close_matches(req.name, [*names, *tags], n=1, cutoff=0.5)
-            node = names.get(close[0]) if close else None
+            # A renamed state lost its tags: look among the states that have none.
+            untagged = {node.name: node for node in nodes.values() if not node.spec.tags}
+            close = difflib.get_close_matches(req.name, list(untagged), n=1, cutoff=0.3)
+            node = untagged[close[0]] if close else None
             yield doc.diagnostic(node.loc if node is not None else ("states",), (
                 f"no state of {spec.statechart!r} has tag {req.name!r}, which the runtime asks "
                 f"about (contract of {req.declared_by}); add `tags: [{req.name}]` to the state "

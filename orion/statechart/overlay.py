@@ -192,7 +192,7 @@ def _edit_transitions(builder: _Builder, base: SourceDocument, overlay: SourceDo
         (dict(t), [(snapshot, ("transitions", i), ())]) for i, t in enumerate(original)]
     current_ids = list(ids)
 
-    def find(tid: str, loc: Loc) -> int | None:
+    def find(tid: str, loc: Loc, *, key: bool = False) -> int | None:
         if tid in current_ids:
             return current_ids.index(tid)
         known = [i for i in current_ids if i]
@@ -201,7 +201,7 @@ def _edit_transitions(builder: _Builder, base: SourceDocument, overlay: SourceDo
             f"{tid!r} is not the id of a transition of {base.data.get('statechart')!r} "
             f"(ids: {', '.join(known) or 'none'}; a transition's id is its 'id:', or its trigger "
             "when no other transition has that trigger)"
-            + (f"; did you mean {hint[0]!r}?" if hint else ""))))
+            + (f"; did you mean {hint[0]!r}?" if hint else "")), key=key))
         return None
 
     for k, tid in enumerate(edits.get("remove") or []):
@@ -209,7 +209,7 @@ def _edit_transitions(builder: _Builder, base: SourceDocument, overlay: SourceDo
         if at is not None:
             del items[at], current_ids[at]
     for tid, patch in (edits.get("replace") or {}).items():
-        at = find(tid, ("transitions", "replace", tid))
+        at = find(tid, ("transitions", "replace", tid), key=True)
         if at is None:
             continue
         data, origins = items[at]
@@ -235,6 +235,9 @@ def _edit_transitions(builder: _Builder, base: SourceDocument, overlay: SourceDo
     if problems:
         return problems
     builder._drop(("transitions",))
+    if ("transitions",) in overlay.key_positions:  # a finding about the whole list: here
+        builder.doc.key_positions[("transitions",)] = overlay.key_positions[("transitions",)]
+        builder.doc.paths[(True, ("transitions",))] = overlay.path
     builder.doc.data["transitions"] = [data for data, _ in items]
     for i, (_, origins) in enumerate(items):
         for source, loc, parts in origins:

@@ -1,8 +1,9 @@
 """The team's review step for Orion's write sessions.
 
-With this plugin and the team's ``write_session`` statechart (``statecharts/write_session.yaml``
-next to this file), a write session that received its content (DONE, validated) waits in
-``review``: nothing is written until the user types ``/approve-write``. ``/reject-write``
+The plugin ships an overlay of Orion's ``write_session`` statechart
+(``statecharts/write_session.yaml`` next to this file): a write session that received its
+content (DONE, validated) waits in ``review``: nothing is written until the user types
+``/approve-write``. ``/reject-write``
 abandons the write. Orion's own write-session plugin still does the rest: it collects the
 content, validates it and, when the statechart runs ``finalize``, writes the target.
 """
@@ -13,13 +14,22 @@ from orion import hookimpl
 from orion.context import ContextBlock
 from orion.write_session.manager import manager_for
 
+from team_review import WRITE_SESSION
+
+#: The tag of the state where a write waits (the overlay's contract): the code asks for the
+#: tag, never the state's name.
 REVIEW = "review"
+
+
+@hookimpl
+def register_statecharts(register):
+    register(WRITE_SESSION)
 
 
 def waiting(runtime):
     """The write session of ``runtime`` that waits for the user's review, or ``None``."""
     for session in reversed(manager_for(runtime).sessions):
-        if session.status == "active" and session.lifecycle.is_in(REVIEW):
+        if session.status == "active" and session.lifecycle.has_tag(REVIEW):
             return session
     return None
 
