@@ -31,13 +31,38 @@ if TYPE_CHECKING:
     from orion.config import WorkspaceConfig
 
 BUILTIN, PLUGIN, WORKSPACE = "built-in", "plugin", "workspace"
+#: A file given on the command line, checked on its own (it may be a new lifecycle's draft).
+FILE = "file"
+
+
+# Parsed files, by path and what ``stat`` says of them: a runtime is created per conversation
+# (and per test), and charts rarely change in between. Documents are never modified.
+_documents: dict[str, tuple[tuple[int, int], SourceDocument | YamlSourceError]] = {}
+
+
+def _load(path: Path) -> SourceDocument:
+    try:
+        info = path.stat()
+        stamp = (info.st_mtime_ns, info.st_size)
+    except OSError:
+        return load_yaml(path)  # raises with the reason and a position
+    cached = _documents.get(str(path))
+    if cached is None or cached[0] != stamp:
+        try:
+            cached = (stamp, load_yaml(path))
+        except YamlSourceError as exc:
+            cached = (stamp, exc)
+        _documents[str(path)] = cached
+    if isinstance(cached[1], YamlSourceError):
+        raise cached[1]
+    return cached[1]
 
 
 def declared_name(path: Path) -> str | None:
     """The ``statechart:`` name a file declares (an overlay: the one it extends, unless it
     names its own); its file name when it cannot be read: loading it reports the problem."""
     try:
-        data = load_yaml(path).data
+        data = _load(path).data
     except YamlSourceError:
         return path.stem
     if not isinstance(data, dict):
@@ -50,7 +75,7 @@ def declared_name(path: Path) -> str | None:
 class ChartSource:
     path: Path
     name: str
-    layer: str  # BUILTIN, PLUGIN or WORKSPACE
+    layer: str  # BUILTIN, PLUGIN, WORKSPACE or FILE
     origin: str  # "built-in", "acme-orion 1.0", "orion.yaml"
     extends: str | None = None
 
@@ -77,7 +102,6 @@ class Catalog:
         self.plugins = plugins
         self.config = config
         self.sources: dict[str, list[ChartSource]] = {}
-        self._resolved: dict[Path, Resolved] = {}
         for path in builtin_statecharts():
             self._add(ChartSource(path, declared_name(path) or path.stem, BUILTIN, "built-in"))
         by_plugin: dict[str, ChartSource] = {}
@@ -97,6 +121,19 @@ class Catalog:
             for path in config.statechart_paths():
                 self._add(ChartSource(path, declared_name(path) or path.stem, WORKSPACE,
                                       origin))
+        self._resolved = _resolutions.setdefault(self._fingerprint(), {})
+
+    def _fingerprint(self) -> tuple:
+        """What resolving depends on: every file and what ``stat`` says of it, the plugins."""
+        files = []
+        for chain in self.sources.values():
+            for source in chain:
+                try:
+                    info = source.path.stat()
+                    files.append((source, info.st_mtime_ns, info.st_size))
+                except OSError:
+                    files.append((source, None, None))
+        return (id(self.plugins), id(self.plugins.registry), tuple(files))
 
     def _plugin_origin(self, plugin: str) -> str:
         origin = self.plugins.origins.get(plugin)
@@ -107,7 +144,7 @@ class Catalog:
     def _add(self, source: ChartSource) -> None:
         extends = None
         try:
-            data = load_yaml(source.path).data
+            data = _load(source.path).data
             if is_overlay(data) and isinstance(data["extends"], str):
                 extends = data["extends"]
         except YamlSourceError:
@@ -122,7 +159,8 @@ class Catalog:
 
     def known(self) -> list[str]:
         """The lifecycles Orion or a plugin provides: the names a workspace may replace."""
-        return sorted(n for n, s in self.sources.items() if any(x.layer != WORKSPACE for x in s))
+        return sorted(n for n, s in self.sources.items()
+                      if any(x.layer in (BUILTIN, PLUGIN) for x in s))
 
     def winner(self, name: str) -> ChartSource:
         if name not in self.sources:
@@ -159,22 +197,21 @@ class Catalog:
             for source in chain:
                 if source.path.resolve() == path.resolve():
                     return self.resolve(source)
-        source = ChartSource(path, declared_name(path) or path.stem, WORKSPACE, str(path))
-        self._add_transient(source)
+        source = ChartSource(path, declared_name(path) or path.stem, FILE, str(path))
+        self._add(source)  # for as long as it is resolved: an overlay extends what is below it
+        shared, self._resolved = self._resolved, {}
         try:
             return self.resolve(self.sources[source.name][-1])
         finally:
+            self._resolved = shared
             self.sources[source.name].pop()
             if not self.sources[source.name]:
                 del self.sources[source.name]
 
-    def _add_transient(self, source: ChartSource) -> None:
-        self._add(source)
-
     def _resolve(self, source: ChartSource, seen: tuple[Path, ...]) -> Resolved:
         names = checks.Names(self.plugins.registry.guards, self.plugins.registry.actions)
         try:
-            doc = load_yaml(source.path)
+            doc = _load(source.path)
         except YamlSourceError as exc:
             return Resolved(source, None, None, list(exc.diagnostics))
         chain = self.sources.get(source.name, [source])
@@ -244,25 +281,18 @@ class Catalog:
         """The compiled lifecycle ``name`` with its settings resolved. Raises
         :class:`StatechartError` with every finding (a contract the chart breaks included)."""
         source = self.winner(name)
-        if source.extends is None and len(self.sources[name]) == 1:
-            # Nothing replaced: the plain file, with load_definition's caches.
-            resolved_plain = self._check_plain(source)
-            if resolved_plain:
-                raise StatechartError(resolved_plain)
-            return load_definition(source.path, plugins=self.plugins, overrides=overrides,
-                                   env=env, overrides_origin=overrides_origin)
         resolved = self.resolve(source)
         if not resolved.ok:
             raise StatechartError(resolved.diagnostics)
+        if source.extends is None and len(self.sources[name]) == 1:
+            # A chart that replaces nothing: the plain file, with load_definition's caches.
+            return load_definition(source.path, plugins=self.plugins, overrides=overrides,
+                                   env=env, overrides_origin=overrides_origin)
         return _compile(resolved, self.plugins, overrides, env, overrides_origin)
 
-    def _check_plain(self, source: ChartSource) -> list[Diagnostic]:
-        """Findings of a chart that replaces nothing beyond those load_definition reports:
-        its ids and its own contract."""
-        resolved = self.resolve(source)
-        return [d for d in resolved.diagnostics if resolved.spec is not None]
 
-
+#: Resolved charts, per catalog fingerprint (files, their stat, the plugin manager).
+_resolutions: dict[tuple, dict[Path, Resolved]] = {}
 _definitions: dict[tuple, tuple[StatechartSpec, Definition]] = {}
 
 
