@@ -21,6 +21,8 @@ class ContextBlock:
 class ContextRequest:
     conversation_id: str = ""
     states: Mapping[str, str] = field(default_factory=dict)
+    #: The active tags of each lifecycle, by key: what a plugin asks instead of a state's name.
+    tags: Mapping[str, frozenset[str]] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 

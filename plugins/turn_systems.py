@@ -31,7 +31,8 @@ class ContextSystem:
     async def run(self, turn) -> None:
         runtime = turn.runtime
         request = ContextRequest(conversation_id=runtime.conversation.id,
-                                 states=runtime.states(), extra={"runtime": runtime})
+                                 states=runtime.states(), tags=runtime.tags(),
+                                 extra={"runtime": runtime})
         turn.blocks = build_context(runtime.plugins, request)
         turn.tools = advertised(runtime.plugins, list(runtime.plugins.registry.tools.values()),
                                 gate_request(runtime))
