@@ -164,8 +164,8 @@ def check(files: tuple[str, ...], workspace: str, as_json: bool) -> None:
         if not as_json:
             for error in errors:
                 click.echo(error["text"])
-            if ok:
-                err.print(f"[green]ok[/green] {path} ({escape(catalog.describe(resolved.source))})")
+            if ok:  # one line, however long: CI logs and editors read it
+                click.echo(f"ok {path} ({catalog.describe(resolved.source)})", err=True)
     for problem in unknown_settings(config, catalog):
         failed += 1
         results.append({"path": str(config.path), "ok": False, "statechart": None,
@@ -248,6 +248,9 @@ def statechart_show(name: str, resolved: bool, workspace: str) -> None:
     import yaml
 
     data = found.spec.model_dump(mode="json", exclude_defaults=True)
+    order = ("id", "trigger", "source", "dest", "guards", "unless", "actions", "description")
+    data["transitions"] = [{k: t[k] for k in sorted(t, key=order.index)}
+                           for t in data.get("transitions", [])]
     click.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100), nl=False)
 
 
