@@ -438,3 +438,37 @@ def test_settings_for_a_misspelled_statechart_are_reported(tmp_path):
     assert result.exit_code == 1
     assert (f"{ws / 'orion.yaml'}:2:3: settings for 'write_sesion', which is no statechart "
             "(plan_mode, write_session); did you mean 'write_session'?") in result.output
+
+
+def test_the_testing_docs_conftest_runs_with_the_team_plugin_installed_by_entry_point(tmp_path):
+    """docs/testing.md's conftest.py, as written, in a project where the team's package is
+    installed (an entry point of the group ``orion``) and so loaded before the fixture runs."""
+    text = (REPO / "docs" / "testing.md").read_text()
+    start = text.index("   ```python\n   # conftest.py\n")
+    snippet = textwrap.dedent(text[start:text.index("   ```\n", start + 10)])
+    snippet = snippet.split("\n", 1)[1]
+    site = tmp_path / "site"
+    info = site / "team_customization-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: team-customization\n"
+                                   "Version: 0.1.0\n")
+    (info / "entry_points.txt").write_text("[orion]\nteam_review = team_review.plugin\n")
+    project = tmp_path / "project"
+    write(project / "conftest.py", snippet)
+    write(project / "test_loaded.py", """\
+        from orion.statechart.catalog import Catalog
+
+
+        def test_the_plugin_is_loaded_once_with_its_chart(orion_plugins, orion_yaml):
+            assert orion_plugins.origins["team_review"].distribution == "team-customization"
+            source = Catalog(orion_plugins).winner("write_session")
+            assert source.origin == "team-customization 0.1.0"
+        """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(site), str(REPO / "examples" / "team-customization")])}
+    env.pop("ORION_LOAD_PLUGINS", None)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           str(project)], capture_output=True, text=True, env=env,
+                          cwd=project, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed" in proc.stdout
