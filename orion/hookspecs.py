@@ -132,6 +132,20 @@ def compact_conversation(messages: list[Message], budget: Budget) -> list[Messag
 
 
 @hookspec
+def runtime_started(runtime: Runtime) -> None:
+    """A runtime was created (``orion run``, ``orion chat``, a test's world), its plugins and
+    configuration loaded, before its first turn: set up per-runtime services here
+    (``runtime.services[name] = ...``). Errors propagate: the runtime does not start."""
+
+
+@hookspec
+def runtime_closing(runtime: Runtime) -> None:
+    """The runtime is closing (the process ends, a test's world is torn down): release what
+    ``runtime_started`` set up. Called before the runtime flushes its traces and closes its
+    services. Errors are reported on ``PluginManager.failures`` and do not stop the others."""
+
+
+@hookspec
 def conversation_reset(runtime: Runtime) -> None:
     """The user reset the conversation (``/reset``); the history is already cleared. End what
     belongs to the old conversation (plan work, for example)."""

@@ -92,6 +92,7 @@ class Runtime:
                                now_ms=self.clock.now_ms)
         self._turn_lock = asyncio.Lock()
         self._catalog: Catalog | None = None
+        plugins.hook.runtime_started(runtime=self)
 
     # -- lifecycles ---------------------------------------------------------------------------
 
@@ -236,6 +237,7 @@ class Runtime:
     def close(self) -> None:
         """Flush what is still batched for the trace stores, and close the services (the
         write sessions' journals, the plan store)."""
+        self.plugins.hook.runtime_closing(runtime=self)
         self.tracer.flush()
         for service in self.services.values():
             close = getattr(service, "close", None)

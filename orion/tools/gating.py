@@ -20,6 +20,8 @@ class GateRequest:
     states: Mapping[str, str] = field(default_factory=dict)
     #: The active tags of each lifecycle, by key: what a plugin asks instead of a state's name.
     tags: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: The runtime (the host, see ``orion.api.Host``); ``None`` outside one.
+    runtime: Any = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
