@@ -9,7 +9,6 @@ import importlib.metadata
 import inspect
 import logging
 import os
-import pkgutil
 import re
 import traceback
 from collections.abc import Callable, Iterable, Mapping
@@ -245,10 +244,18 @@ def canonical_distribution_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+#: Orion's built-in plugins, by module name in ``orion_plugins`` (``plugins/`` in the source
+#: tree). A list, not a scan of the directory: a stray file there is never loaded as a plugin.
+BUILTIN_PLUGINS = (
+    "compaction", "conversation_commands", "finalization", "otel_exporter", "plan_mode",
+    "session_commands", "trace_sqlite", "tracing", "turn_systems", "unwrap_fence",
+    "validate_placeholders", "validate_syntax", "validate_utf8", "workspace_tools",
+    "write_session_protocol", "write_sessions",
+)
+
+
 def builtin_modules() -> list[str]:
-    package = importlib.import_module(BUILTIN_PACKAGE)
-    return sorted(f"{BUILTIN_PACKAGE}.{m.name}" for m in pkgutil.iter_modules(package.__path__)
-                  if not m.name.startswith("_"))
+    return sorted(f"{BUILTIN_PACKAGE}.{name}" for name in BUILTIN_PLUGINS)
 
 
 def load_builtins(pm: PluginManager, *, skip: Iterable[str] = ()) -> None:

@@ -69,3 +69,8 @@ def test_the_runtime_is_the_host_every_hook_reaches(runtime):
     assert api.host_of(runtime.definition("plan_mode").create()) is None  # on its own
     assert api.write_sessions(runtime) == []
     assert runtime.tags() == {"plan_mode": frozenset({"plan_off"})}
+
+
+def test_the_list_of_built_in_plugins_names_every_module_of_the_package():
+    on_disk = {p.stem for p in PLUGINS.glob("*.py") if not p.stem.startswith("_")}
+    assert {m.rsplit(".", 1)[-1] for m in builtin_modules()} == on_disk
