@@ -27,6 +27,11 @@ class ContextRequest:
     runtime: Any = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # Callers written before ``runtime`` had a name passed it in ``extra``.
+        if self.runtime is None and self.extra.get("runtime") is not None:
+            object.__setattr__(self, "runtime", self.extra["runtime"])
+
 
 def build_context(pm: PluginManager, request: ContextRequest) -> list[ContextBlock]:
     """Every plugin's blocks, ordered by ``order`` then by name."""

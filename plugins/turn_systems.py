@@ -15,7 +15,7 @@ from orion.api import (ContextRequest, Finish, GateRequest, ModelRequest, Reason
 
 def gate_request(runtime) -> GateRequest:
     return GateRequest(conversation_id=runtime.conversation.id, states=runtime.states(),
-                       tags=runtime.tags(), runtime=runtime, extra={"runtime": runtime})
+                       tags=runtime.tags(), runtime=runtime)
 
 
 class ContextSystem:
@@ -28,7 +28,7 @@ class ContextSystem:
         runtime = turn.runtime
         request = ContextRequest(conversation_id=runtime.conversation.id,
                                  states=runtime.states(), tags=runtime.tags(),
-                                 runtime=runtime, extra={"runtime": runtime})
+                                 runtime=runtime)
         turn.blocks = build_context(runtime.plugins, request)
         turn.tools = advertised(runtime.plugins, list(runtime.plugins.registry.tools.values()),
                                 gate_request(runtime))
