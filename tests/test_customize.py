@@ -472,3 +472,32 @@ def test_the_testing_docs_conftest_runs_with_the_team_plugin_installed_by_entry_
                           cwd=project, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 passed" in proc.stdout
+
+
+def test_recovery_knows_a_renamed_finalizing_state_by_its_tag(tmp_path):
+    """A session left in the team's renamed `checking` state (tag `finalizing`) had its content
+    complete: recovery reads that from the tags the journal saved, not the state's name."""
+    from orion.models.script import load_script
+    from orion.models.scripted import ScriptedModel
+    from orion.runtime.runtime import Runtime
+    from orion.write_session.manager import manager_for
+    from orion.write_session.plan import WritePlan
+    from orion.write_session.recovery import scan
+
+    ws = workspace(tmp_path, {"review.yaml": copy_of_write_session(
+        {"      finalizing:\n": "      checking:\n",
+         "session_active.finalizing": "session_active.checking"})})
+    script = load_script("s.yaml", text="conversation:\n  - user: hi\n")
+    runtime = Runtime(model=ScriptedModel(script.cursor()), plugins=make_plugin_manager(env={}),
+                      workspace=ws, env={})
+    manager_for(runtime).begin(WritePlan(target_file="a.md", operation="create",
+                                         intent="a file"))
+    [session] = manager_for(runtime).sessions
+    session.feed("one\ntwo\n")
+    session.lifecycle.trigger("done")  # as DONE does, and then the process dies
+    session.checkpoint()
+    assert session.lifecycle.state == "session_active.checking"
+    runtime.close()
+    [orphan] = scan(ws / ".orion")
+    assert orphan.state == "session_active.checking"
+    assert orphan.complete

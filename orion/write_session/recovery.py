@@ -132,6 +132,10 @@ class Orphan:
     @property
     def complete(self) -> bool:
         """Whether the model had finished the content (DONE seen) before the crash."""
+        tags = self.saved_state.get("tags")
+        if isinstance(tags, list):
+            return self.finalizing is not None or bool({"finalizing", "correcting"} & set(tags))
+        # A journal saved before sessions recorded their tags: the built-in chart's names.
         return self.finalizing is not None or (self.state or "").endswith(
             ("finalizing", "needs_corrections"))
 

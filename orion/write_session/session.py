@@ -560,7 +560,10 @@ class WriteSession:
         state: dict[str, Any] = {"snapshot": self.lifecycle.snapshot(),
                                  "continuations": self.lifecycle.context.get("continuations", 0),
                                  "corrections": self.lifecycle.context.get("corrections", 0),
-                                 "status": self.status}
+                                 "status": self.status,
+                                 # what recovery asks of a session without its statechart
+                                 "tags": sorted(self.lifecycle.definition.tags.get(
+                                     self.lifecycle.state, ()))}
         if finalizing:
             # Enough to finish the job idempotently after a crash during the write: the target
             # still has its pre-image (write it), or it has what this content makes of the
