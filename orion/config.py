@@ -33,10 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orion.errors import ConfigError
-from orion.runtime.pipeline import PipelineEdit
 from orion.yamlsource import SourceDocument, YamlSourceError, load_yaml
 
 CONFIG_FILE = "orion.yaml"
@@ -44,6 +43,29 @@ CONFIG_FILE = "orion.yaml"
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PipelineEdit(BaseModel):
+    """`pipeline:` as edits of the shipped pipeline by system name (orion.runtime.pipeline
+    applies them)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    class Insert(BaseModel):
+        model_config = ConfigDict(extra="forbid", frozen=True)
+        system: str
+        before: str | None = None
+        after: str | None = None
+
+        @model_validator(mode="after")
+        def _one_anchor(self) -> PipelineEdit.Insert:
+            if (self.before is None) == (self.after is None):
+                raise ValueError("give exactly one of 'before' and 'after'")
+            return self
+
+    insert: list[Insert] = Field(default_factory=list)
+    replace: dict[str, str] = Field(default_factory=dict)
+    remove: list[str] = Field(default_factory=list)
 
 
 class PluginsConfig(_Strict):

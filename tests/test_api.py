@@ -74,3 +74,15 @@ def test_the_runtime_is_the_host_every_hook_reaches(runtime):
 def test_the_list_of_built_in_plugins_names_every_module_of_the_package():
     on_disk = {p.stem for p in PLUGINS.glob("*.py") if not p.stem.startswith("_")}
     assert {m.rsplit(".", 1)[-1] for m in builtin_modules()} == on_disk
+
+
+def test_the_configuration_does_not_import_the_runtime_or_the_write_sessions():
+    """``orion.config`` is read by the runtime and the write sessions, never the reverse."""
+    import subprocess
+    import sys
+
+    code = ("import sys, orion.config; print(sorted(m for m in sys.modules if m.startswith("
+            "('orion.runtime', 'orion.write_session'))))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert proc.stdout.strip() == "[]"
