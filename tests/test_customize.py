@@ -501,3 +501,35 @@ def test_recovery_knows_a_renamed_finalizing_state_by_its_tag(tmp_path):
     [orphan] = scan(ws / ".orion")
     assert orphan.state == "session_active.checking"
     assert orphan.complete
+
+
+def test_workspace_overlays_stack_in_the_order_orion_yaml_lists_them(tmp_path):
+    ws = workspace(tmp_path, {
+        "a.yaml": "extends: write_session\ndescription: first\nsettings:\n"
+                  "  idle_ms: {default: 700}\n",
+        "b.yaml": "extends: write_session\ndescription: second\n"})
+    catalog = Catalog(make_plugin_manager(env={}), load_config(ws, env={}))
+    source = catalog.winner("write_session")
+    assert catalog.describe(source) == (f"write_session: from {ws / 'lifecycles' / 'b.yaml'} "
+                                        f"(extends {ws / 'lifecycles' / 'a.yaml'})")
+    definition = catalog.definition("write_session", env={})
+    assert definition.spec.description == "second" and definition.settings["idle_ms"] == 700
+
+
+def test_an_overlay_that_lists_transitions_is_told_how_to_edit_them(tmp_path):
+    ws = workspace(tmp_path, {"o.yaml": "extends: write_session\ntransitions:\n"
+                                        "  - {trigger: x, source: idle, dest: done}\n"})
+    result = check(ws)
+    assert result.exit_code == 1
+    assert (f"{ws / 'lifecycles' / 'o.yaml'}:3:3: transitions: Input should be a valid "
+            "dictionary") in result.output
+    assert "`remove: [id, ...]`, `replace: {id: fields}`, `insert: [transition, ...]`" in \
+        result.output
+
+
+def test_overlays_that_extend_each_other_are_a_cycle(tmp_path):
+    ws = workspace(tmp_path, {"a.yaml": "statechart: a\nextends: b\n",
+                              "b.yaml": "statechart: b\nextends: a\n"})
+    result = check(ws)
+    assert result.exit_code == 1
+    assert "'extends' makes a cycle" in result.output

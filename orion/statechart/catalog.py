@@ -76,7 +76,7 @@ class ChartSource:
     path: Path
     name: str
     layer: str  # BUILTIN, PLUGIN, WORKSPACE or FILE
-    origin: str  # "built-in", "acme-orion 1.0", "orion.yaml"
+    origin: str  # "built-in", "acme-orion 1.0" (a plugin's distribution), or the file
     extends: str | None = None
 
 
@@ -117,10 +117,9 @@ class Catalog:
             by_plugin[source.name] = source
             self._add(source)
         if config is not None:
-            origin = str(config.path)
             for path in config.statechart_paths():
                 self._add(ChartSource(path, declared_name(path) or path.stem, WORKSPACE,
-                                      origin))
+                                      str(path)))
         self._resolved = _resolutions.setdefault(self._fingerprint(), {})
 
     def _fingerprint(self) -> tuple:

@@ -254,4 +254,8 @@ def _schema_diagnostic(doc: SourceDocument, error: Any) -> Diagnostic:
         return doc.diagnostic(loc, f"unknown field {str(loc[-1])!r} in an overlay"
                                    + (f" (an overlay has: {fields})" if fields else ""), key=True)
     where = ".".join(map(str, loc)) or "overlay"
-    return doc.diagnostic(loc, f"{where}: {error['msg']}")
+    hint = ""
+    if loc == ("transitions",) and error["type"] == "model_type":
+        hint = (" (an overlay edits the transitions it extends: `remove: [id, ...]`, "
+                "`replace: {id: fields}`, `insert: [transition, ...]`)")
+    return doc.diagnostic(loc, f"{where}: {error['msg']}{hint}")
