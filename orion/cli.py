@@ -19,7 +19,7 @@ from rich.markup import escape
 
 from orion import __version__
 from orion.config import WorkspaceConfig, check_disabled, load_config, unknown_settings
-from orion.errors import ConfigError, PluginError, StatechartError
+from orion.errors import ConfigError, PluginError
 from orion.plugins import PluginManager, default_plugin_manager, make_plugin_manager
 from orion.statechart.catalog import BUILTIN, Catalog, Resolved
 from orion.statechart.diagram import mermaid

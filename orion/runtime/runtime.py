@@ -17,7 +17,7 @@ from typing import Any
 from orion.clock import Clock, TimerHandle, VirtualClock
 from orion.config import WorkspaceConfig, load_config
 from orion.context import ContextBlock
-from orion.errors import ConfigError, OrionError
+from orion.errors import OrionError
 from orion.models.base import Model
 from orion.plugins import PluginManager
 from orion.runtime.conversation import Budget, Conversation, Message

@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,7 +121,7 @@ class Catalog:
             for path in config.statechart_paths():
                 self._add(ChartSource(path, declared_name(path) or path.stem, WORKSPACE,
                                       str(path)))
-        self._resolved = _resolutions.setdefault(self._fingerprint(), {})
+        self._resolved = _shared_resolutions(self._fingerprint(), plugins)
 
     def _fingerprint(self) -> tuple:
         """What resolving depends on: every file and what ``stat`` says of it, the plugins."""
@@ -290,8 +291,22 @@ class Catalog:
         return _compile(resolved, self.plugins, overrides, env, overrides_origin)
 
 
-#: Resolved charts, per catalog fingerprint (files, their stat, the plugin manager).
-_resolutions: dict[tuple, dict[Path, Resolved]] = {}
+#: Resolved charts, per catalog fingerprint (files, their stat, the plugin manager), for the
+#: last few catalogs: a runtime per conversation (or per test) resolves its charts once.
+_resolutions: OrderedDict[tuple, tuple[Any, Any, dict[Path, Resolved]]] = OrderedDict()
+_RESOLUTIONS_KEPT = 32
+
+
+def _shared_resolutions(fingerprint: tuple, plugins: Any) -> dict[Path, Resolved]:
+    entry = _resolutions.get(fingerprint)
+    # The manager and registry are kept with the entry, so their ids in the key are not reused.
+    if entry is None or entry[0] is not plugins or entry[1] is not plugins.registry:
+        entry = (plugins, plugins.registry, {})
+        _resolutions[fingerprint] = entry
+    _resolutions.move_to_end(fingerprint)
+    while len(_resolutions) > _RESOLUTIONS_KEPT:
+        _resolutions.popitem(last=False)
+    return entry[2]
 _definitions: dict[tuple, tuple[StatechartSpec, Definition]] = {}
 
 
