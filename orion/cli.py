@@ -271,6 +271,7 @@ def plugins(as_json: bool, workspace: str) -> None:
             "distribution": origin.distribution if origin else None,
             "version": origin.version if origin else None,
             "hooks": sorted(caller.name for caller in pm.get_hookcallers(plugin) or []),
+            "statecharts": [str(path) for path, by in pm.registry.statecharts if by == name],
         })
     if as_json:
         click.echo(json.dumps(rows, indent=2))

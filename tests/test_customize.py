@@ -355,6 +355,10 @@ def test_a_plugin_ships_a_chart_and_check_says_where_each_comes_from(tmp_path):
     shown = orion("statechart", "show", "write_session", "--resolved", "--workspace", str(ws),
                   site=site)
     assert "description: ours" in shown.stdout and "approve_write" in shown.stdout
+    listed = json.loads(orion("plugins", "--json", site=site, cwd=tmp_path).stdout)
+    [acme] = [row for row in listed if row["name"] == "acme_orion"]
+    assert acme["statecharts"] == [str(site / "review.yaml")]
+    assert acme["distribution"] == "acme-orion" and "register_statecharts" in acme["hooks"]
 
 
 def test_two_plugins_shipping_one_chart_is_exit_2_naming_both(tmp_path):
