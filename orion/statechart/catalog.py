@@ -110,8 +110,8 @@ class Catalog:
             source = ChartSource(path, declared_name(path) or path.stem, PLUGIN,
                                  self._plugin_origin(plugin))
             other = by_plugin.get(source.name)
-            if other is not None and other.path == source.path:
-                continue  # the same file, registered again
+            if other is not None and (other.path, other.origin) == (source.path, source.origin):
+                continue  # the same file, registered again by the same plugin
             if other is not None:
                 raise PluginError(f"statechart {source.name!r} is shipped twice: by "
                                   f"{other.origin} ({other.path}) and by {source.origin} "
