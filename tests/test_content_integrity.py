@@ -475,3 +475,42 @@ def test_7_a_bad_max_tokens_in_orion_yaml_is_reported_with_its_position(tmp_path
     with pytest.raises(ConfigError) as info:
         load_config(tmp_path, env={})
     assert "orion.yaml:3:" in str(info.value) and "max_tokens" in str(info.value)
+
+
+def test_3_in_orion_chat_a_question_typed_mid_session_is_answered_after_the_write(tmp_path):
+    # The idle timer is set far away: only the user's lines drive this conversation.
+    (tmp_path / "orion.yaml").write_text("settings:\n  write_session:\n    idle_ms: 600000\n")
+    responses = [begin_stream("notes.md"),
+                 stream(text_stream("alpha\nbeta\n")),       # a pause, no DONE
+                 stream(text_stream("Paris.")),              # answers the idle prompt: no
+                 stream(text_stream("DONE")),
+                 stream(text_stream("The notes are written; Paris is the capital."))]
+    with SSEServer(responses) as server:
+        proc = chat(server, tmp_path, "Write notes.md.\nWhat is the capital of France?\n"
+                                      "Finish the notes, please.\n")
+        bodies = [r.body for r in server.requests]
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "notes.md").read_text() == "alpha\nbeta\n"
+    assert proc.stderr.count("your message is held") == 2
+    assert bodies[2]["messages"][-1]["content"] == DONE_PROMPT  # asked at once
+    assert bodies[3]["messages"][-1]["content"].startswith(NOT_ADDED)
+    last = bodies[4]["messages"]
+    assert last[-3]["content"].startswith("Created notes.md (2 lines")
+    assert [m["content"] for m in last[-2:]] == ["What is the capital of France?",
+                                                 "Finish the notes, please."]
+    assert "Paris is the capital" in proc.stdout
+
+
+def test_3_reset_drops_the_held_messages_and_says_so(run):
+    played = run([
+        {"user": "Write notes.md."}, begin("notes.md"),
+        say("alpha\n"),
+        {"user": "Is it raining?"},
+        {"expect": DONE_PROMPT}, say("Hm."),
+        {"user": "/reset"},
+        {"user": "Hello."}, say("Hello!"),
+    ])
+    ok(played)
+    assert any("1 held message(s) of yours were dropped with the old conversation" in n
+               for n in played.reporter.notices)
+    assert not any(m["content"] == "Is it raining?" for m in played.sent(4))
