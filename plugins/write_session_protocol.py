@@ -25,6 +25,7 @@ def prompt_for_done(lifecycle, transition) -> None:
     # Counted, so that a model that never says DONE is not asked forever (max_idle_prompts);
     # the session sets the count back to 0 when new content arrives.
     lifecycle.context["idle_prompts"] = lifecycle.context.get("idle_prompts", 0) + 1
+    lifecycle.context["asked"] = True  # until the reply ends (the session clears it)
     line = done_line(lifecycle)
     text = DONE_PROMPT
     if lifecycle.settings.get("strict_done"):
@@ -89,6 +90,12 @@ def has_content(lifecycle, transition) -> bool:
     return int(payload.get("bytes", lifecycle.context.get("bytes", 0))) > 0
 
 
+def model_asked(lifecycle, transition) -> bool:
+    """The model was asked whether it is finished and its reply has not ended yet: the idle
+    timer must not ask again meanwhile (a slow first token, a user's message)."""
+    return bool(lifecycle.context.get("asked"))
+
+
 def continuations_left(lifecycle, transition) -> bool:
     return lifecycle.context.get("continuations", 0) < lifecycle.settings["max_continuations"]
 
@@ -106,5 +113,5 @@ def register_actions(register):
 
 @hookimpl
 def register_guards(register):
-    for guard in (has_content, continuations_left, corrections_left):
+    for guard in (has_content, continuations_left, corrections_left, model_asked):
         register(guard.__name__, guard)

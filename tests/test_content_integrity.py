@@ -514,3 +514,27 @@ def test_3_reset_drops_the_held_messages_and_says_so(run):
     assert any("1 held message(s) of yours were dropped with the old conversation" in n
                for n in played.reporter.notices)
     assert not any(m["content"] == "Is it raining?" for m in played.sent(4))
+
+
+def test_3_the_idle_timer_does_not_ask_again_while_the_model_answers(tmp_path):
+    # In real time a model may take longer than idle_ms to answer the prompt a user's
+    # message caused (a slow first token): the timer must not put a second prompt in.
+    from orion.testing.world import World
+
+    world = World(tmp_path, plugins=make_plugin_manager(entrypoints=False, env={}))
+    try:
+        world.say("Write notes.md.")
+        world.reply(tool_calls=[{"name": "WritePlanTool_begin", "arguments": {
+            "intent": "notes", "target_file": "notes.md", "operation": "create"}}])
+        world.reply(text="alpha\n")
+        world.say("Is it raining?")  # held; the model is asked at once and thinks
+        assert world.reporter.prompts == [DONE_PROMPT]
+        world.advance(10_000)  # while the request waits for its reply
+        assert world.reporter.prompts == [DONE_PROMPT]
+        world.reply(text="DONE")
+        assert (world.workspace / "notes.md").read_text() == "alpha\n"
+        assert world.reporter.prompts[1:] and world.reporter.prompts[1].startswith(
+            "Created notes.md")
+        assert [p for p in world.reporter.prompts if DONE_PROMPT in p] == [DONE_PROMPT]
+    finally:
+        world.close()

@@ -130,7 +130,7 @@ class SessionManager:
         if isinstance(snapshot, dict):
             # Prompts still queued in the snapshot belong to the dead conversation.
             snapshot = {**snapshot, "context": {**(snapshot.get("context") or {}),
-                                                "outbox": []}}
+                                                "outbox": [], "asked": False}}
             try:
                 return definition.restore(snapshot, clock=runtime.lifecycle_clock,
                                           owner=runtime)

@@ -255,6 +255,7 @@ class WriteSession:
                 return
             self._start_message()
         self._in_message = False
+        self.lifecycle.context["asked"] = False  # the reply to a prompt (if any) has ended
         # A content message can be megabytes: only replies to Orion's prompts and corrections
         # join their text (they are short, or rare).
         text = "".join(self._message_text) if self._mode in ("hold", "corrections") else ""
