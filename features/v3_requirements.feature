@@ -109,6 +109,14 @@ Feature: Write sessions survive crashes, full disks and restarts
     And the trace has a "error" event named "journal in memory only"
     And the trace holds "ENOSPC"
 
+  @edge_case @disk @SR-7
+  Scenario: A journal the operating system refuses to write falls back to memory like a full disk
+    Given the operating system refuses to let write sessions save their content
+    When the model streams 120 lines to "docs/guide.md" and DONE
+    Then "docs/guide.md" holds the generated lines 1 to 120
+    And the user is warned once "cannot save docs/guide.md's content to disk (EACCES"
+    And Orion logged "keeping the content in memory only"
+
   @edge_case @cleanup @SR-8
   Scenario: Orphaned sessions older than an hour are removed when Orion starts
     When the model streams 40 lines to "docs/guide.md" without DONE
@@ -184,6 +192,21 @@ Feature: Write sessions survive crashes, full disks and restarts
     Then recovery of "docs/guide.md" is offered
     And the journal of "docs/guide.md" is still there
     And "docs/guide.md" does not exist
+
+  @recovery @SR-8
+  Scenario: Orion started from the command line offers to recover a crashed session
+    Given the scenario's clock starts 10 minutes before the real time
+    When the model streams 30 lines to "docs/guide.md" without DONE
+    And Orion crashes
+    And the user runs "orion run" with the script:
+      """
+      conversation:
+        - user: "Hello."
+        - model: {text: "Hello."}
+      """
+    Then the console shows "orphaned write session"
+    And the console shows "orion sessions recover"
+    And the journal of "docs/guide.md" is still there
 
   @recovery @SR-8
   Scenario: A session left open when Orion exits is offered for recovery too
@@ -297,6 +320,20 @@ Feature: Write sessions survive crashes, full disks and restarts
     Then the journal of "docs/old.md" is gone
     And the journal of "docs/new.md" is still there
 
+  @commands @cleanup @SR-9
+  Scenario: orion sessions clean removes the sessions saved more than an hour ago by default
+    Given the "write_session" setting "orphan_ttl_ms" is 0
+    And the scenario's clock starts 100 minutes before the real time
+    When the model streams 20 lines to "docs/old.md" without DONE
+    And Orion crashes
+    And Orion starts again 90 minutes later
+    And the model streams 10 lines to "docs/new.md" without DONE
+    And Orion crashes
+    And the user runs "orion sessions clean"
+    Then the command succeeds
+    And the journal of "docs/old.md" is gone
+    And the journal of "docs/new.md" is still there
+
   @commands @SR-10
   Scenario: A session of a running Orion is never touched by the commands
     When the model streams 20 lines to "docs/guide.md" without DONE
@@ -331,6 +368,7 @@ Feature: Write sessions survive crashes, full disks and restarts
     And the model streams 130 more lines and DONE
     Then no notice to the user holds the streamed content
     And the trace holds none of the streamed content
+    And nothing Orion logged or printed holds the streamed content
 
   # -- Acceptance criteria ---------------------------------------------------------------------
 

@@ -233,6 +233,14 @@ Feature: Every write is a plan that Orion checks, then carries out
     When the model begins to overwrite "docs"
     Then the tool call is refused with a message containing "is a directory"
 
+  @safety @WP-10
+  Scenario: A target that leads out of the workspace through a symbolic link is refused
+    Given the workspace has a link "docs" to "../outside"
+    When the model begins to create "docs/escape.md"
+    Then the tool call is refused with a message containing "through a symbolic link"
+    And no write session is open
+    And no file outside the workspace changed
+
   @validation @WS-10
   Scenario: Invalid content is corrected before the write
     When the model writes "{\"name\": \"orion\",}" to "package.json"
@@ -258,6 +266,28 @@ Feature: Every write is a plan that Orion checks, then carries out
     And the write session of "notes.md" is "failed"
     And the content of "notes.md" is "# Notes\n"
 
+  @safety @WP-11
+  Scenario: A file that became binary while the content streams is left alone
+    Given the workspace has a file "notes.md" with 3 lines
+    When the model begins to append "notes.md"
+    And the model streams 2 more lines without DONE
+    And the user replaces "notes.md" with a binary file
+    And 2000 ms pass
+    And the model replies "DONE"
+    Then the model is told "Could not write notes.md"
+    And the write session of "notes.md" is "failed"
+    And "notes.md" is unchanged
+
+  @safety @WP-12
+  Scenario: A write that fails part-way leaves the file as it was and no temporary file behind
+    Given the directory "small" of the workspace is on a disk with 64 KiB of space
+    And the workspace has a file "small/notes.md" with 3 lines
+    When the model begins to overwrite "small/notes.md"
+    And the model streams 4000 more lines and DONE
+    Then the model is told "Could not write small/notes.md"
+    And "small/notes.md" is unchanged
+    And the directory "small" holds only "notes.md"
+
   # -- Feedback, safety checks, auditability ---------------------------------------------------
 
   @WP-13
@@ -275,6 +305,12 @@ Feature: Every write is a plan that Orion checks, then carries out
     When the model streams 3 lines and DONE
     Then the trace holds "create docs/guide.md"
     And the trace has a "write_report" event named "wrote docs/guide.md"
+
+  @WP-14
+  Scenario: The intent of a write is kept with its journal and in the trace
+    When the model begins to create "docs/guide.md" for "a guide for new users"
+    Then the journal of "docs/guide.md" records the intent "a guide for new users"
+    And the trace holds "a guide for new users"
 
   @WS-4
   Scenario: Content with quotes, backslashes and braces arrives verbatim

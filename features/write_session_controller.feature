@@ -23,6 +23,13 @@ Feature: Large files are written through a write session
     And the trace has a "tool_call" event named "execute_tool WritePlanTool_begin"
     And every trace event is JSON
 
+  @trace @WS-12
+  Scenario: Values JSON cannot hold are stored as JSON in the trace
+    When the model begins to create "notes.txt"
+    And a plugin records a trace event with the values NaN, infinity and bytes
+    Then the trace has a "validation_issue" event named "plugin measurement"
+    And every trace event is JSON
+
   # -- Decision and protocol -----------------------------------------------------------------
 
   @tools @protocol @WS-1

@@ -90,6 +90,26 @@ class Patcher:
                     if value is original:
                         self._set(module, key, new)
 
+    def replace_in(self, modules: tuple[str, ...], name: str, new: Any) -> None:
+        """Replace ``name`` only as the given modules see it (e.g. a function as one caller
+        imported it)."""
+        for module_name in modules:
+            try:
+                module = importlib.import_module(module_name)
+                getattr(module, name)
+            except (ImportError, AttributeError) as exc:
+                raise LookupError(f"cannot find {module_name}:{name} ({exc}): the variant "
+                                  "names a caller that moved; update its target") from None
+            self._set(module, name, new)
+
+    def set_item(self, target: str, key: Any, value: Any) -> None:
+        """Set ``key`` of the mapping ``target`` (a table of settings or rules)."""
+        owner, name, mapping = self._resolve(target)
+        had, before = key in mapping, mapping.get(key)
+        mapping[key] = value
+        self._undo.append(lambda: mapping.__setitem__(key, before) if had
+                          else mapping.pop(key, None))
+
     def wrap(self, target: str, make: Callable[[Any], Any]) -> None:
         """``make(original)`` returns the replacement (its ``__wrapped__`` is the original,
         and a pluggy hook implementation keeps its marker)."""
@@ -249,16 +269,12 @@ def edits_of_missing_files(p: Patcher) -> None:
     p.wrap(CHECK_PLAN, make)
 
 
-@variant("WP-9", "orion.write_session.plan:PlanRejected.__init__",
-         "a refusal no longer names the field that is missing or wrong")
-def refusals_without_field_names(p: Patcher) -> None:
-    def make(original):
-        def __init__(self, message, *, field=None):
-            if field:
-                message = message.replace(field, "an answer")
-            original(self, message, field=None)
-        return __init__
-    p.wrap("orion.write_session.plan:PlanRejected.__init__", make)
+@variant("WP-9", "orion.write_session.plan:OPERATION_FIELDS",
+         "insert no longer asks for its location_marker")
+def insert_without_its_marker(p: Patcher) -> None:
+    from orion.write_session.plan import Operation
+
+    p.set_item("orion.write_session.plan:OPERATION_FIELDS", Operation.INSERT, ("position",))
 
 
 @variant("WP-10", "orion.workspace:resolve_inside",
@@ -573,10 +589,11 @@ def eacces_is_fatal(p: Patcher) -> None:
     p.wrap("orion.write_session.journal:Journal._disk_failed", make)
 
 
-@variant("SR-8", "orion.write_session.recovery:startup",
+@variant("SR-8", "orion.runtime.runner:startup and orion.runtime.chat:startup",
          "orion run and orion chat skip the crash recovery at start")
 def no_recovery_at_start(p: Patcher) -> None:
-    p.replace("orion.write_session.recovery:startup", lambda runtime: [])
+    p.replace_in(("orion.runtime.runner", "orion.runtime.chat"), "startup",
+                 lambda runtime: [])
 
 
 @variant("SR-9", "orion.cli:sessions_clean",
@@ -586,8 +603,8 @@ def clean_default_two_hours(p: Patcher) -> None:
 
 
 def _cli_default(p: Patcher, command: str, option: str, value: str) -> None:
-    # The option default lives on the click command object; the subprocesses the steps start
-    # import orion afresh, so the variant reaches them through ORION_BITE_VARIANT (below).
+    # The option default lives on the click command object. The orion commands that steps
+    # start get the variant through a sitecustomize (see _in_subprocesses).
     import orion.cli as cli
 
     for param in getattr(cli, command).params:
@@ -841,6 +858,45 @@ class _Outcomes:
             self.failed[report.nodeid] = " | ".join(line[1:].strip() for line in lines[:3])
 
 
+SITECUSTOMIZE = """\
+# Applies one variant of tests/test_features_bite.py in every Python process started while
+# that variant runs (the orion commands that steps start), as it is applied in the test process.
+import sys
+sys.path.insert(0, {tests!r})
+import test_features_bite
+test_features_bite.apply_named({name!r})
+"""
+
+
+def apply_named(name: str) -> None:
+    """Apply the variant ``name`` for the rest of this process."""
+    _import_orion()
+    for chosen in VARIANTS:
+        if chosen.name == name:
+            chosen.apply(Patcher())
+            return
+    raise LookupError(f"no variant {name!r}")
+
+
+@contextlib.contextmanager
+def _in_subprocesses(name: str) -> Iterator[None]:
+    """A ``sitecustomize`` on PYTHONPATH that applies the variant in subprocesses too."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="orion-bite-") as directory:
+        Path(directory, "sitecustomize.py").write_text(
+            SITECUSTOMIZE.format(tests=str(ROOT / "tests"), name=name), encoding="utf-8")
+        before = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [directory, before]))
+        try:
+            yield
+        finally:
+            if before is None:
+                os.environ.pop("PYTHONPATH", None)
+            else:
+                os.environ["PYTHONPATH"] = before
+
+
 def run_variant(chosen: Variant) -> dict[str, Any]:
     patcher = Patcher()
     started = time.perf_counter()
@@ -851,35 +907,20 @@ def run_variant(chosen: Variant) -> dict[str, Any]:
         result.update(code=-1, ran=[], failed={}, error=str(exc))
         return result
     outcomes = _Outcomes()
-    os.environ["ORION_BITE_VARIANT"] = chosen.name
     try:
-        with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+        with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink), \
+                _in_subprocesses(chosen.name):
             code = pytest.main(
                 [str(BINDING), "-m", chosen.select, "-x", "-q", "-p", "no:cacheprovider",
                  "--rootdir", str(ROOT), "-W", "ignore::pytest.PytestUnknownMarkWarning",
                  "--no-header", "--tb=short"], plugins=[outcomes])
     finally:
-        os.environ.pop("ORION_BITE_VARIANT", None)
         patcher.undo()
         for name in [n for n in sys.modules if n.startswith(("tests.", "conftest"))]:
             del sys.modules[name]
     result.update(code=int(code), ran=outcomes.ran, failed=outcomes.failed,
                   seconds=round(time.perf_counter() - started, 2))
     return result
-
-
-def apply_in_subprocess() -> Patcher | None:
-    """Called by ``orion`` itself? No: called from the subprocesses that steps start (the
-    real CLI), via sitecustomize below, when ORION_BITE_VARIANT names a variant."""
-    name = os.environ.get("ORION_BITE_VARIANT")
-    if not name:
-        return None
-    for chosen in VARIANTS:
-        if chosen.name == name:
-            patcher = Patcher()
-            chosen.apply(patcher)
-            return patcher
-    return None
 
 
 def main(names: list[str]) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from orion.plugins import PluginManager, make_plugin_manager
 from orion.testing.world import World
 
 #: The step libraries, loaded as pytest plugins when pytest-bdd is installed.
-STEP_MODULES = ["orion.testing.steps", "orion.testing.plan_steps"]
+STEP_MODULES = ["orion.testing.steps", "orion.testing.plan_steps", "orion.testing.system_steps"]
 
 pytest_plugins = STEP_MODULES if importlib.util.find_spec("pytest_bdd") is not None else []
 

@@ -199,8 +199,8 @@ def _record_begins(world: World) -> None:
 def _begin(world: World, path: str, operation: str, **fields: Any) -> None:
     book = _book(world)
     book["target"] = path
-    arguments = {"intent": f"{operation} {path}", "target_file": path, "operation": operation,
-                 **fields}
+    arguments = {"intent": f"{operation} {path}", "target_file": path, "operation": operation}
+    arguments.update(fields)
     world.mark()
     call = {"name": "WritePlanTool_begin", "arguments": arguments}
     if world.paused:
@@ -371,9 +371,10 @@ def orion_exits_and_starts_again(orion_world: World, amount: str | None,
 # -- the model: tool calls -------------------------------------------------------------------
 
 
-@step(parsers.re(rf"the model begins to (?P<operation>create|overwrite|append) {PATH}"))
-def begins_plain(orion_world: World, operation: str, path: str) -> None:
-    _begin(orion_world, path, operation)
+@step(parsers.re(rf'the model begins to (?P<operation>create|overwrite|append) {PATH}'
+                 rf'(?: for "(?P<intent>[^"]+)")?'))
+def begins_plain(orion_world: World, operation: str, path: str, intent: str | None) -> None:
+    _begin(orion_world, path, operation, **({"intent": intent} if intent else {}))
 
 
 @step(parsers.re(rf'the model begins to insert into {PATH} (?P<position>before|after) the line '
@@ -959,6 +960,12 @@ def journal_files(orion_world: World, path: str, files: str) -> None:
         assert name in present, present
 
 
+@then(parsers.re(rf"the journal of {PATH} records the intent {TEXT}"))
+def journal_records_intent(orion_world: World, path: str, text: str) -> None:
+    metadata = json.loads((_session_dir(orion_world, path) / "metadata.json").read_text())
+    assert metadata.get("intent") == unescape(text), metadata
+
+
 @then(parsers.re(rf'the journal metadata of {PATH} records (?P<keys>"\w+"(?:(?:, | and )"\w+")*)'))
 def journal_metadata(orion_world: World, path: str, keys: str) -> None:
     metadata = json.loads((_session_dir(orion_world, path) / "metadata.json").read_text())
@@ -1101,14 +1108,16 @@ def user_undoes(orion_world: World, path: str) -> None:
 
 @then(parsers.re(rf"the user is told {TEXT}"))
 def user_is_told(orion_world: World, text: str) -> None:
+    """A notice since the last When (or Given) step began."""
     wanted = unescape(text)
-    assert any(wanted in n for n in orion_world.reporter.notices), orion_world.reporter.notices
+    notices = orion_world.notices_since_mark
+    assert any(wanted in n for n in notices), notices
 
 
 @then(parsers.re(rf"the user is not told {TEXT}"))
 def user_is_not_told(orion_world: World, text: str) -> None:
     wanted = unescape(text)
-    assert not any(wanted in n for n in orion_world.reporter.notices)
+    assert not any(wanted in n for n in orion_world.notices_since_mark)
 
 
 @then(parsers.re(rf"the user is warned once {TEXT}"))
@@ -1120,8 +1129,10 @@ def user_is_warned_once(orion_world: World, text: str) -> None:
 
 @then(parsers.re(rf"the command answers {TEXT}"))
 def command_answers(orion_world: World, text: str) -> None:
+    """A slash command's answer since the last When (or Given) step began."""
     wanted = unescape(text)
-    assert any(wanted in r for r in orion_world.replies), orion_world.replies
+    replies = orion_world.replies_since_mark
+    assert any(wanted in r for r in replies), replies
 
 
 @then(parsers.re(rf"Orion reports an error containing {TEXT}"))
@@ -1159,12 +1170,31 @@ def trace_has_event(orion_world: World, kind: str, name: str) -> None:
         sorted({(e["kind"], e["name"]) for e in events})
 
 
+def _strict_json(text: str) -> Any:
+    def refuse(token: str) -> Any:
+        raise ValueError(f"{token} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
 @then("every trace event is JSON")
 def trace_is_json(orion_world: World) -> None:
-    events = _trace_events(orion_world)
-    assert events
-    for event in events:
-        json.dumps(event["attributes"], allow_nan=False)
+    """Every stored event's attributes, as the database holds them, parse as strict JSON
+    (no NaN or Infinity tokens) and re-serialize without them."""
+    import contextlib
+    import sqlite3
+
+    orion_world.runtime.tracer.flush()
+    database = orion_world.state_dir / "orion.db"
+    assert database.exists(), "no trace was stored"
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        rows = connection.execute("SELECT kind, name, attributes FROM trace_events").fetchall()
+    assert rows, "no trace event was stored"
+    for kind, name, attributes in rows:
+        try:
+            json.dumps(_strict_json(attributes), allow_nan=False)
+        except ValueError as exc:
+            raise AssertionError(f"the {kind} event {name!r} is not JSON ({exc}): "
+                                 f"{attributes[:300]}") from None
 
 
 @then(parsers.re(rf"the trace holds {TEXT}"))
