@@ -301,10 +301,10 @@ Feature: Every write is a plan that Orion checks, then carries out
   @WP-14
   Scenario: The plan is kept as a log of intent
     When the model begins to create "docs/guide.md"
-    Then the journal metadata of "docs/guide.md" records "intent", "operation" and "plan"
+    Then the journal of "docs/guide.md" records the plan
     When the model streams 3 lines and DONE
     Then the trace holds "create docs/guide.md"
-    And the trace has a "write_report" event named "wrote docs/guide.md"
+    And the trace records "wrote docs/guide.md"
 
   @WP-14
   Scenario: The intent of a write is kept with its journal and in the trace

@@ -20,14 +20,14 @@ Feature: Large files are written through a write session
     Given the workspace has a file "docs/a.md" with 3 lines
     When the model begins to create "docs/a.md"
     Then the tool call is refused with a message containing "already exists"
-    And the trace has a "tool_call" event named "execute_tool WritePlanTool_begin"
+    And the trace records "execute_tool WritePlanTool_begin"
     And every trace event is JSON
 
   @trace @WS-12
   Scenario: Values JSON cannot hold are stored as JSON in the trace
     When the model begins to create "notes.txt"
     And a plugin records a trace event with the values NaN, infinity and bytes
-    Then the trace has a "validation_issue" event named "plugin measurement"
+    Then the trace records "plugin measurement"
     And every trace event is JSON
 
   # -- Decision and protocol -----------------------------------------------------------------
@@ -48,7 +48,7 @@ Feature: Large files are written through a write session
     And the tool result says "operation" is "create"
     And the model is told "end it with a line that is exactly DONE"
     And a write session is open for "docs/guide.md"
-    And the write session is in state "awaiting_content"
+    And the write session is waiting for content
 
   @protocol @WS-4
   Scenario: The content is the model's plain text and never part of a tool call
@@ -102,7 +102,7 @@ Feature: Large files are written through a write session
     When the model begins to create "notes.txt"
     And the model replies "alpha\nDONE\nI wrote the notes for you."
     Then the content of "notes.txt" is "alpha\n"
-    And the trace has a "write_report" event named "commentary after DONE"
+    And the trace records "commentary after DONE"
     And the conversation holds "I wrote the notes for you."
 
   @protocol @fences @WS-6
@@ -244,25 +244,25 @@ Feature: Large files are written through a write session
       {"path": "README.md"}
       """
     Then a write session is open for "notes.txt"
-    And the write session is in state "awaiting_content"
+    And the write session is waiting for content
     When the model replies "alpha\nDONE\n"
     Then the content of "notes.txt" is "alpha\n"
 
   @state_machine @WS-9
   Scenario: A session goes from waiting for content to waiting for DONE to written
     When the model streams 40 lines to "docs/guide.md" without DONE
-    Then the write session is in state "awaiting_done_or_more_content"
+    Then the write session is waiting for DONE or more content
     When 2000 ms pass
     And the model replies "DONE"
-    Then the write session is in state "done"
-    And the write session went through "idle", "awaiting_content", "awaiting_done_or_more_content", "finalizing" and "done"
+    Then the write session is written
+    And the write session went from not started to waiting for content to waiting for DONE or more content to checking the content to written
 
   @state_machine @validation @WS-9 @WS-10
   Scenario: A session with invalid content waits for corrections
     When the model writes "fine\nbad \x00 byte" to "notes.txt"
-    Then the write session is in state "needs_corrections"
+    Then the write session is waiting for corrections
     When the model corrects line 2 to "bad byte"
-    Then the write session went through "finalizing", "needs_corrections", "finalizing" and "done"
+    Then the write session went from checking the content to waiting for corrections to checking the content to written
 
   # -- Validation and repair loop ------------------------------------------------------------
 
@@ -361,7 +361,7 @@ Feature: Large files are written through a write session
   @journal @SR-3
   Scenario: The session is mirrored to disk while it streams
     When the model streams 250 lines to "docs/guide.md" without DONE
-    Then the journal of "docs/guide.md" holds "metadata.json", "content.txt" and "state.json"
+    Then the journal of "docs/guide.md" holds the plan, the content and the counts
     And the journal of "docs/guide.md" holds 250 lines on disk
 
   @tools @review @WS-1

@@ -903,6 +903,34 @@ def session_state(orion_world: World, state: str) -> None:
         lifecycle.state
 
 
+#: What a reader calls the states of the write-session statechart.
+STATE_WORDS = {
+    "not started": "idle",
+    "waiting for content": "awaiting_content",
+    "waiting for DONE or more content": "awaiting_done_or_more_content",
+    "waiting for the rest of the cut-off output": "continuing",
+    "checking the content": "finalizing",
+    "waiting for corrections": "needs_corrections",
+    "written": "done",
+    "abandoned": "abandoned",
+}
+_STATE_PHRASE = "|".join(re.escape(w) for w in sorted(STATE_WORDS, key=len, reverse=True))
+
+
+@then(parsers.re(rf"the write session is (?P<words>{_STATE_PHRASE})"))
+def session_state_in_words(orion_world: World, words: str) -> None:
+    """The open session's state in the reader's words (``STATE_WORDS``)."""
+    session_state(orion_world, STATE_WORDS[words])
+
+
+@then(parsers.re(rf"the write session went from (?P<words>(?:{_STATE_PHRASE})(?: to (?:{_STATE_PHRASE}))+)"))
+def session_went_in_words(orion_world: World, words: str) -> None:
+    """``went from waiting for content to checking the content to written``: these states,
+    in this order (others may come between)."""
+    phrases = re.findall(_STATE_PHRASE, words)
+    session_went_through(orion_world, ", ".join(f'"{STATE_WORDS[w]}"' for w in phrases))
+
+
 @then(parsers.re(rf'the write session of {PATH} is "(?P<status>\w+)"'))
 def session_status(orion_world: World, path: str, status: str) -> None:
     session = _session(orion_world, path)
@@ -958,6 +986,28 @@ def journal_files(orion_world: World, path: str, files: str) -> None:
     present = sorted(p.name for p in directory.iterdir())
     for name in quoted_list(files):
         assert name in present, present
+
+
+#: What a reader calls the files of a session's journal.
+JOURNAL_WORDS = {"the plan": "metadata.json", "the content": "content.txt",
+                 "the counts": "state.json", "its owner's lock": "lock"}
+_JOURNAL_PHRASE = "|".join(re.escape(w) for w in JOURNAL_WORDS)
+
+
+@then(parsers.re(rf"the journal of {PATH} holds (?P<words>(?:{_JOURNAL_PHRASE})(?:(?:, | and )(?:{_JOURNAL_PHRASE}))*)"))
+def journal_holds_in_words(orion_world: World, path: str, words: str) -> None:
+    names = [JOURNAL_WORDS[w] for w in re.findall(_JOURNAL_PHRASE, words)]
+    journal_files(orion_world, path, ", ".join(f'"{n}"' for n in names))
+
+
+@then(parsers.re(rf"the journal of {PATH} records the plan"))
+def journal_records_plan(orion_world: World, path: str) -> None:
+    journal_metadata(orion_world, path, '"intent", "target_file", "operation" and "plan"')
+
+
+@then(parsers.re(rf"the journal of {PATH} counts {COUNT} lines?"), converters=INT)
+def journal_counts_lines(orion_world: World, path: str, count: int) -> None:
+    journal_state_lines(orion_world, path, count)
 
 
 @then(parsers.re(rf"the journal of {PATH} records the intent {TEXT}"))
@@ -1174,6 +1224,14 @@ def _strict_json(text: str) -> Any:
     def refuse(token: str) -> Any:
         raise ValueError(f"{token} is not JSON")
     return json.loads(text, parse_constant=refuse)
+
+
+@then(parsers.re(rf"the trace records {TEXT}"))
+def trace_records(orion_world: World, text: str) -> None:
+    """An event whose name starts with the text (``wrote docs/guide.md``)."""
+    wanted = unescape(text)
+    names = sorted({e["name"] for e in _trace_events(orion_world)})
+    assert any(name.startswith(wanted) for name in names), names
 
 
 @then("every trace event is JSON")
