@@ -20,11 +20,11 @@ Feature: Write sessions survive crashes, full disks and restarts
 
   @tools @WS-1
   Scenario: The begin call refuses a content argument
-    When the model calls "WritePlanTool_begin" with:
-      """
-      {"intent": "guide", "target_file": "docs/guide.md", "operation": "create",
-       "content": "# Guide"}
-      """
+    When the model calls "WritePlanTool_begin" with the arguments:
+      | intent      | guide |
+      | target_file | docs/guide.md |
+      | operation   | create |
+      | content     | # Guide |
     Then the tool call is refused as "invalid_arguments"
     And no write session is open
 
@@ -54,10 +54,10 @@ Feature: Write sessions survive crashes, full disks and restarts
 
   @tools @SR-2
   Scenario: An invalid begin is refused and creates nothing
-    When the model calls "WritePlanTool_begin" with:
-      """
-      {"intent": "guide", "target_file": "docs/guide.md", "operation": "explode"}
-      """
+    When the model calls "WritePlanTool_begin" with the arguments:
+      | intent      | guide |
+      | target_file | docs/guide.md |
+      | operation   | explode |
     Then the tool call is refused as "invalid_arguments"
     And the tool call is refused with a message containing "operation"
     And no write session is open
@@ -72,10 +72,8 @@ Feature: Write sessions survive crashes, full disks and restarts
 
   @tools @SR-1
   Scenario: Finalizing cannot be called as a tool
-    When the model calls "WritePlanTool_finalize" with:
-      """
-      {"session_id": "any"}
-      """
+    When the model calls "WritePlanTool_finalize" with the arguments:
+      | session_id | any |
     Then the tool call is refused as "unknown_tool"
 
   @journal @SR-3
@@ -86,11 +84,11 @@ Feature: Write sessions survive crashes, full disks and restarts
 
   @tools @WP-15
   Scenario: The small-edit tool writes small content at once
-    When the model calls "WritePlanTool_execute" with:
-      """
-      {"intent": "a note", "target_file": "notes.txt", "operation": "create",
-       "content": "one small note\n"}
-      """
+    When the model calls "WritePlanTool_execute" with the arguments:
+      | intent      | a note |
+      | target_file | notes.txt |
+      | operation   | create |
+      | content     | one small note\n |
     Then the tool call succeeds
     And the content of "notes.txt" is "one small note\n"
 

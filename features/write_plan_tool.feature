@@ -119,10 +119,11 @@ Feature: Every write is a plan that Orion checks, then carries out
   @WP-9
   Scenario: A missing answer is asked for by name
     Given the workspace has a file "notes.md" with 3 lines
-    When the model calls "WritePlanTool_begin" with:
-      """
-      {"intent": "add a line", "target_file": "notes.md", "operation": "insert", "position": "after"}
-      """
+    When the model calls "WritePlanTool_begin" with the arguments:
+      | intent      | add a line |
+      | target_file | notes.md |
+      | operation   | insert |
+      | position    | after |
     Then the tool call is refused as "invalid_arguments"
     And the tool call is refused with a message containing "requires location_marker"
     And no write session is open
@@ -130,10 +131,11 @@ Feature: Every write is a plan that Orion checks, then carries out
   @WP-9
   Scenario: An answer that belongs to another operation is refused
     Given the workspace has a file "notes.md" with 3 lines
-    When the model calls "WritePlanTool_begin" with:
-      """
-      {"intent": "add a line", "target_file": "notes.md", "operation": "append", "search": "x"}
-      """
+    When the model calls "WritePlanTool_begin" with the arguments:
+      | intent      | add a line |
+      | target_file | notes.md |
+      | operation   | append |
+      | search      | x |
     Then the tool call is refused with a message containing "search belongs to operation 'replace_all'"
 
   @WP-6
@@ -320,10 +322,11 @@ Feature: Every write is a plan that Orion checks, then carries out
   @tools @WP-15
   Scenario: Small edits follow the same plan checks
     Given the workspace has a file "docs/a.md" with 3 lines
-    When the model calls "WritePlanTool_execute" with:
-      """
-      {"intent": "replace", "target_file": "docs/a.md", "operation": "create", "content": "x\n"}
-      """
+    When the model calls "WritePlanTool_execute" with the arguments:
+      | intent      | replace |
+      | target_file | docs/a.md |
+      | operation   | create |
+      | content     | x\n |
     Then the tool call is refused with a message containing "already exists"
     And "docs/a.md" is unchanged
 

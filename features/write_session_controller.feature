@@ -239,10 +239,8 @@ Feature: Large files are written through a write session
   @design @WS-4
   Scenario: A message with only tool calls does not touch the open session
     When the model begins to create "notes.txt"
-    And the model calls "read_file" with:
-      """
-      {"path": "README.md"}
-      """
+    And the model calls "read_file" with the arguments:
+      | path | README.md |
     Then a write session is open for "notes.txt"
     And the write session is waiting for content
     When the model replies "alpha\nDONE\n"
@@ -368,10 +366,9 @@ Feature: Large files are written through a write session
   Scenario: There is no finalize tool; finalizing is Orion's own step
     When the model streams 10 lines to "docs/guide.md" without DONE
     Then the tool "WritePlanTool_finalize" is not advertised
-    When the model calls "WritePlanTool_finalize" with:
-      """
-      {"session_id": "any", "raw_content": "# Guide"}
-      """
+    When the model calls "WritePlanTool_finalize" with the arguments:
+      | session_id  | any |
+      | raw_content | # Guide |
     Then the tool call is refused as "unknown_tool"
     And the tool call is refused with a message containing "WritePlanTool_begin"
 
@@ -400,10 +397,10 @@ Feature: Large files are written through a write session
 
   @trace @review @tools @WS-13
   Scenario: The content of a small edit stays out of the trace too
-    When the model calls "WritePlanTool_execute" with:
-      """
-      {"intent": "a note", "target_file": "notes.txt", "operation": "create",
-       "content": "A distinctive line of a small edit.\n"}
-      """
+    When the model calls "WritePlanTool_execute" with the arguments:
+      | intent      | a note |
+      | target_file | notes.txt |
+      | operation   | create |
+      | content     | A distinctive line of a small edit.\n |
     Then the tool call succeeds
     And the trace holds none of the streamed content

@@ -395,6 +395,15 @@ def begins_replace_all(orion_world: World, path: str, search: str) -> None:
     _begin(orion_world, path, "replace_all", search=unescape(search))
 
 
+@step(parsers.re(r'the model calls "(?P<tool>\w+)" with the arguments:'))
+def model_calls_tool_with_table(orion_world: World, tool: str,
+                                datatable: list[list[str]]) -> None:
+    """A data table of ``| argument | value |`` rows (Gherkin reads ``\\n`` in a cell as a
+    line break, ``\\|`` as a bar and ``\\\\`` as a backslash)."""
+    arguments = {row[0]: row[1] for row in datatable}
+    _call(orion_world, {"name": tool, "arguments": arguments})
+
+
 @step(parsers.re(r'the model calls "(?P<tool>\w+)" with:'))
 def model_calls_tool(orion_world: World, tool: str, docstring: str) -> None:
     arguments = json.loads(docstring)
