@@ -207,6 +207,15 @@ Feature: Write sessions survive crashes, full disks and restarts
     And the journal of "docs/guide.md" is still there
 
   @recovery @SR-8
+  Scenario: orion chat offers to recover a crashed session when it starts
+    Given the scenario's clock starts 10 minutes before the real time
+    When the model streams 30 lines to "docs/guide.md" without DONE
+    And Orion crashes
+    And the user opens "orion chat" and leaves at once
+    Then the console shows "orphaned write session"
+    And the command succeeds
+
+  @recovery @SR-8
   Scenario: A session left open when Orion exits is offered for recovery too
     When the model streams 20 lines to "docs/guide.md" without DONE
     And Orion exits and starts again

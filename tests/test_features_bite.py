@@ -145,15 +145,18 @@ class Variant:
     apply: Callable[[Patcher], None]
     #: The scenarios run: a pytest -m expression (default: the rule id).
     select: str = ""
+    #: A pytest -k expression that narrows them further (default: none).
+    keyword: str = ""
 
 
 VARIANTS: list[Variant] = []
 
 
-def variant(rule: str, breaks: str, does: str, *, select: str = "") -> Callable[
-        [Callable[[Patcher], None]], Callable[[Patcher], None]]:
+def variant(rule: str, breaks: str, does: str, *, select: str = "", keyword: str = "") -> \
+        Callable[[Callable[[Patcher], None]], Callable[[Patcher], None]]:
     def register(apply: Callable[[Patcher], None]) -> Callable[[Patcher], None]:
-        VARIANTS.append(Variant(apply.__name__, rule, breaks, does, apply, select or rule))
+        VARIANTS.append(Variant(apply.__name__, rule, breaks, does, apply, select or rule,
+                                keyword))
         return apply
     return register
 
@@ -499,13 +502,23 @@ def raw_trace_values(p: Patcher) -> None:
 
 
 @variant("WS-13", "orion.write_session.session:WriteSession.feed",
-         "the streamed content is logged and echoed to the console")
+         "the streamed content is logged (debug level, orion.write_session)")
 def content_logged(p: Patcher) -> None:
     logger = logging.getLogger("orion.write_session")
 
     def make(original):
         def feed(self, text):
-            logger.warning("write session %s received %r", self.id[:8], text)
+            logger.debug("write session %s received %r", self.id[:8], text)
+            return original(self, text)
+        return feed
+    p.wrap("orion.write_session.session:WriteSession.feed", make)
+
+
+@variant("WS-13", "orion.write_session.session:WriteSession.feed",
+         "the streamed content is echoed to the console (stderr)")
+def content_printed(p: Patcher) -> None:
+    def make(original):
+        def feed(self, text):
             print(text, end="", file=sys.stderr)
             return original(self, text)
         return feed
@@ -588,11 +601,16 @@ def eacces_is_fatal(p: Patcher) -> None:
     p.wrap("orion.write_session.journal:Journal._disk_failed", make)
 
 
-@variant("SR-8", "orion.runtime.runner:startup and orion.runtime.chat:startup",
-         "orion run and orion chat skip the crash recovery at start")
-def no_recovery_at_start(p: Patcher) -> None:
-    p.replace_in(("orion.runtime.runner", "orion.runtime.chat"), "startup",
-                 lambda runtime: [])
+@variant("SR-8", "orion.runtime.runner:startup (as orion run calls it)",
+         "orion run skips the crash recovery at start", keyword="command_line")
+def run_skips_recovery(p: Patcher) -> None:
+    p.replace_in(("orion.runtime.runner",), "startup", lambda runtime: [])
+
+
+@variant("SR-8", "orion.runtime.chat:startup (as orion chat calls it)",
+         "orion chat skips the crash recovery at start", keyword="orion_chat")
+def chat_skips_recovery(p: Patcher) -> None:
+    p.replace_in(("orion.runtime.chat",), "startup", lambda runtime: [])
 
 
 @variant("SR-9", "orion.cli:sessions_clean",
@@ -922,7 +940,9 @@ def run_variant(chosen: Variant) -> dict[str, Any]:
         with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink), \
                 _in_subprocesses(chosen.name):
             code = pytest.main(
-                [str(BINDING), "-m", chosen.select, "-x", "-q", "-p", "no:cacheprovider",
+                [str(BINDING), "-m", chosen.select, *(["-k", chosen.keyword] if chosen.keyword
+                                                      else []),
+                 "-x", "-q", "-p", "no:cacheprovider",
                  "--rootdir", str(ROOT), "-W", "ignore::pytest.PytestUnknownMarkWarning",
                  "--no-header", "--tb=short"], plugins=[outcomes])
     finally:

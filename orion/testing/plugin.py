@@ -50,6 +50,14 @@ def orion_env() -> dict[str, str]:
 def orion_world(request: pytest.FixtureRequest, tmp_path: Path, orion_plugins: PluginManager,
                 orion_yaml: str | None, orion_env: dict[str, str]) -> Iterator[World]:
     world = World(tmp_path, plugins=orion_plugins, env=orion_env)
+    # What Orion prints during the scenario, for `nothing Orion logged or printed ...`: file
+    # descriptor capture from the start (a scenario that uses capsys itself goes without).
+    try:
+        world.data["capfd"] = request.getfixturevalue("capfd")
+    except pytest.FixtureLookupError:  # pragma: no cover - capture plugin disabled
+        world.data["capfd"] = None
+    except pytest.UsageError:  # capsys or capfd already in use by the scenario
+        world.data["capfd"] = None
     if orion_yaml is not None:
         (world.workspace / "orion.yaml").write_text(orion_yaml, encoding="utf-8")
     request.node.stash[WORLD] = world

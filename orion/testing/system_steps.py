@@ -54,16 +54,19 @@ def clock_before_real_time(orion_world: World, amount: int) -> None:
 # -- the orion command -------------------------------------------------------------------------
 
 
-def _run(world: World, args: list[str], request: pytest.FixtureRequest) -> None:
+def _run(world: World, args: list[str], request: pytest.FixtureRequest,
+         **more_env: str) -> None:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("ORION_", "WRITE_SESSION_"))}
+    env.update(more_env)
     env.update(world.env)
     env["COLUMNS"] = "200"
     console = _console(world)
     console["mark"] = len(console["runs"])
     world.mark()
     process = subprocess.run([sys.executable, "-m", "orion", *args], cwd=world.workspace,
-                             env=env, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+                             env=env, input="", capture_output=True, text=True,
+                             timeout=COMMAND_TIMEOUT_S)
     console["runs"].append({"args": args, "code": process.returncode,
                             "stdout": process.stdout, "stderr": process.stderr})
 
@@ -82,6 +85,15 @@ def user_runs_script(orion_world: World, docstring: str, request: pytest.Fixture
     script = directory / "script.yaml"
     script.write_text(lines_of(docstring), encoding="utf-8")
     _run(orion_world, ["run", str(script)], request)
+
+
+@when('the user opens "orion chat" and leaves at once')
+def user_opens_chat(orion_world: World, request: pytest.FixtureRequest) -> None:
+    """``orion chat`` with no input: it starts (crash recovery included) and ends at the end
+    of its input without asking the model anything. Its endpoint is a loopback port nothing
+    listens on, so it could not reach a model if it tried."""
+    _run(orion_world, ["chat", "--base-url", "http://127.0.0.1:9/v1", "--model", "none"],
+         request, OPENAI_API_KEY="unused")
 
 
 def _runs_since(world: World) -> list[dict[str, Any]]:
@@ -205,12 +217,17 @@ def plugin_records_non_json(orion_world: World) -> None:
 
 
 @then("nothing Orion logged or printed holds the streamed content")
-def nothing_logged_or_printed(orion_world: World, capfd: pytest.CaptureFixture[str]) -> None:
+def nothing_logged_or_printed(orion_world: World) -> None:
     """No record of the ``orion.*`` loggers, nothing written to stdout or stderr during the
-    scenario, and no output of an ``orion`` command holds a line the model streamed."""
+    scenario (captured from its start by the ``orion_world`` fixture), and no output of an
+    ``orion`` command holds a line the model streamed."""
     lines = {line.rstrip("\n") for line in _book(orion_world)["streamed"] if line.strip()}
     assert lines, "the scenario streamed no content"
+    capfd = orion_world.data.get("capfd")
+    assert capfd is not None, "stdout and stderr are not captured in this scenario"
     out, err = capfd.readouterr()
+    sys.stdout.write(out)  # still shown in pytest's report
+    sys.stderr.write(err)
     places = {"stdout": out, "stderr": err}
     for run in _console(orion_world)["runs"]:
         places[f"orion {' '.join(run['args'])}"] = run["stdout"] + run["stderr"]
