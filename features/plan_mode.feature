@@ -48,9 +48,9 @@ Feature: Work by plan: one Markdown plan the user approves and the model follows
     When the model calls the plan tool <call>
     Then the tool "<tool>" is not advertised
     And the tool call is denied with a message containing "<tool> needs plan work, which is not active"
-    And the plan tool call was denied by "orion_plugins.plan_mode"
+    And the plan tool call was denied by plan mode
     And the plan table is unchanged row by row
-    And the denial of "<tool>" was traced as a policy denial by "orion_plugins.plan_mode"
+    And the denial of "<tool>" was traced as a policy denial by plan mode
     And no plan is active
 
     Examples:
@@ -65,9 +65,9 @@ Feature: Work by plan: one Markdown plan the user approves and the model follows
     When another session in the workspace ends plan work while the model calls the plan tool <call>
     Then the model request that called the plan tool advertised it
     And the tool call is denied with a message containing "<tool> needs plan work, which is not active"
-    And the plan tool call was denied by "orion_plugins.plan_mode"
+    And the plan tool call was denied by plan mode
     And the plan table is unchanged row by row
-    And the denial of "<tool>" was traced as a policy denial by "orion_plugins.plan_mode"
+    And the denial of "<tool>" was traced as a policy denial by plan mode
     And the trace records "deny <tool>"
 
     Examples:
