@@ -24,7 +24,6 @@ import functools
 import importlib
 import json
 import logging
-import math
 import os
 import pkgutil
 import subprocess
@@ -481,11 +480,9 @@ def endless_corrections(p: Patcher) -> None:
               lambda lifecycle, transition: True)
 
 
-@variant("WS-12", "orion.trace.encoding:encode_event",
-         "trace events are stored with their values as they are")
+@variant("WS-12", "orion.trace.encoding:encode_event and orion.trace.store:_dumps_all",
+         "float values (NaN, infinities) are stored as they are, as JSON cannot hold them")
 def raw_trace_values(p: Patcher) -> None:
-    import orion.trace.store as store
-
     def make(original):
         def encode_event(event, **kw):
             encoded = original(event, **kw)
@@ -498,7 +495,6 @@ def raw_trace_values(p: Patcher) -> None:
     p.wrap("orion.trace.encoding:encode_event", make)
     p.replace("orion.trace.store:_dumps_all",
               lambda values: map(json.dumps, values))
-    del store
 
 
 @variant("WS-13", "orion.write_session.session:WriteSession.feed",
