@@ -1,12 +1,12 @@
 @write_session @requirements_v3
 Feature: Write sessions survive crashes, full disks and restarts
-  The final write-session design: only WritePlanTool_begin is a tool and finalizeSession is
-  internal; the content is buffered in memory and journaled to disk every 50 lines or 5
-  seconds; a crashed session is offered for recovery for an hour, then cleaned up; the session
-  commands list, recover, discard and clean sessions; a full disk falls back to memory.
+  A long write keeps its content in memory and saves it to disk as it streams, so a crash
+  loses at most the last few seconds. When Orion starts again it offers to recover what a
+  crashed session left behind, for an hour; the orion sessions commands list, recover,
+  discard and clean them. A disk that is full or refuses the writes does not stop the write.
   Rules: docs/design/session-protocol-and-recovery.md (SR-1 to SR-11)
 
-  # -- 1. Critical design principles ---------------------------------------------------------
+  # -- What the model may call, where the content goes ----------------------------------------------------
 
   @tools @SR-1 @WS-1
   Scenario: Only the small-edit tool takes content, and only a little

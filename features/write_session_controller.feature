@@ -1,11 +1,12 @@
 @write_session @adr_2026_01_04
 Feature: Large files are written through a write session
-  Large files are written through a write session: a small WritePlanTool_begin call, the
-  content as plain assistant text, a line DONE (or the idle prompt after 2000 ms), then the
-  validation and repair loop, and one write. The review removed content from every tool call.
+  The model opens a write session with a small call that names the file and the operation,
+  then sends the file's content as its ordinary text and ends it with a line DONE (after a
+  pause without DONE, Orion asks whether it is finished). Orion checks the content, asks for
+  corrections if needed, and writes the file once. No tool call ever carries the content.
   Rules: docs/design/write-session-controller.md (WS-1 to WS-14)
 
-  # -- Context: the observed failures ---------------------------------------------------------
+  # -- Why: tool calls that break --------------------------------------------------------------
 
   @tools @context @WS-2
   Scenario: Tool-call arguments that are cut off are refused as invalid JSON, never run with empty arguments
