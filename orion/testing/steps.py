@@ -568,11 +568,13 @@ def model_replies_with_corrections(orion_world: World, docstring: str) -> None:
 
 @step(parsers.re(rf"the user deletes {PATH}"))
 def user_deletes(orion_world: World, path: str) -> None:
+    orion_world.mark()
     (orion_world.workspace / path).unlink()
 
 
 @step(parsers.re(rf"the user changes {PATH} to {TEXT}"))
 def user_changes_file(orion_world: World, path: str, text: str) -> None:
+    orion_world.mark()
     (orion_world.workspace / path).write_bytes(to_bytes(unescape(text)))
 
 

@@ -138,6 +138,7 @@ def workspace_link(orion_world: World, path: str, target: str) -> None:
 
 @when(parsers.re(rf"the user replaces {PATH} with a binary file"))
 def user_replaces_with_binary(orion_world: World, path: str) -> None:
+    orion_world.mark()
     data = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256))
     (orion_world.workspace / path).write_bytes(data)
     _book(orion_world)["given_files"][path] = data  # what "is unchanged" compares with now
