@@ -37,7 +37,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-BINDING = ROOT / "tests" / "bdd" / "test_features.py"
+FEATURES = ROOT / "features"
 DESIGN = ROOT / "docs" / "design"
 TIMEOUT_S = 600
 
@@ -927,7 +927,32 @@ def _in_subprocesses(name: str) -> Iterator[None]:
                 os.environ["PYTHONPATH"] = before
 
 
-def run_variant(chosen: Variant) -> dict[str, Any]:
+#: One test module per feature file, so a variant collects only the features that hold its
+#: rule's scenarios (collecting every scenario costs more than running the few selected).
+BINDING = """\
+from pytest_bdd import scenarios
+
+scenarios({feature!r})
+"""
+
+
+def _bindings(directory: Path) -> dict[Path, str]:
+    """A binding module in ``directory`` for each feature file -> that file's text."""
+    modules = {}
+    for feature in sorted(FEATURES.glob("*.feature")):
+        module = directory / f"test_bite_{feature.stem}.py"
+        module.write_text(BINDING.format(feature=str(feature)), encoding="utf-8")
+        modules[module] = feature.read_text(encoding="utf-8")
+    return modules
+
+
+def _modules_for(chosen: Variant, bindings: dict[Path, str]) -> list[str]:
+    import re
+    tag = re.compile(rf"@{re.escape(chosen.rule)}(?![\w-])")
+    return [str(module) for module, text in bindings.items() if tag.search(text)]
+
+
+def run_variant(chosen: Variant, bindings: dict[Path, str]) -> dict[str, Any]:
     patcher = Patcher()
     started = time.perf_counter()
     result: dict[str, Any] = {"name": chosen.name, "rule": chosen.rule, "breaks": chosen.breaks}
@@ -941,7 +966,8 @@ def run_variant(chosen: Variant) -> dict[str, Any]:
         with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink), \
                 _in_subprocesses(chosen.name):
             code = pytest.main(
-                [str(BINDING), "-m", chosen.select, *(["-k", chosen.keyword] if chosen.keyword
+                [*_modules_for(chosen, bindings), "-c", str(ROOT / "pyproject.toml"),
+                 "-m", chosen.select, *(["-k", chosen.keyword] if chosen.keyword
                                                       else []),
                  "-x", "-q", "-p", "no:cacheprovider",
                  "--rootdir", str(ROOT), "-W", "ignore::pytest.PytestUnknownMarkWarning",
@@ -957,9 +983,13 @@ def run_variant(chosen: Variant) -> dict[str, Any]:
 
 
 def main(names: list[str]) -> list[dict[str, Any]]:
+    import tempfile
+
     _import_orion()
     chosen = [v for v in VARIANTS if not names or v.name in names or v.rule in names]
-    return [run_variant(v) for v in chosen]
+    with tempfile.TemporaryDirectory(prefix="orion-bite-bindings-") as directory:
+        bindings = _bindings(Path(directory))
+        return [run_variant(v, bindings) for v in chosen]
 
 
 # -- the tests --------------------------------------------------------------------------------
