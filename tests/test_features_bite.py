@@ -610,7 +610,8 @@ def chat_skips_recovery(p: Patcher) -> None:
 
 
 @variant("SR-9", "orion.cli:sessions_clean",
-         "orion sessions clean removes sessions older than 2 hours by default")
+         "orion sessions clean removes sessions older than 2 hours by default",
+         keyword="by_default")
 def clean_default_two_hours(p: Patcher) -> None:
     _cli_default(p, "sessions_clean", "older_than", "2h")
 
