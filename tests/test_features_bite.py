@@ -8,11 +8,15 @@ so the variant still bites when the function moves between modules or is importe
 another name; it only stops biting when the function is renamed, and then the check fails
 with "cannot find", naming it.
 
-How it runs (within the CI budget): one subprocess per core runs its share of the variants,
-one after the other, in-process: patch, ``pytest.main`` on the features with ``-m <rule id>``
-(only the scenarios of that rule) and ``-x`` (the first failing scenario is enough), undo. The
-unbroken features are checked by ``tests/bdd`` (the same scenarios, nothing patched).
-``python tests/test_features_bite.py [NAME...]`` runs variants by hand and prints what failed.
+How it runs (within the CI budget): two subprocesses (at most one per core) each run their
+share of the variants, one after the other, in-process: patch, ``pytest.main`` on the feature
+files that hold the rule's scenarios with ``-m <rule id>`` (only those scenarios) and ``-x``
+(the first failing scenario is enough), undo. ``orion`` commands that scenarios start get the
+variant through a ``sitecustomize``. The unbroken features are checked by ``tests/bdd`` (the
+same scenarios, nothing patched).
+
+``python tests/test_features_bite.py [RULE-or-NAME...]`` runs variants by hand and prints
+whether each was caught and its first failure; ``--list`` prints the table.
 """
 
 from __future__ import annotations
@@ -400,8 +404,8 @@ def tool_calls_touch_the_session(p: Patcher) -> None:
 
 
 @variant("WS-5", "orion.write_session.protocol:EndMarker.__init__",
-         "only a DONE line followed by more text is recognised; trailing spaces make it "
-         "content")
+         "DONE is seen only as the very last text of a message: a DONE line that ends with "
+         "a line break is taken as content")
 def strict_done_line(p: Patcher) -> None:
     def make(original):
         def __init__(self, terminator="DONE"):
@@ -1061,6 +1065,10 @@ def test_every_variant_fails_the_scenarios_of_its_rule(tmp_path: Path) -> None:
 
 if __name__ == "__main__":
     args = sys.argv[1:]
+    if args == ["--list"]:
+        for v in VARIANTS:
+            print(f"{v.rule:6} {v.name:34} {v.breaks}: {v.does}")
+        sys.exit(0)
     out_path = None
     if args[:1] == ["--json"]:
         out_path, args = Path(args[1]), args[2:]
