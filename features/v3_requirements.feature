@@ -327,6 +327,19 @@ Feature: Write sessions survive crashes, full disks and restarts
     Then the journal of "docs/old.md" is gone
     And the journal of "docs/new.md" is still there
 
+  @commands @recovery @SR-9
+  Scenario: orion sessions list and recover --finalize finish a crashed write from the command line
+    Given the scenario's clock starts 10 minutes before the real time
+    When the model streams 30 lines to "docs/guide.md" without DONE
+    And Orion crashes
+    And the user runs "orion sessions list"
+    Then the console shows "docs/guide.md"
+    And the command succeeds
+    When the user runs "orion sessions recover <session> --finalize"
+    Then the command succeeds
+    And "docs/guide.md" holds the generated lines 1 to 30
+    And the journal of "docs/guide.md" is gone
+
   @commands @cleanup @SR-9
   Scenario: orion sessions clean removes the sessions saved more than an hour ago by default
     Given the "write_session" setting "orphan_ttl_ms" is 0

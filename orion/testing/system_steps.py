@@ -73,6 +73,12 @@ def _run(world: World, args: list[str], request: pytest.FixtureRequest,
 
 @when(parsers.re(r'the user runs "orion (?P<command>[^"]+)"'))
 def user_runs(orion_world: World, command: str, request: pytest.FixtureRequest) -> None:
+    """``<session>`` in the command is the id of the latest write session begun."""
+    if "<session>" in command:
+        book = _book(orion_world)
+        session_id = book["sessions"].get(book["target"] or "")
+        assert session_id, "no write session was begun, so <session> names none"
+        command = command.replace("<session>", session_id[:8])
     _run(orion_world, shlex.split(command), request)
 
 
