@@ -96,6 +96,21 @@ def test_every_rule_has_a_scenario() -> None:
         "\n  ".join(missing)
 
 
+#: Titles that start with a section of a document the reader does not have ("Protocol 4:",
+#: "2.1:", "Phase 1, create:", "Invariant 3:"): the title should say the behaviour, the tags
+#: the rule.
+SECTION_TITLE = re.compile(r"^(?:\d+(?:\.\d+)*[:,]|(?:Protocol|Phase|Invariant|Flow|Validation|"
+                           r"Implementation|Review|Context|Edge|Unit|Success|Future|Risks?|"
+                           r"Principle|Acceptance)\b[^:]*:)")
+
+
+def test_scenario_titles_say_the_behaviour() -> None:
+    numbered = [s.where for s in feature_scenarios() if SECTION_TITLE.match(s.title)]
+    assert not numbered, ("these scenario titles start with a section of a design document; "
+                          "say the behaviour and put the rule id in a tag:\n  "
+                          + "\n  ".join(numbered))
+
+
 def test_every_rule_is_a_registered_marker() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     markers = {entry.split(":", 1)[0].strip()
