@@ -934,7 +934,8 @@ def session_state_in_words(orion_world: World, words: str) -> None:
     session_state(orion_world, STATE_WORDS[words])
 
 
-@then(parsers.re(rf"the write session went from (?P<words>(?:{_STATE_PHRASE})(?: to (?:{_STATE_PHRASE}))+)"))
+@then(parsers.re(rf"the write session went from "
+                 rf"(?P<words>(?:{_STATE_PHRASE})(?: to (?:{_STATE_PHRASE}))+)"))
 def session_went_in_words(orion_world: World, words: str) -> None:
     """``went from waiting for content to checking the content to written``: these states,
     in this order (others may come between)."""
@@ -1005,7 +1006,8 @@ JOURNAL_WORDS = {"the plan": "metadata.json", "the content": "content.txt",
 _JOURNAL_PHRASE = "|".join(re.escape(w) for w in JOURNAL_WORDS)
 
 
-@then(parsers.re(rf"the journal of {PATH} holds (?P<words>(?:{_JOURNAL_PHRASE})(?:(?:, | and )(?:{_JOURNAL_PHRASE}))*)"))
+@then(parsers.re(rf"the journal of {PATH} holds "
+                 rf"(?P<words>(?:{_JOURNAL_PHRASE})(?:(?:, | and )(?:{_JOURNAL_PHRASE}))*)"))
 def journal_holds_in_words(orion_world: World, path: str, words: str) -> None:
     names = [JOURNAL_WORDS[w] for w in re.findall(_JOURNAL_PHRASE, words)]
     journal_files(orion_world, path, ", ".join(f'"{n}"' for n in names))

@@ -167,7 +167,8 @@ def small_disk(orion_world: World, path: str, size: int, request: pytest.Fixture
                                                 capture_output=True))
 
 
-@then(parsers.re(r'the directory "(?P<path>[^"]+)" holds only (?P<names>"[^"]+"(?:(?:, | and )"[^"]+")*)'))
+@then(parsers.re(r'the directory "(?P<path>[^"]+)" holds only '
+                 r'(?P<names>"[^"]+"(?:(?:, | and )"[^"]+")*)'))
 def directory_holds_only(orion_world: World, path: str, names: str) -> None:
     import re
     wanted = sorted(re.findall(r'"([^"]+)"', names))
