@@ -7,7 +7,8 @@ Feature: Nothing but the content, all of the content
   says DONE is not asked forever; a dropped connection is a cut-off. The rules are listed in
   docs/write-sessions.md ("What is content").
 
-  Scenario: Rule 1: a reply to the idle prompt without DONE is an answer and is never appended
+  @WS-16 @idle
+  Scenario: A reply to the idle prompt without DONE is an answer and is never appended
     When the model streams 3 lines to "docs/guide.md" without DONE
     And 2000 ms pass
     Then the model is asked to reply DONE
@@ -20,7 +21,8 @@ Feature: Nothing but the content, all of the content
     And "docs/guide.md" does not contain "finished"
     And the conversation holds "I have finished writing the file."
 
-  Scenario: Rule 1: a reply is never glued onto a line that ended mid-way
+  @WS-16 @WS-19
+  Scenario: A reply is never glued onto a line that ended mid-way
     When the model begins to create "notes.md"
     And the model replies "First line.\nSomething else!"
     Then the model is asked to continue
@@ -29,7 +31,8 @@ Feature: Nothing but the content, all of the content
     And the model replies "DONE"
     Then the content of "notes.md" is "First line.\nSomething else!"
 
-  Scenario: Rule 2: text beside a tool call is narration, never content
+  @WS-15
+  Scenario: Text beside a tool call is narration, never content
     Given the workspace has a file "notes.md" containing "ship it on Friday\n"
     When the model begins to create "summary.md"
     And the model says "Let me check the notes first." and calls "read_file" with:
@@ -42,7 +45,8 @@ Feature: Nothing but the content, all of the content
     Then the content of "summary.md" is "Ship on Friday.\n"
     And the conversation holds "Let me check the notes first."
 
-  Scenario: Rule 3: a message the user types while a session is open is held, and its answer never becomes content
+  @WS-17
+  Scenario: A message the user types while a session is open is held, and its answer never becomes content
     When the model streams 2 lines to "docs/guide.md" without DONE
     And the user types "What is the capital of France?"
     Then the user is told "your message is held and sent to the model once the file is written"
@@ -57,7 +61,8 @@ Feature: Nothing but the content, all of the content
     And the model is told "Created docs/guide.md (2 lines"
     And the conversation holds "What is the capital of France?"
 
-  Scenario: Rule 4: earlier DONE lines are content when another terminator line follows in the same message
+  @WS-18
+  Scenario: Earlier DONE lines are content when another DONE line follows in the same message
     When the model begins to create "todo.md"
     And the model streams:
       """
@@ -69,7 +74,8 @@ Feature: Nothing but the content, all of the content
       """
     Then the content of "todo.md" is "Task A\nDONE\nTask B\nTask C\n"
 
-  Scenario: Rule 4: lines after the last DONE are counted in the report and the notice, never dropped silently
+  @WS-18
+  Scenario: Lines after the last DONE are counted in the report and the notice, never dropped silently
     When the model begins to create "todo.md"
     And the model replies "Task A\nDONE\nTask B\nTask C\nThat is all."
     Then the content of "todo.md" is "Task A\n"
@@ -77,7 +83,8 @@ Feature: Nothing but the content, all of the content
     And the user is told "todo.md: 3 lines after DONE were not written"
     And the trace holds "That is all."
 
-  Scenario: Rule 5: a message that ends in the middle of a line without DONE is a cut-off, whatever its finish reason
+  @WS-19 @truncation
+  Scenario: A message that ends in the middle of a line without DONE is a cut-off, whatever its finish reason
     When the model streams 200 lines to "docs/guide.md" and stops in the middle of the next line
     Then the model is asked to continue
     And the model is not asked to reply DONE
@@ -85,13 +92,15 @@ Feature: Nothing but the content, all of the content
     When the model streams 50 more lines and DONE
     Then "docs/guide.md" holds the generated lines 1 to 250
 
-  Scenario: Rule 5: what a reply to the idle prompt repeats of the saved lines is dropped
+  @WS-19 @idle
+  Scenario: What a reply to the idle prompt repeats of the saved lines is dropped
     When the model streams 20 lines to "docs/guide.md" without DONE
     And 2000 ms pass
     And the model repeats the last 2 lines, then streams 10 more lines and DONE
     Then "docs/guide.md" holds the generated lines 1 to 30
 
-  Scenario: Rule 6: after max_idle_prompts prompts without new content or DONE the file is written as incomplete
+  @WS-20 @idle
+  Scenario: After max_idle_prompts prompts without new content or DONE the file is written as incomplete
     When the model streams 5 lines to "docs/guide.md" without DONE
     And 2000 ms pass
     And the model replies "Still working on it."
@@ -106,7 +115,8 @@ Feature: Nothing but the content, all of the content
     When 10 minutes pass
     Then the model is not asked to reply DONE
 
-  Scenario: Rule 6: max_idle_prompts is a setting
+  @WS-20 @config
+  Scenario: max_idle_prompts is a setting
     Given the "write_session" setting "max_idle_prompts" is 1
     When the model streams 5 lines to "docs/guide.md" without DONE
     And 2000 ms pass
@@ -114,7 +124,8 @@ Feature: Nothing but the content, all of the content
     Then the write session of "docs/guide.md" is "incomplete"
     And "docs/guide.md" holds the generated lines 1 to 5
 
-  Scenario: Rule 7: a stream the network cut mid-reply is a cut-off: what arrived is kept and continued
+  @WS-21 @truncation
+  Scenario: A stream the network cut mid-reply is a cut-off: what arrived is kept and continued
     When the model streams 30 lines to "docs/guide.md" and is cut off with finish reason "connection_lost"
     Then the journal of "docs/guide.md" holds 30 lines on disk
     And the user is told "the connection broke in the middle of the reply"
