@@ -538,3 +538,34 @@ def test_3_the_idle_timer_does_not_ask_again_while_the_model_answers(tmp_path):
         assert [p for p in world.reporter.prompts if DONE_PROMPT in p] == [DONE_PROMPT]
     finally:
         world.close()
+
+
+def test_7_an_endpoint_error_on_the_idle_prompt_is_one_notice_and_the_session_stays(tmp_path):
+    # In real time the idle prompt is sent from a timer, where no caller awaits the request:
+    # its endpoint error must still reach the user, and the session must stay open.
+    from orion.clock import RealClock
+
+    (tmp_path / "orion.yaml").write_text("settings:\n  write_session:\n    idle_ms: 20\n")
+    responses = [begin_stream("notes.md"), stream(text_stream("alpha\n")),
+                 retryable(400, message="the gateway is restarting")]
+    reporter = Capture()
+
+    async def go() -> None:
+        with SSEServer(responses) as server:
+            model = OpenAICompatibleModel(model="m", base_url=server.base_url, api_key="k",
+                                          max_retries=0)
+            runtime = Runtime(model=model,
+                              plugins=make_plugin_manager(entrypoints=False, env={}),
+                              workspace=tmp_path, clock=RealClock(), reporter=reporter)
+            await runtime.handle("Write notes.md.")
+            for _ in range(500):  # until the timer's request has failed
+                if any(n.startswith("error:") for n in reporter.notices):
+                    break
+                await asyncio.sleep(0.01)
+            from orion.write_session.manager import manager_for
+            assert manager_for(runtime).active is not None
+            runtime.close()
+
+    asyncio.run(go())
+    [error] = [n for n in reporter.notices if n.startswith("error:")]
+    assert "the gateway is restarting" in error
