@@ -725,12 +725,12 @@ def overlap_kept(p: Patcher) -> None:
          "continuations happen silently")
 def silent_continuations(p: Patcher) -> None:
     def make(original):
-        def _truncated(self):
+        def _truncated(self, *args):
             notice = self.runtime.reporter.notice
             self.runtime.reporter.notice = lambda text: None if text.startswith("part ") \
                 else notice(text)
             try:
-                original(self)
+                original(self, *args)
             finally:
                 del self.runtime.reporter.notice
         return _truncated
@@ -849,6 +849,63 @@ def drafts_unchecked(p: Patcher) -> None:
     p.wrap("orion_plugins.plan_mode:authorize_tool_call", authorize)
     p.wrap("orion.plan.store:PlanStore.set_content", store)
     p.replace("orion.plan.service:size_problem", lambda markdown, limit: None)
+
+
+@variant("WS-15", "orion.write_session.session:WriteSession._not_content",
+         "the text beside a tool call stays in the content")
+def narration_kept(p: Patcher) -> None:
+    def make(original):
+        def _not_content(self, kind, text):
+            if kind != "narration":
+                original(self, kind, text)
+        return _not_content
+    p.wrap("orion.write_session.session:WriteSession._not_content", make)
+
+
+@variant("WS-16", "orion.write_session.session:WriteSession._reply_is_content",
+         "every reply to Orion's prompt is content, an answer without DONE too")
+def answers_are_content(p: Patcher) -> None:
+    p.wrap("orion.write_session.session:WriteSession._reply_is_content",
+           lambda original: lambda self, text: True)
+
+
+@variant("WS-17", "orion.write_session.session:WriteSession.hold",
+         "a message the user types during a session goes to the model at once")
+def user_message_not_held(p: Patcher) -> None:
+    p.wrap("orion.write_session.session:WriteSession.hold",
+           lambda original: lambda self, line: False)
+
+
+@variant("WS-18", "orion.write_session.protocol:EndMarker.reclaim",
+         "the first DONE line ends the content, whatever follows in the message")
+def first_done_wins(p: Patcher) -> None:
+    p.wrap("orion.write_session.protocol:EndMarker.reclaim",
+           lambda original: lambda self: "")
+
+
+@variant("WS-18", "orion.write_session.session:WriteSession._note_commentary",
+         "what follows DONE is dropped without a word")
+def commentary_silent(p: Patcher) -> None:
+    p.wrap("orion.write_session.session:WriteSession._note_commentary",
+           lambda original: lambda self: None)
+
+
+@variant("WS-19", "orion.write_session.session:_ends_mid_line",
+         "a message that stops mid-line with finish reason stop is a pause")
+def mid_line_is_a_pause(p: Patcher) -> None:
+    p.replace("orion.write_session.session:_ends_mid_line", lambda chunks: False)
+
+
+@variant("WS-20", "orion.statechart.settings:resolve",
+         "the idle prompt is repeated 100 times before the session gives up")
+def idle_prompts_unbounded(p: Patcher) -> None:
+    _setting_default(p, "write_session", "max_idle_prompts", 100)
+
+
+@variant("WS-21", "orion.write_session.session:CONNECTION_LOST",
+         "a stream the network cut is continued without telling the user why")
+def connection_loss_unsaid(p: Patcher) -> None:
+    p.replace_in(("orion.write_session.session",), "CONNECTION_LOST", "not-a-finish-reason")
 
 
 # -- running the variants ---------------------------------------------------------------------
