@@ -503,6 +503,39 @@ def sessions_clean(older_than: str, workspace: str, state_dir: str | None) -> No
     err.print(f"{len(removed)} write session(s) removed")
 
 
+@sessions.command("history")
+@WORKSPACE
+@STATE_DIR
+@click.option("--limit", type=click.IntRange(min=1, max=1_000_000), default=50,
+              show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the writes as JSON.")
+def sessions_history(workspace: str, state_dir: str | None, limit: int, as_json: bool) -> None:
+    """List finished writes, newest first: what orion sessions undo can undo."""
+    import time
+
+    from orion.write_session.recovery import format_age
+    from orion.write_session.undo import records
+
+    found = records(_state_path(workspace, state_dir))[:limit]
+    if as_json:
+        click.echo(json.dumps([record.to_json() for record in found], indent=2))
+        return
+    if not found:
+        err.print(f"no finished writes in {_state_path(workspace, state_dir)}")
+        return
+    from rich.table import Table
+
+    now = time.time() * 1000.0
+    table = Table("id", "target", "operation", "written", "status", "backup")
+    for record in found:
+        row = record.to_json()
+        table.add_row(record.id[:8], escape(str(row["target_file"])), str(row["operation"]),
+                      format_age(now - record.written_at_ms if record.written_at_ms else None),
+                      str(row["status"]), "yes" if row["backup"] else "-")
+    err.print(table)
+    err.print("undo one with: orion sessions undo ID")
+
+
 @sessions.command("undo")
 @click.argument("session_id", metavar="ID")
 @WORKSPACE

@@ -30,11 +30,12 @@ from typing import TYPE_CHECKING, Any
 
 from orion.errors import OrionError
 from orion.validation import ValidationRequest, collect_issues
-from orion.confined import open_parent
+from orion.confined import TEMP_MARK, open_parent
 from orion.write_session.journal import CONTENT, METADATA, STATE, STATUS, Journal
 from orion.write_session.operations import (apply_operation, backup_path, count_lines, execute)
 from orion.write_session.plan import CheckedPlan, PlanRejected, WritePlan, check_plan
 from orion.write_session.repair import safe_replacement
+from orion.write_session.undo import prune as prune_backups
 from orion.write_session.undo import (record_paths, replace_json, undo_record_path,
                                       write_undo_record)
 from orion.workspace import PathOutsideWorkspace, resolve_inside
@@ -400,6 +401,7 @@ def _finish_cleanup(orphan: Orphan, workspace: Path, state_dir: Path, status: st
                            checked.target.read_bytes(), status,
                            orphan.last_save_ms if orphan.last_save_ms is not None else now_ms)
     shutil.rmtree(orphan.directory, ignore_errors=True)
+    remove_temp_leftovers(checked.target.parent)
     return checked.relative
 
 
@@ -432,6 +434,7 @@ def startup(runtime: Runtime) -> list[StartupAction]:
         ttl = DEFAULT_TTL_MS
     now = runtime.clock.now_ms()
     actions: list[StartupAction] = []
+    _housekeeping(runtime)
     try:
         orphans = scan(runtime.state_dir, now_ms=now)
     except OSError as exc:
@@ -450,6 +453,115 @@ def startup(runtime: Runtime) -> list[StartupAction]:
         _trace(runtime, orphan, action)
     runtime.drain_outboxes()
     return actions
+
+
+def _housekeeping(runtime: Runtime) -> None:
+    """At start: temp files a killed write left beside its target go, and backups beyond
+    ``keep_backups`` are pruned. A failure here only costs a notice."""
+    try:
+        removed = sweep_temp_leftovers(runtime.workspace, runtime.state_dir)
+    except OSError as exc:
+        runtime.reporter.notice(f"could not look for leftover temp files: {exc}")
+        removed = []
+    if removed:
+        runtime.reporter.notice(f"removed {len(removed)} temp file(s) an interrupted write left "
+                                f"behind: {', '.join(removed[:5])}"
+                                + (" ..." if len(removed) > 5 else ""))
+    try:
+        keep = int(runtime.definition("write_session").settings.get("keep_backups", 100))
+    except OrionError:
+        keep = 100
+    try:
+        open_ids = {entry.name for entry in os.scandir(sessions_dir(runtime.state_dir))}
+    except OSError:
+        open_ids = set()
+    try:
+        prune_backups(runtime.state_dir, keep, open_sessions=open_ids)
+    except OSError as exc:
+        runtime.reporter.notice(f"could not prune old backups: {exc}")
+
+
+#: Directories the leftover sweep never enters: Orion's state, version control, and trees of
+#: generated files that are large and never a write's target.
+SWEEP_SKIPPED = frozenset({".git", ".hg", ".svn", ".orion", "node_modules", ".venv", "venv",
+                           "__pycache__", ".tox", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+#: The sweep looks at most at this many directories (a huge tree costs a bounded listing).
+SWEEP_MAX_DIRS = 5000
+#: A temp file without a pid in its name (an older Orion) is removed once it is this old.
+LEGACY_TEMP_AGE_S = 600
+_TEMP_PID = re.compile(r"(\d+)-[0-9a-f]+")
+
+
+def remove_temp_leftovers(directory: Path) -> list[str]:
+    """Remove the ``.NAME.orion-tmp-PID-RANDOM`` files in ``directory`` whose process is gone
+    (a write in progress in another running process is left alone); their names."""
+    removed = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        name = entry.name
+        if not name.startswith(".") or TEMP_MARK not in name:
+            continue
+        try:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            match = _TEMP_PID.fullmatch(name.rsplit(TEMP_MARK, 1)[1])
+            if match is not None:
+                if _pid_alive(int(match.group(1))):
+                    continue
+            elif time.time() - entry.stat(follow_symlinks=False).st_mtime < LEGACY_TEMP_AGE_S:
+                continue
+            os.unlink(entry.path)
+        except OSError:
+            continue
+        removed.append(name)
+    return removed
+
+
+def sweep_temp_leftovers(workspace: Path, state_dir: Path) -> list[str]:
+    """:func:`remove_temp_leftovers` in every directory of the workspace, listing names only
+    (no file is read), never entering :data:`SWEEP_SKIPPED` directories, the state directory
+    or a symbolic link, and at most :data:`SWEEP_MAX_DIRS` directories. Paths removed,
+    relative to the workspace."""
+    root = Path(workspace).resolve()
+    state = Path(state_dir).resolve()
+    removed: list[str] = []
+    pending = [root]
+    seen = 0
+    while pending and seen < SWEEP_MAX_DIRS:
+        directory = pending.pop()
+        seen += 1
+        relative = directory.relative_to(root)
+        removed += [(relative / name).as_posix() for name in remove_temp_leftovers(directory)]
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name in SWEEP_SKIPPED:
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    path = Path(entry.path)
+                    if path != state:
+                        pending.append(path)
+            except OSError:
+                continue
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # it exists, it belongs to someone else
+    return True
 
 
 def _startup_one(runtime: Runtime, manager: Any, orphan: Orphan, ttl: int,
@@ -595,6 +707,7 @@ def recover_finalize(workspace: str | os.PathLike[str], state_dir: str | os.Path
     _write_undo_record(state_dir, orphan, result.relative, plan.operation.value,
                        result.path.read_bytes(), "recovered", _wall_ms())
     journal.remove()
+    remove_temp_leftovers(result.path.parent)
     report = result.report
     if not orphan.complete:
         report += " (the model had not finished: the content may be incomplete)"
