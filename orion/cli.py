@@ -419,6 +419,10 @@ def sessions_list(workspace: str, state_dir: str | None, as_json: bool) -> None:
         notes += orphan.problems
         if orphan.degraded:
             notes.append(f"degraded: {orphan.degraded}")
+        if orphan.received_bytes is not None:
+            notes.append(f"only {orphan.bytes} of {orphan.received_bytes} bytes on disk")
+        if orphan.rescued:
+            notes.append(f"content rescued to {orphan.rescued}")
         table.add_row(orphan.short, escape(orphan.target_file or "?"), orphan.operation or "?",
                       str(orphan.lines), str(orphan.bytes), format_age(orphan.age_ms),
                       orphan.status, escape("; ".join(notes)))

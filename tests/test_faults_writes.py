@@ -663,3 +663,19 @@ def test_backups_beyond_keep_backups_are_pruned_and_history_lists_the_rest(tmp_p
     assert len(list((ws / ".orion" / "backups").iterdir())) == 3
     listed = orion("sessions", "history", "--workspace", str(ws), "--json", cwd=tmp_path)
     assert [row["id"] for row in json.loads(listed.stdout)] == [r.id for r in kept]
+
+
+def test_a_session_still_open_at_the_end_on_a_full_disk_is_rescued(tmp_path, mount):
+    ws = mount(tmp_path / "ws", size="256k")
+    (ws / "orion.yaml").write_text(NO_TRACES)
+    rescue_dir = tmp_path / "tmp"
+    rescue_dir.mkdir()
+    content = lines(12000)
+    script = write_script(tmp_path / "s.yaml", [  # the script ends before DONE
+        {"user": "Write big.md."}, begin("big.md"), {"model": {"text": content}}])
+    done = orion("run", str(script), "--workspace", str(ws), cwd=tmp_path,
+                 env={"TMPDIR": str(rescue_dir)})
+    no_traceback(done)
+    [rescued] = list(rescue_dir.glob("orion-rescued-*big.md.txt"))
+    assert rescued.read_text() == content and str(rescued) in done.stderr
+    assert "still open as Orion ends" in done.stderr

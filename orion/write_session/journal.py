@@ -14,6 +14,8 @@ A session directory holds::
                     save, degradation, plus the caller's state dict; at every flush() (the
                     controller's checkpoints), and by automatic flushes at most once per
                     flush interval
+    degraded        1 KiB of spaces reserved at creation; when the disk fails, why (JSON),
+                    overwritten in place so that even a full disk takes it
     lock            the owning process: its pid, and on Linux its start time (see is_live)
 
 "Crash-safe" means safe against the process dying (the CLI is killed, the machine sleeps):
@@ -26,9 +28,13 @@ surrogate U+DC80..U+DCFF (an invalid byte escaped by ``surrogateescape``, as
 :class:`~orion.write_session.protocol.Utf8StreamDecoder` produces) becomes that byte again, and
 any other lone surrogate is encoded as ``surrogatepass`` does (three bytes, invalid UTF-8).
 
-If the disk fails (full, read-only, permission denied), the journal warns once, records the
-reason in :attr:`Journal.degraded` and goes on in memory only: the content stays complete, so
-the target can still be written. Other ``OSError`` s propagate.
+If the disk fails (:data:`DEGRADING_ERRNOS`: full, quota, file-size limit, read-only,
+permission denied, I/O error), the journal warns once, records the reason in
+:attr:`Journal.degraded` and in the ``degraded`` file, and goes on in memory only: the content
+stays complete, so the target can still be written. When it cannot be, :meth:`Journal.secure`
+tries the disk once more and :meth:`Journal.rescue` writes the content elsewhere. Other
+``OSError`` s propagate. The flush interval counts real time as well as the given clock: a
+virtual clock that does not move must not keep the content off the disk.
 """
 
 from __future__ import annotations

@@ -166,7 +166,7 @@ class SessionManager:
         """Release the journals of sessions still open (flushed, lock removed), as a process
         that ends does: ``orion sessions`` and the next start then see them as orphans."""
         for session in self.sessions:
-            session.journal.close()
+            session.release()
 
 
 def instruction(target: str, terminator: str) -> str:

@@ -18,9 +18,13 @@ they do to the bytes:
 * **Markers again.** The markers (and ``search``) are matched once more on the exact bytes
   being edited; if they no longer occur as required, :class:`PlanRejected` says so.
 
-:func:`write_atomically` writes a temp file next to the target, fsyncs it, gives it the old
-file's permission bits and renames it over the target, then fsyncs the directory: readers see
-the old file or the new one, never a mix, and a failure leaves the old file and no temp file.
+:func:`execute` writes through directory descriptors (:mod:`orion.confined`): a temp file next
+to the target is written, fsynced, given the old file's permission bits and renamed over the
+target, then the directory is fsynced: readers see the old file or the new one, never a mix, a
+failure leaves the old file and no temp file, and no symbolic link swapped into the path after
+the check can redirect the write. It holds the directory's lock while it reads, compares with
+the bytes the plan was checked against (:class:`TargetChanged` when someone else changed them)
+and replaces. :func:`write_atomically` does the same by path, for files Orion owns.
 """
 
 from __future__ import annotations

@@ -325,7 +325,8 @@ class WriteSession:
         if state == "continuing":
             n = self.lifecycle.context["continuations"]
             limit = self.lifecycle.settings["max_continuations"]
-            self.runtime.reporter.notice(f"part {before + 1} saved ({lines} lines), "
+            saved = "received, in memory only" if self.journal.degraded else "saved"
+            self.runtime.reporter.notice(f"part {before + 1} {saved} ({lines} lines), "
                                          f"continuing {n}/{limit}")
             self.runtime.reporter.progress(self.progress())
         elif state == "finalizing":
@@ -556,16 +557,40 @@ class WriteSession:
         self.status = "set_aside"
         self.runtime.reporter.progress_done()
         self.checkpoint()
+        kept = self._keep_content()
         self.journal.close()  # state.json keeps the snapshot of the open session
         self.lifecycle.trigger("discard", reason="set aside")  # ends it here: no timer fires
         self._trace(Kind.WRITE_REPORT, f"set aside {self.plan.relative}", {
             "orion.target": self.plan.relative, "orion.status": "set_aside", "orion.why": why,
             "orion.lines": self.journal.lines, "orion.bytes": self.journal.bytes})
-        self.runtime.reporter.notice(
-            f"write session {self.id[:8]} for {self.plan.relative} was set aside ({why}); its "
-            f"{self.journal.lines} lines are kept: `orion sessions recover {self.id[:8]} "
-            "--finalize` writes them, `--continue` lets the next run go on with the model")
+        if kept is None:
+            self.runtime.reporter.notice(
+                f"write session {self.id[:8]} for {self.plan.relative} was set aside ({why}); "
+                f"its {self.journal.lines} lines are kept: `orion sessions recover "
+                f"{self.id[:8]} --finalize` writes them, `--continue` lets the next run go on "
+                "with the model")
+        else:
+            self.runtime.reporter.notice(self._unsaved(f"was set aside ({why})", kept))
         self._detach()
+
+    def release(self) -> None:
+        """The process ends with the session open: close the journal, so the next start sees
+        an orphan; content the journal could not save goes to a rescue file, and the user is
+        told where (or that it could not be saved anywhere)."""
+        if self.status == "active" and self.journal.degraded is not None:
+            kept = self._keep_content()
+            if kept is not None:
+                self.runtime.reporter.notice(self._unsaved("is still open as Orion ends",
+                                                            kept))
+        self.journal.close()
+
+    def _unsaved(self, what: str, kept: str) -> str:
+        where = (f"its content ({self.journal.lines} lines) was written to {kept}"
+                 if kept.startswith("/") else
+                 f"its content ({self.journal.lines} lines) could not be saved anywhere "
+                 f"({kept})")
+        return (f"write session {self.id[:8]} for {self.plan.relative} {what}; its journal "
+                f"could not be saved ({self.journal.degraded}), so {where}")
 
     def _detach(self) -> None:
         if self.feed in self.runtime.text_sinks:
