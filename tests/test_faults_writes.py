@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import hashlib
 import json
 import os
 import resource
@@ -22,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 from pathlib import Path
 
 import pytest
@@ -30,14 +28,12 @@ import yaml
 
 from orion import hookimpl
 from orion.confined import PathSwapped, TEMP_MARK, open_parent, temp_name
-from orion.clock import VirtualClock
 from orion.errors import OrionError
 from orion.models.script import load_script
 from orion.plugins import make_plugin_manager
 from orion.runtime.report import Reporter
 from orion.runtime.runner import play
-from orion.write_session.journal import Journal
-from orion.write_session.operations import TargetChanged, execute
+from orion.write_session.operations import execute
 from orion.write_session.plan import PlanRejected, WritePlan, check_plan
 from orion.write_session.recovery import recover_finalize, scan, undo
 from orion.write_session.undo import records
@@ -47,10 +43,6 @@ LINE = "line {:05d} of the long document, written by the model\n"
 
 def lines(n: int) -> str:
     return "".join(LINE.format(i) for i in range(n))
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 # -- helpers: mounts, subprocesses, scripts -----------------------------------------------------
@@ -404,7 +396,7 @@ RACER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from orion.write_session.operations import TargetChanged, execute
-    from orion.write_session.plan import PlanRejected, WritePlan, check_plan
+    from orion.write_session.plan import WritePlan, check_plan
 
     ws, name, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     refused = 0
