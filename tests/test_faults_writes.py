@@ -671,3 +671,21 @@ def test_a_session_still_open_at_the_end_on_a_full_disk_is_rescued(tmp_path, mou
     [rescued] = list(rescue_dir.glob("orion-rescued-*big.md.txt"))
     assert rescued.read_text() == content and str(rescued) in done.stderr
     assert "still open as Orion ends" in done.stderr
+
+
+def test_an_undo_record_the_full_disk_refuses_costs_only_the_undo(tmp_path, mount):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    state = mount(tmp_path / "state", size="4m")
+    content = lines(50)
+    script = write_script(tmp_path / "s.yaml", [
+        {"user": "Write new.md."}, begin("new.md"), {"model": {"text": content + "DONE\n"}},
+        {"model": {"text": "Done."}}])
+    result, notices = play_in_process(ws, script, state_dir=state,
+                                      plugin=Plugin(lambda: fill(state)))
+    assert result.ok and [f.path for f in result.files] == ["new.md"]
+    assert (ws / "new.md").read_text() == content
+    assert any("its undo record could not be saved" in n and "No space left" in n
+               for n in notices), notices
+    assert records(state) == []
+    (state / "filler").unlink()
