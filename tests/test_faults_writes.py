@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import hashlib
 import json
 import os
 import resource
@@ -689,3 +690,23 @@ def test_an_undo_record_the_full_disk_refuses_costs_only_the_undo(tmp_path, moun
                for n in notices), notices
     assert records(state) == []
     (state / "filler").unlink()
+
+
+def test_an_undo_record_of_an_older_orion_is_still_read(tmp_path):
+    ws, state = tmp_path / "ws", tmp_path / "ws" / ".orion"
+    ws.mkdir()
+    (ws / "notes.md").write_text("after\n")
+    legacy = state / "backups" / "feedface12345678"
+    legacy.mkdir(parents=True)
+    (legacy / "notes.md").write_text("before\n")
+    (legacy / "undo.json").write_text(json.dumps({
+        "session_id": "feedface12345678", "target_file": "notes.md", "operation": "overwrite",
+        "sha256": hashlib.sha256(b"after\n").hexdigest(),
+        "backup": str(legacy / "notes.md"), "written_at_ms": 1}))
+    # a backed-up workspace file named undo.json is no record
+    other = state / "backups" / "0123456789abcdef"
+    other.mkdir()
+    (other / "undo.json").write_text('{"keep": "me"}\n')
+    assert [r.id for r in records(state)] == ["feedface12345678"]
+    undo(ws, state, "feedface")
+    assert (ws / "notes.md").read_text() == "before\n"
