@@ -710,3 +710,36 @@ def test_an_undo_record_of_an_older_orion_is_still_read(tmp_path):
     assert [r.id for r in records(state)] == ["feedface12345678"]
     undo(ws, state, "feedface")
     assert (ws / "notes.md").read_text() == "before\n"
+
+
+def test_sigkill_at_the_atomic_write_leaves_no_half_file_and_no_leftover(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "orion.yaml").write_text(NO_TRACES)
+    content = lines(60000)  # about 3.3 MB: the temp file lives long enough to be caught
+    script = write_script(tmp_path / "s.yaml", [
+        {"user": "Write big.md."}, begin("big.md"), {"model": {"text": content + "DONE\n"}},
+        {"model": {"text": "Done."}}])
+    proc = subprocess.Popen([sys.executable, "-m", "orion", "run", str(script), "--workspace",
+                             str(ws)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    caught = False
+    for _ in range(2_000_000):  # bounded: until the temp file shows or the run ends
+        if any(TEMP_MARK in name for name in os.listdir(ws)):
+            proc.send_signal(signal.SIGKILL)
+            caught = True
+            break
+        if proc.poll() is not None:
+            break
+    proc.wait()
+    target = ws / "big.md"
+    assert not target.exists() or target.read_text() == content  # never half a file
+    again = orion("run", str(write_script(tmp_path / "hi.yaml", [
+        {"user": "hi"}, {"model": {"text": "hello"}}])), "--workspace", str(ws), cwd=tmp_path)
+    no_traceback(again)
+    assert not [name for name in os.listdir(ws) if TEMP_MARK in name]
+    if caught and not target.exists():
+        [orphan] = scan(ws / ".orion")
+        done = orion("sessions", "recover", orphan.short, "--finalize", "--workspace", str(ws),
+                     cwd=tmp_path)
+        no_traceback(done)
+        assert done.returncode == 0 and target.read_text() == content
