@@ -25,7 +25,7 @@ def wheel(tmp_path_factory) -> Path:
                            "--no-build-isolation", "--wheel-dir", str(out), str(src)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    (found,) = out.glob("orion-*.whl")
+    (found,) = out.glob("orion_statecharts-*.whl")
     return found
 
 

@@ -4,8 +4,8 @@ Gherkin step library (docs/testing.md).
 Installing Orion registers this plugin with pytest, so a project's own ``.feature`` files can
 use the fixtures ``orion_world``, ``orion_plugins``, ``orion_yaml`` and ``orion_env`` and every
 step of ``orion.testing.steps`` (common and write-session steps) and
-``orion.testing.plan_steps`` (plan mode). The steps need pytest-bdd (``pip install
-orion[test]``); without it only the fixtures are loaded.
+``orion.testing.plan_steps`` (plan mode). The steps need pytest-bdd (the ``test`` extra:
+``pip install './orion[test]'`` from a clone); without it only the fixtures are loaded.
 """
 
 from __future__ import annotations
