@@ -1,4 +1,4 @@
-"""Export trace events as OpenTelemetry spans (the optional extra ``otel``: ``orion-statecharts[otel]``).
+"""Export trace events as OpenTelemetry spans (the optional extra ``otel``).
 
 Every event of a ``store_traces`` batch becomes one finished span, named like the event
 (``execute_tool read_file``, ``chat gpt-4o``), with the event's start and duration, its
