@@ -352,6 +352,11 @@ def plan() -> None:
     """The workspace's plans: the active one and their history."""
 
 
+def _echo_markdown(markdown: str) -> None:
+    """A plan's Markdown as stored: ``orion plan show > plan.md`` saves exactly the draft."""
+    click.echo(markdown, nl=not markdown.endswith("\n"))
+
+
 @plan.command("show")
 @click.argument("plan_id", metavar="[ID]", required=False)
 @click.option("--revision", "number", type=click.IntRange(min=1), default=None, metavar="N",
@@ -374,7 +379,7 @@ def plan_show(plan_id: str | None, number: int | None, workspace: str, state_dir
             return
         err.print(f"[bold]{escape(active.title or 'untitled')}[/bold]  {active.status.value}, "
                   f"revision {active.revision}")
-        click.echo(active.markdown or "(no draft yet)")
+        _echo_markdown(active.markdown or "(no draft yet)\n")
         return
     from orion.plan import history
 
@@ -391,7 +396,7 @@ def plan_show(plan_id: str | None, number: int | None, workspace: str, state_dir
         click.echo(json.dumps({**rev.summary(), "markdown": rev.markdown}, indent=2))
         return
     err.print(escape(history.label(rev)))
-    click.echo(rev.markdown)
+    _echo_markdown(rev.markdown)
 
 
 @plan.command("diff")

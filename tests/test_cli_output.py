@@ -55,6 +55,15 @@ def test_a_piped_table_keeps_each_row_on_one_line(planned):
     assert len(rows[0]) > 150
 
 
+def test_a_piped_message_is_not_broken_at_80_columns(planned):
+    proc = subprocess.run([sys.executable, "-m", "orion", "plan", "show", "--workspace",
+                           str(planned)], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL, env=environment())
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines()[0] == f"{TITLE.strip()}  READY, revision 1"
+    assert proc.stdout == "# Ledger\n"  # the draft as stored
+
+
 def in_terminal(args: list[str], columns: int) -> str:
     """Run ``orion ARGS`` on a pseudo-terminal ``columns`` wide; what it printed."""
     master, slave = pty.openpty()

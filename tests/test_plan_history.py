@@ -110,10 +110,10 @@ def test_orion_plan_show_a_revision_and_a_plan_by_id(session, workspace):  # noq
     s("/plan done")  # nothing active: the newest plan's line is read
     shown = cli_run(workspace, "plan", "show", "--revision", "2")
     assert shown.exit_code == 0, shown.output
-    assert shown.stdout == DRAFT_2 + "\n"
+    assert shown.stdout == DRAFT_2  # exactly the draft: `orion plan show ... > plan.md`
     assert f"revision 2 (plan {first.id[:8]} 'Release')" in shown.stderr
     by_id = cli_run(workspace, "plan", "show", first.id[:8])
-    assert (by_id.exit_code, by_id.stdout) == (0, DRAFT_2 + "\n")  # its newest draft
+    assert (by_id.exit_code, by_id.stdout) == (0, DRAFT_2)  # its newest draft
     both = cli_run(workspace, "plan", "show", first.id, "--revision", "1", "--json")
     assert json.loads(both.stdout) == {
         "plan_id": first.id, "revision": 1, "title": "Release", "markdown": DRAFT,
