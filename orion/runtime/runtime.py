@@ -219,7 +219,7 @@ class Runtime:
 
     def compact(self) -> None:
         messages = self.conversation.messages
-        if not self.budget.exceeded_by(messages):
+        if not self.budget.exceeded(len(messages), self.conversation.approx_tokens()):
             return
         kept = self.plugins.hook.compact_conversation(messages=list(messages), budget=self.budget)
         if kept is not None:
