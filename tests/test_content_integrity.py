@@ -347,7 +347,10 @@ def test_6_a_model_that_never_says_done_is_asked_max_idle_prompts_times(run):
         say("Sorry."),
         {"wait_ms": 60000},
     ])
-    ok(played)
+    # an incomplete write fails the run, saying why
+    assert played.result.errors == [
+        f"the write of notes.md (session {played.result.sessions[0]['id'][:8]}) is "
+        "incomplete: no DONE after 3 idle prompts"]
     assert played.text("notes.md") == "alpha\nbeta\n"
     assert [p for p in played.result.prompts if "reply with DONE" in p].__len__() == 3
     assert played.result.sessions[0]["status"] == "incomplete"
@@ -362,7 +365,7 @@ def test_6_max_idle_prompts_is_a_setting(run):
         {"wait_ms": 2000}, {"expect": DONE_PROMPT}, say(""),
         {"expect": "(incomplete: no DONE after 1 idle prompts)"}, say("Sorry."),
     ], settings={"max_idle_prompts": 1})
-    ok(played)
+    assert played.result.errors[0].endswith("is incomplete: no DONE after 1 idle prompts")
     assert played.result.sessions[0]["status"] == "incomplete"
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -151,8 +152,12 @@ async def play(script: Script, *, workspace: Path, plugins: PluginManager,
     sessions = [{"id": s.id, "target_file": s.target_file, "operation": s.operation,
                  "status": s.status, "continuations": s.continuations,
                  "corrections": s.corrections} for s in manager_for(runtime).summaries()]
+    reports = {s.id: s.report for s in manager_for(runtime).summaries()}
     for session in sessions:  # a write that failed or ended incomplete fails the run
-        outcome = {"failed": "failed", "incomplete": "is incomplete: the output was cut off"}
+        # why it is incomplete, as its report says (cut off, or no DONE after the idle prompts)
+        why = re.search(r"\(incomplete: ([^)]*)\)", reports.get(session["id"], ""))
+        outcome = {"failed": "failed", "incomplete": "is incomplete: "
+                   + (why.group(1) if why else "the output was cut off")}
         if session["status"] in outcome:
             errors.append(f"the write of {session['target_file']} (session "
                           f"{session['id'][:8]}) {outcome[session['status']]}")

@@ -137,7 +137,7 @@ class WriteSession:
             self.id, self.plan.relative, self.plan.plan.operation.value, self.status,
             self.lifecycle.context.get("continuations", 0),
             self.lifecycle.context.get("corrections", 0), self.journal.lines,
-            self.journal.bytes, self.result.report if self.result else "",
+            self.journal.bytes, self.report or (self.result.report if self.result else ""),
             self.journal.degraded, [str(i) for i in self.issues])
 
     # -- the hot path -------------------------------------------------------------------------
