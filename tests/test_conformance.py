@@ -558,3 +558,47 @@ def test_writing_the_default_type_keeps_the_definition_hash(tmp_path):
                      .replace("{entry: in}", "{}"), encoding="utf-8")
     hashes = [load_definition(p, env={}).hash for p in (plain, spelled, internal)]
     assert hashes[0] == hashes[1] != hashes[2]
+
+
+# -- the discard is traced ----------------------------------------------------------------------------
+
+
+class QueueTooEarly:
+    """Starts a write session and, while ``begin`` is processed, sends ``valid``, which the
+    session only answers once it is finalizing."""
+
+    @orion.hookimpl
+    def register_slash_commands(self, register):
+        def begin(runtime, args):
+            runtime.start_lifecycle("write_session").trigger("begin")
+        register("begin-write", begin, "")
+
+    @orion.hookimpl
+    def lifecycle_transition(self, lifecycle, transition):
+        if transition.trigger == "begin":
+            lifecycle.trigger("valid")
+
+
+def test_a_discarded_trigger_is_a_trace_event_of_the_run(tmp_path):
+    import asyncio
+    import json
+    import sqlite3
+
+    from orion.models.script import load_script
+    from orion.runtime.runner import play
+
+    pm = make_plugin_manager(entrypoints=False, env={})
+    pm.register(QueueTooEarly(), "queue-too-early")
+    script = tmp_path / "script.yaml"
+    script.write_text("conversation:\n  - user: /begin-write\n", encoding="utf-8")
+    workspace = tmp_path / "ws"
+    result = asyncio.run(play(load_script(script), workspace=workspace, plugins=pm))
+    assert result.ok, result.errors
+    db = sqlite3.connect(workspace / ".orion" / "orion.db")
+    found = [(name, json.loads(attributes)) for name, attributes in db.execute(
+        "select name, attributes from trace_events where kind = 'discarded_event'")]
+    assert [name for name, _ in found] == ["write_session valid discarded"]
+    attributes = found[0][1]
+    assert attributes["orion.state"] == "session_active.awaiting_content"
+    assert attributes["orion.reason"] == ("no transition answers it in "
+                                          "'session_active.awaiting_content'")
