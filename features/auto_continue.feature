@@ -4,31 +4,35 @@ Feature: Auto-continue after truncated output
   model to continue in the same session, at most 3 times; then it writes what it has, marked
   incomplete. An empty buffer is not continued, and a continuation that starts the file over
   is not added.
-  Source: shared/seeds/002_cfb7a3675c0c9b93.txt
+  Rules: docs/design/auto-continue.md (AC-1 to AC-9)
 
   # -- The flow ------------------------------------------------------------------------------
 
-  Scenario: Flow 1 and state: begin stores the target file and the operation in the session
+  @AC-2
+  Scenario: The session remembers the target file and the operation it writes
     When the model begins to append "CHANGELOG.md"
     Then the tool call is refused with a message containing "does not exist"
     When the model begins to create "docs/long.md"
-    Then the journal metadata of "docs/long.md" records "target_file", "operation" and "intent"
+    Then the journal of "docs/long.md" records the plan
     And the system prompt contains "A write session is open: docs/long.md (create"
 
-  Scenario: Flow 2-3: output cut off without DONE is saved, and truncation is detected at once
+  @AC-1
+  Scenario: Output cut off without DONE is saved, and the cut-off is noticed at once
     When the model streams 120 lines to "docs/long.md" and is cut off with finish reason "length"
     Then the journal of "docs/long.md" holds 120 lines on disk
     And the model is asked to continue
     And the user is told "part 1 saved (120 lines), continuing 1/3"
     And "docs/long.md" does not exist
 
-  Scenario: Flow 4a and future 1: the continuation request names the saved lines, quotes the last ones and asks for DONE
+  @AC-3
+  Scenario: The request to continue names the saved lines, quotes the last ones and asks for DONE
     When the model streams 120 lines to "docs/long.md" and is cut off with finish reason "length"
     Then the prompt contains "Your output was cut off. 120 lines are saved (continuation 1/3)."
     And the prompt contains "> Line 118 of docs/long.md.\n> Line 119 of docs/long.md.\n> Line 120 of docs/long.md."
     And the prompt contains "Continue exactly where you stopped, without repeating anything, and end with DONE on its own line."
 
-  Scenario: Flow 4b: the continuation is appended to the same file without a new begin
+  @AC-2
+  Scenario: The continuation is appended to the same file without a new begin
     When the model streams 120 lines to "docs/long.md" and is cut off with finish reason "length"
     And the model streams 80 more lines and DONE
     Then "docs/long.md" holds the generated lines 1 to 200
@@ -36,7 +40,8 @@ Feature: Auto-continue after truncated output
     And the write session has 1 continuation
     And the model is told "Created docs/long.md (200 lines"
 
-  Scenario: Flow 5 and integration: several continuations complete a long document
+  @AC-2 @AC-4
+  Scenario: Several continuations complete a long document
     When the model streams 100 lines to "docs/long.md" and is cut off with finish reason "length"
     And the model streams 100 more lines and is cut off with finish reason "length"
     And the model streams 100 more lines and is cut off with finish reason "length"
@@ -45,16 +50,18 @@ Feature: Auto-continue after truncated output
     And the write session has 3 continuations
     And the write session of "docs/long.md" is "written"
 
-  Scenario: Unit: the continuation count is tracked
+  @AC-4
+  Scenario: Each continuation is counted
     When the model streams 10 lines to "docs/long.md" and is cut off with finish reason "length"
     Then the write session has 1 continuation
-    And the write session is in state "continuing"
+    And the write session is waiting for the rest of the cut-off output
     When the model streams 10 more lines and is cut off with finish reason "length"
     Then the write session has 2 continuations
     And the prompt contains "continuation 2/3"
     And the system prompt contains "state continuing"
 
-  Scenario Outline: Unit: a cut-off output is detected by its finish reason "<reason>"
+  @AC-1
+  Scenario Outline: A cut-off output is recognised by its finish reason "<reason>"
     When the model streams 30 lines to "docs/long.md" and is cut off with finish reason "<reason>"
     Then the model is asked to continue
     When the model streams 5 more lines and DONE
@@ -67,21 +74,23 @@ Feature: Auto-continue after truncated output
       | content_filter               |
       | something_undocumented       |
 
-  Scenario: Edge "network failure": a stream that ends without a finish reason is truncation and is continued
+  @AC-1
+  Scenario: A stream that ends without a finish reason is a cut-off and is continued
     When the model streams 30 lines to "docs/long.md" and is cut off without a finish reason
     Then the model is asked to continue
     When the model streams 5 more lines and DONE
     Then "docs/long.md" holds the generated lines 1 to 35
 
-  Scenario: Flow 3 and config: the continuation request is sent at once, without waiting for a timer
+  @AC-1
+  Scenario: The request to continue is sent at once, without waiting for a timer
     When the model streams 30 lines to "docs/long.md" and is cut off with finish reason "length"
     Then the model is asked to continue
     And the model is not asked to reply DONE
 
   # -- The limits ----------------------------------------------------------------------------
 
-  @edge_case
-  Scenario: Edge "max continuations reached": the fourth cut-off writes what arrived, marked incomplete, and warns
+  @edge_case @AC-4
+  Scenario: The fourth cut-off writes what arrived, marked incomplete, and warns the user
     When the model streams 50 lines to "docs/long.md" and is cut off with finish reason "length"
     And the model streams 50 more lines and is cut off with finish reason "length"
     And the model streams 50 more lines and is cut off with finish reason "length"
@@ -91,10 +100,10 @@ Feature: Auto-continue after truncated output
     And the write session of "docs/long.md" is "incomplete"
     And the user is told "continuations used up (3/3): writing docs/long.md as incomplete (200 lines)"
     And the model is told "(incomplete: the output was cut off)"
-    And the trace has a "error" event named "write incomplete"
+    And the trace records "write incomplete"
 
-  @config
-  Scenario: Configuration: maxContinuations is the setting max_continuations
+  @config @AC-4
+  Scenario: The number of continuations is a setting
     Given the "write_session" setting "max_continuations" is 1
     When the model streams 10 lines to "docs/long.md" and is cut off with finish reason "length"
     Then the prompt contains "continuation 1/1"
@@ -103,8 +112,8 @@ Feature: Auto-continue after truncated output
     And the write session of "docs/long.md" is "incomplete"
     And "docs/long.md" holds the generated lines 1 to 20
 
-  @edge_case
-  Scenario: Edge "empty buffer": a cut-off output with no content is not continued; the session is abandoned
+  @edge_case @AC-5
+  Scenario: A cut-off output with no content is not continued and nothing is written
     When the model begins to create "docs/empty.md"
     And the model replies "" with finish reason "length"
     Then the model is not asked to continue
@@ -113,16 +122,16 @@ Feature: Auto-continue after truncated output
     And "docs/empty.md" does not exist
     And no write session directory is left
 
-  @edge_case
-  Scenario: Edge "empty buffer": whitespace only counts as no content
+  @edge_case @AC-5
+  Scenario: A cut-off output of only white space counts as no content
     When the model begins to create "docs/empty.md"
     And the model replies "\n  \n\t\n" with finish reason "length"
     Then the model is not asked to continue
     And the write session of "docs/empty.md" is "abandoned"
     And "docs/empty.md" does not exist
 
-  @edge_case
-  Scenario: Edge "Orion doesn't understand": an empty answer to the continuation request falls back to the idle prompt
+  @edge_case @AC-9
+  Scenario: An empty answer to the request to continue falls back to the idle prompt
     When the model streams 40 lines to "docs/long.md" and is cut off with finish reason "length"
     And the model replies with an empty message
     Then a write session is open for "docs/long.md"
@@ -131,17 +140,17 @@ Feature: Auto-continue after truncated output
     When the model replies "DONE"
     Then "docs/long.md" holds the generated lines 1 to 40
 
-  @edge_case
-  Scenario: Edge "circular continuation": a continuation that starts the file over is not added; what was saved is written, incomplete
+  @edge_case @AC-6
+  Scenario: A continuation that starts the file over is not added; what was saved is written, incomplete
     When the model streams 100 lines to "docs/long.md" and is cut off with finish reason "length"
     And the model starts the file over with 100 lines from line 1 and DONE
     Then "docs/long.md" holds the generated lines 1 to 100
     And the write session of "docs/long.md" is "incomplete"
     And the user is told "the continuation started docs/long.md over"
-    And the trace has a "error" event named "circular continuation"
+    And the trace records "circular continuation"
 
-  @edge_case
-  Scenario: Edge "network failure during append": a write that fails keeps the content for recover --finalize
+  @edge_case @AC-9
+  Scenario: A write that fails keeps the content for a later recovery
     Given the workspace has a file "CHANGELOG.md" with 3 lines
     When the model begins to append "CHANGELOG.md"
     And the model streams 40 lines and is cut off with finish reason "length"
@@ -154,18 +163,21 @@ Feature: Auto-continue after truncated output
 
   # -- Overlap (smart continuation) ------------------------------------------------------------
 
-  Scenario: Future 1, smart continuation: lines the continuation repeats are dropped
+  @AC-7
+  Scenario: Lines the continuation repeats are dropped
     When the model streams 100 lines to "docs/long.md" and is cut off with finish reason "length"
     And the model repeats the last 2 lines, then streams 50 more lines and DONE
     Then "docs/long.md" holds the generated lines 1 to 150
 
-  Scenario: Smart continuation: a line cut in the middle and repeated by the continuation is not duplicated
+  @AC-7
+  Scenario: A line cut in the middle and repeated by the continuation is not duplicated
     When the model begins to create "docs/long.md"
     And the model replies "# Guide\nInstall Orion, then run orion ch" with finish reason "length"
     And the model replies "then run orion check.\nDONE\n"
     Then the content of "docs/long.md" is "# Guide\nInstall Orion, then run orion check.\n"
 
-  Scenario: Smart continuation: a short coincidental match is not taken for a repeat
+  @AC-7
+  Scenario: A short coincidental match is not taken for a repeat
     When the model begins to create "docs/long.md"
     And the model replies "# Guide\nRun it" with finish reason "length"
     And the model replies " it again.\nDONE\n"
@@ -173,7 +185,8 @@ Feature: Auto-continue after truncated output
 
   # -- Integration and success criteria ------------------------------------------------------
 
-  Scenario: Integration: content cut off while appending to an existing file is appended once
+  @AC-2
+  Scenario: Content cut off while appending to an existing file is appended once
     Given the workspace has a file "docs/notes.md" with 3 lines
     When the model begins to append "docs/notes.md"
     And the model streams 100 lines and is cut off with finish reason "length"
@@ -183,21 +196,25 @@ Feature: Auto-continue after truncated output
     And the model is told "Appended 120 lines to docs/notes.md"
     And a backup of "docs/notes.md" holds its previous content
 
-  Scenario: Success 2: auto-continue is transparent; the user types nothing between the parts
+  @AC-2
+  Scenario: Auto-continue needs nothing from the user between the parts
     When the model streams 100 lines to "docs/long.md" and is cut off with finish reason "length"
     And the model streams 100 more lines and is cut off with finish reason "length"
     And the model streams 10 more lines and DONE
     Then the user typed 1 line
     And "docs/long.md" holds the generated lines 1 to 210
 
-  Scenario: Success 4 and future 2: continuation events are logged with the progress
+  @AC-8
+  Scenario: Each continuation is reported with its progress
     When the model streams 100 lines to "docs/long.md" and is cut off with finish reason "length"
-    And the model streams 100 more lines and is cut off with finish reason "length"
     Then the user is told "part 1 saved (100 lines), continuing 1/3"
-    And the user is told "part 2 saved (200 lines), continuing 2/3"
-    And the trace has a "transition" event named "write_session truncated"
+    When the model streams 100 more lines and is cut off with finish reason "length"
+    Then the user is told "part 2 saved (200 lines), continuing 2/3"
+    And the user is not told "part 1 saved"
+    And the trace records "write_session truncated"
 
-  Scenario: Success 5: the user can still continue by hand after an incomplete write
+  @AC-4
+  Scenario: The user can still ask for the rest by hand after an incomplete write
     Given the "write_session" setting "max_continuations" is 0
     When the model streams 100 lines to "docs/long.md" and is cut off with finish reason "length"
     Then the write session of "docs/long.md" is "incomplete"
@@ -207,8 +224,8 @@ Feature: Auto-continue after truncated output
     And the model streams 20 more lines and DONE
     Then "docs/long.md" holds the generated lines 1 to 120
 
-  @recovery
-  Scenario: Future 4, resume from failure: a crash during a continuation can be continued after a restart
+  @recovery @AC-9 @SR-8
+  Scenario: A crash during a continuation can be continued after a restart
     When the model streams 100 lines to "docs/long.md" and is cut off with finish reason "length"
     And Orion crashes
     And the user recovers the write session of "docs/long.md" with --continue

@@ -1,14 +1,15 @@
 @plan_mode @plan
-Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the single source of truth)
+Feature: Work by plan: one Markdown plan the user approves and the model follows
   The user turns plan work on with /plan on and ends it with /plan done or /reset. The model
   stores the plan as one Markdown document with plan_set_content and reads it with plan_get.
   The plan lives in the workspace's orion.db, never only in the conversation. The scenarios
-  state the ADR's five invariants, Variant B, revisions during execution and the commands.
+  state the five invariants, drafts and revisions, and the commands.
+  Rules: docs/design/plan-mode.md (PM-1 to PM-9)
 
-  # -- Invariant 1: mode gating ---------------------------------------------------------------
+  # -- mode gating ---------------------------------------------------------------
 
-  @invariant @gating
-  Scenario: Invariant 1: plan tools are advertised only while plan work is active
+  @invariant @gating @PM-1
+  Scenario: Plan tools are offered only while plan work is active
     When the user says "Hello"
     And the model replies "Hi."
     Then the tool "plan_set_content" is not advertised
@@ -24,8 +25,8 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     Then the tool "plan_set_content" is not advertised
     And the tool "plan_get" is not advertised
 
-  @invariant @gating
-  Scenario: Invariant 1: plan tools are advertised again only after a new /plan on
+  @invariant @gating @PM-1
+  Scenario: Plan tools are offered again only after a new /plan on
     Given plan work is active
     When the user types "/reset"
     And the user says "Hello again."
@@ -37,19 +38,19 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     Then the tool "plan_set_content" is advertised
     And the tool "plan_get" is advertised
 
-  # -- Invariant 2: execution is denied while plan work is inactive ---------------------------
+  # -- execution is denied while plan work is inactive ---------------------------
 
-  @invariant @execution
-  Scenario Outline: Invariant 2: a plan tool called while plan work is inactive is denied and changes nothing
+  @invariant @execution @PM-2
+  Scenario Outline: A plan tool called while plan work is inactive is denied and changes nothing
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2"
     And the user types "/plan done"
     When the model calls the plan tool <call>
     Then the tool "<tool>" is not advertised
     And the tool call is denied with a message containing "<tool> needs plan work, which is not active"
-    And the plan tool call was denied by "orion_plugins.plan_mode"
+    And the plan tool call was denied by plan mode
     And the plan table is unchanged row by row
-    And the denial of "<tool>" was traced as a policy denial by "orion_plugins.plan_mode"
+    And the denial of "<tool>" was traced as a policy denial by plan mode
     And no plan is active
 
     Examples:
@@ -57,27 +58,27 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
       | plan_set_content | "plan_set_content" with the draft "# Hijacked" |
       | plan_get         | "plan_get"                                     |
 
-  @invariant @execution
-  Scenario Outline: Invariant 2: a plan tool advertised before another session ended plan work is denied by policy, traced, and changes nothing
+  @invariant @execution @PM-2
+  Scenario Outline: A plan tool offered before another session ended plan work is denied by policy, traced, and changes nothing
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2"
     When another session in the workspace ends plan work while the model calls the plan tool <call>
     Then the model request that called the plan tool advertised it
     And the tool call is denied with a message containing "<tool> needs plan work, which is not active"
-    And the plan tool call was denied by "orion_plugins.plan_mode"
+    And the plan tool call was denied by plan mode
     And the plan table is unchanged row by row
-    And the denial of "<tool>" was traced as a policy denial by "orion_plugins.plan_mode"
-    And the trace has a "policy_denial" event named "deny <tool>"
+    And the denial of "<tool>" was traced as a policy denial by plan mode
+    And the trace records "deny <tool>"
 
     Examples:
       | tool             | call                                          |
       | plan_set_content | "plan_set_content" with the draft "# Changed" |
       | plan_get         | "plan_get"                                    |
 
-  # -- Invariant 3: Plan.markdown is the single source of truth -------------------------------
+  # -- Plan.markdown is the single source of truth -------------------------------
 
-  @invariant @ssot
-  Scenario: Invariant 3: Plan.markdown is the only canonical content
+  @invariant @ssot @PM-3
+  Scenario: The stored Markdown is the only canonical plan
     Given plan work is active
     And the model has stored a long plan draft "Release 1.2" of 20 steps
     And the user types "/plan approve"
@@ -89,8 +90,8 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     And the plan draft "Release 1.2" is stored only as the superseded plan's Markdown
     And no lifecycle snapshot holds a plan draft
 
-  @invariant @ssot
-  Scenario: Invariant 3: plan_get returns the stored Markdown exactly, with the plan's metadata
+  @invariant @ssot @PM-3
+  Scenario: plan_get returns the stored Markdown exactly, with the plan's status, title and revision
     Given plan work is active
     When the model stores the plan draft "# Plän 📋\r\n\n- [ ] trailing spaces   \n\n```sh\necho 'hi'\n```\n\n\n" titled "Release"
     And the model calls the plan tool "plan_get"
@@ -99,10 +100,10 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     And the tool result says "title" is "Release"
     And the tool result says "status" is "READY"
 
-  # -- Invariant 4: compaction safety ---------------------------------------------------------
+  # -- compaction safety ---------------------------------------------------------
 
-  @invariant @compaction
-  Scenario: Invariant 4: every model request while plan work is active carries the compact plan block
+  @invariant @compaction @PM-4
+  Scenario: Every model request while plan work is active says how to recover the plan
     Given plan work is active
     When the user says "What should we do first?"
     And the model replies "Let me look around."
@@ -115,8 +116,8 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     Then the last model request carried the compact plan block of the EXECUTING plan
     And every model request carried the compact plan block
 
-  @invariant @compaction
-  Scenario: Invariant 4: the plan block survives compaction of the conversation
+  @invariant @compaction @PM-4
+  Scenario: The plan block survives compaction of the conversation
     Given the plan conversation is compacted beyond 3 messages
     And plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2"
@@ -134,8 +135,8 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     When the model calls the plan tool "plan_get"
     Then "plan_get" returned the plan draft "# Release\n1. Tag v1.2"
 
-  @invariant @compaction
-  Scenario: Invariant 4: plan work, its block and its tools survive a restart
+  @invariant @compaction @PM-4
+  Scenario: Plan work, its block and its tools survive a restart
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2" titled "Release"
     And the user types "/plan approve"
@@ -149,18 +150,18 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     When the model calls the plan tool "plan_get"
     Then "plan_get" returned the plan draft "# Release\n1. Tag v1.2"
 
-  # -- Invariant 5: at most one active plan ---------------------------------------------------
+  # -- at most one active plan ---------------------------------------------------
 
-  @invariant @single_active_plan
-  Scenario: Invariant 5: /plan on while plan work is active changes nothing
+  @invariant @single_active_plan @PM-5
+  Scenario: /plan on while plan work is active changes nothing
     Given plan work is active
     When the user types "/plan on"
     Then the command answers "Plan work is already active: plan untitled, COLLECTING, revision 0. Nothing changed."
     And the plan table is unchanged row by row
     And the plan table has 1 row and 1 active plan
 
-  @invariant @single_active_plan
-  Scenario: Invariant 5: a revision leaves exactly one active plan, and the database admits no second
+  @invariant @single_active_plan @PM-5 @PM-6
+  Scenario: A revision leaves exactly one active plan, and the database admits no second
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2"
     And the user types "/plan approve"
@@ -170,8 +171,8 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
 
   # -- plan_set_content: Variant B and revisions ----------------------------------------------
 
-  @plan_tools @status
-  Scenario: plan_set_content stores the first draft: a COLLECTING plan becomes READY
+  @plan_tools @status @PM-6
+  Scenario: The first stored draft makes a collecting plan ready
     Given plan work is active
     When the model stores the plan draft "# Release\n1. Tag v1.2" titled "Release"
     Then the tool call succeeds
@@ -180,8 +181,8 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     And the active plan is titled "Release"
     And the active plan is the same plan as before
 
-  @plan_tools @status
-  Scenario: Variant B: a draft stored while the plan is READY overwrites it in the same plan
+  @plan_tools @status @PM-6
+  Scenario: A draft stored while the plan is ready overwrites it in the same plan
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2" titled "Release"
     When the model stores the plan draft "# Release\n1. Tag v1.2\n2. Announce it"
@@ -191,8 +192,8 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     And the active plan is titled "Release"
     And the plan table has 1 row and 1 active plan
 
-  @plan_tools @revisions
-  Scenario: Revisions: a draft stored while the plan is EXECUTING supersedes it with a new READY revision that is the active plan
+  @plan_tools @revisions @PM-6
+  Scenario: A draft stored during execution becomes a new ready revision that replaces the plan
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2" titled "Release"
     And the user types "/plan approve"
@@ -205,8 +206,8 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     When the user types "/plan approve"
     Then the command answers "Plan approved: plan 'Release', EXECUTING, revision 2."
 
-  @plan_tools @revisions
-  Scenario: expected_revision: a draft based on an older revision is denied and changes nothing
+  @plan_tools @revisions @PM-9
+  Scenario: A draft based on an older revision is denied and changes nothing
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2"
     When the model stores the plan draft "# Release\n1. Stale" based on revision 0
@@ -216,8 +217,8 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     Then the tool call succeeds
     And the active plan is "READY" at revision 2 with the Markdown "# Release\n1. Fresh"
 
-  @plan_tools
-  Scenario: Size limit: a draft larger than max_plan_bytes (in UTF-8 bytes) is denied and changes nothing
+  @plan_tools @PM-9
+  Scenario: A draft larger than the size limit is denied and changes nothing
     Given the "plan_mode" setting "max_plan_bytes" is 40
     And plan work is active
     When the model stores a plan draft of 21 "é" characters
@@ -227,8 +228,8 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     Then the tool call succeeds
     And the active plan is "READY" at revision 1
 
-  @plan_tools @tools
-  Scenario: plan_set_content takes the whole plan as the required string plan_markdown
+  @plan_tools @tools @PM-6
+  Scenario: plan_set_content takes the whole plan as one required Markdown string
     Given plan work is active
     When the user says "Plan the release."
     And the model replies "I will draft it."
@@ -236,8 +237,8 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     And the tool "plan_set_content" takes "plan_markdown" and "title"
     And the tool "plan_get" is advertised
 
-  @plan_tools
-  Scenario: Plan tools are control and read tools: they change no file of the workspace
+  @plan_tools @PM-8
+  Scenario: Plan tools change no file of the workspace
     Given the workspace has a file "notes.md" containing "Ship on Friday.\n"
     And plan work is active
     When the model stores the plan draft "# Release\n1. Tag v1.2"
@@ -245,8 +246,8 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     Then the plan tools changed no file of the workspace
     And no file outside the workspace changed
 
-  @plan_tools @tools
-  Scenario: Plan tools restrict no other tool
+  @plan_tools @tools @PM-8
+  Scenario: Plan work restricts no other tool
     When the user says "Hello"
     And the model replies "Hi."
     And the user types "/plan on"
@@ -256,8 +257,8 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
 
   # -- the commands ---------------------------------------------------------------------------
 
-  @lifecycle @commands
-  Scenario: /plan on starts plan work with a new COLLECTING plan
+  @lifecycle @commands @PM-7
+  Scenario: /plan on starts plan work with a new collecting plan
     Given plan work has not been started
     When the user types "/plan on Release 1.2"
     Then the command answers "Plan work is on: plan 'Release 1.2', COLLECTING, revision 0."
@@ -265,8 +266,8 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     And the active plan is titled "Release 1.2"
     And the plan table has 1 row and 1 active plan
 
-  @lifecycle @commands
-  Scenario: /plan approve moves a READY plan to EXECUTING
+  @lifecycle @commands @PM-7
+  Scenario: /plan approve starts the execution of a ready plan
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2"
     When the user types "/plan approve"
@@ -274,7 +275,7 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     And the active plan is "EXECUTING" at revision 1
     And the active plan is the same plan as before
 
-  @lifecycle @commands
+  @lifecycle @commands @PM-7
   Scenario: /plan approve is refused while the plan has no draft, and changes nothing
     Given plan work is active
     When the user types "/plan approve"
@@ -282,8 +283,8 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     And the plan table is unchanged row by row
     And the active plan is "COLLECTING" at revision 0 without a draft
 
-  @lifecycle @commands
-  Scenario: /plan approve is refused while the plan is already EXECUTING, and changes nothing
+  @lifecycle @commands @PM-7
+  Scenario: /plan approve is refused while the plan is already executing, and changes nothing
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2"
     And the user types "/plan approve"
@@ -291,8 +292,8 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     Then the command answers "The plan cannot be approved: it is already approved and EXECUTING."
     And the plan table is unchanged row by row
 
-  @lifecycle @commands
-  Scenario: /plan done completes an EXECUTING plan and ends plan work
+  @lifecycle @commands @PM-7
+  Scenario: /plan done completes an executing plan and ends plan work
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2"
     And the user types "/plan approve"
@@ -305,7 +306,7 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     Then the tool "plan_get" is not advertised
     And the last model request carried no plan block
 
-  @lifecycle @commands
+  @lifecycle @commands @PM-7
   Scenario: /plan done cancels a plan that was never approved and ends plan work
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2"
@@ -316,8 +317,8 @@ Feature: Work by plan (ADR "work by plan": plan_set_content, Markdown as the sin
     When the user types "/plan done"
     Then the command answers "Plan work is not active."
 
-  @lifecycle @commands
-  Scenario: /reset ends plan work and resets the conversation
+  @lifecycle @commands @PM-7
+  Scenario: /reset ends plan work and starts a new conversation
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Tag v1.2"
     And the user types "/plan approve"

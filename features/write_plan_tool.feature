@@ -1,13 +1,14 @@
 @write_session @write_plan_tool @operations
-Feature: The questionnaire-based write tool (ADR-2026-01-03, WritePlanTool)
+Feature: Every write is a plan that Orion checks, then carries out
   The model does not write files directly: it answers a small questionnaire (intent, target
   file, operation and the operation's fields), Orion validates the plan before anything is
   written, and a deterministic executor carries it out and reports what it did.
-  Source: shared/seeds/003_fa7b01002c71084e.txt
+  Rules: docs/design/write-plan.md (WP-1 to WP-15)
 
   # -- Plan, validate, execute ---------------------------------------------------------------
 
-  Scenario: Decision: a plan (intent, target file, operation) is submitted, validated, then executed by Orion
+  @WP-1
+  Scenario: A plan is submitted, checked, then executed by Orion
     When the model begins to create "src/helpers.md"
     Then the tool call succeeds
     And "src/helpers.md" does not exist
@@ -15,21 +16,23 @@ Feature: The questionnaire-based write tool (ADR-2026-01-03, WritePlanTool)
     Then "src/helpers.md" holds the generated lines 1 to 12
     And the model is told "Created src/helpers.md (12 lines"
 
-  # -- Phase 1 ---------------------------------------------------------------------------------
+  # -- Create, append, overwrite-------------------------------------------------------------------------
 
-  Scenario: Phase 1, create: a new file is created, with missing directories
+  @WP-2
+  Scenario: Create makes a new file, with missing directories
     When the model streams 5 lines to "docs/new/guide.md" and DONE
     Then "docs/new/guide.md" holds the generated lines 1 to 5
 
-  @safety
-  Scenario: Phase 1, create: a file that exists is refused before any content streams
+  @safety @WP-1 @WP-2
+  Scenario: Create refuses a file that exists before any content streams
     Given the workspace has a file "docs/a.md" with 3 lines
     When the model begins to create "docs/a.md"
     Then the tool call is refused with a message containing "already exists; create only makes new files"
     And no write session is open
     And "docs/a.md" is unchanged
 
-  Scenario: Phase 1, append: the content is added at the end, with a report and a backup
+  @WP-3 @WP-13
+  Scenario: Append adds the content at the end, with a report and a backup
     Given the workspace has a file "docs/a.md" with 3 lines
     When the model begins to append "docs/a.md"
     And the model replies "Line 4 of docs/a.md.\nLine 5 of docs/a.md.\nDONE\n"
@@ -37,13 +40,15 @@ Feature: The questionnaire-based write tool (ADR-2026-01-03, WritePlanTool)
     And the model is told "Appended 2 lines to docs/a.md; backup saved"
     And a backup of "docs/a.md" holds its previous content
 
-  Scenario: Phase 1, append: a file without a final line break gets one before the content
+  @WP-3
+  Scenario: Append starts on a new line when the file has no final line break
     Given the workspace has a file "notes.txt" containing "first"
     When the model begins to append "notes.txt"
     And the model replies "second\nDONE\n"
     Then the content of "notes.txt" is "first\nsecond\n"
 
-  Scenario: Phase 1, overwrite: the whole file is replaced, with a backup
+  @WP-4 @WP-13
+  Scenario: Overwrite replaces the whole file, with a backup
     Given the workspace has a file "config.md" with 30 lines
     When the model begins to overwrite "config.md"
     And the model replies "# Config\nnew content\nDONE\n"
@@ -51,9 +56,10 @@ Feature: The questionnaire-based write tool (ADR-2026-01-03, WritePlanTool)
     And the model is told "Overwrote config.md (2 lines"
     And a backup of "config.md" holds its previous content
 
-  # -- Phase 2 ---------------------------------------------------------------------------------
+  # -- Insert, replace block, replace all-------------------------------------------------------------------------
 
-  Scenario: Phase 2, insert: the content goes after the whole line holding a unique marker
+  @WP-5
+  Scenario: Insert puts the content after the whole line holding a unique marker
     Given the workspace has a file "docs/install.md" containing:
       """
       # Install
@@ -73,7 +79,8 @@ Feature: The questionnaire-based write tool (ADR-2026-01-03, WritePlanTool)
       """
     And the model is told "Inserted 1 line after marker in docs/install.md"
 
-  Scenario: Phase 2, insert: the content goes before the line holding the marker
+  @WP-5
+  Scenario: Insert puts the content before the line holding the marker
     Given the workspace has a file "docs/install.md" containing:
       """
       # Install
@@ -89,8 +96,8 @@ Feature: The questionnaire-based write tool (ADR-2026-01-03, WritePlanTool)
       ## Steps
       """
 
-  @safety
-  Scenario: Phase 2, insert, and validation: a marker that occurs more than once is refused before any damage
+  @safety @WP-5
+  Scenario: A marker that occurs more than once is refused before any damage
     Given the workspace has a file "notes.md" containing:
       """
       twice
@@ -102,32 +109,37 @@ Feature: The questionnaire-based write tool (ADR-2026-01-03, WritePlanTool)
     And no write session is open
     And "notes.md" is unchanged
 
-  @safety
-  Scenario: Phase 2, insert: a marker that does not occur is refused
+  @safety @WP-5
+  Scenario: A marker that does not occur is refused
     Given the workspace has a file "notes.md" with 3 lines
     When the model begins to insert into "notes.md" after the line with "## Nowhere"
     Then the tool call is refused with a message containing "occurs 0 times"
     And "notes.md" is unchanged
 
-  Scenario: Questionnaire: a missing answer is asked for by name (the unique line to look for)
+  @WP-9
+  Scenario: A missing answer is asked for by name
     Given the workspace has a file "notes.md" with 3 lines
-    When the model calls "WritePlanTool_begin" with:
-      """
-      {"intent": "add a line", "target_file": "notes.md", "operation": "insert", "position": "after"}
-      """
+    When the model calls "WritePlanTool_begin" with the arguments:
+      | intent      | add a line |
+      | target_file | notes.md |
+      | operation   | insert |
+      | position    | after |
     Then the tool call is refused as "invalid_arguments"
     And the tool call is refused with a message containing "requires location_marker"
     And no write session is open
 
-  Scenario: Questionnaire: an answer that belongs to another operation is refused
+  @WP-9
+  Scenario: An answer that belongs to another operation is refused
     Given the workspace has a file "notes.md" with 3 lines
-    When the model calls "WritePlanTool_begin" with:
-      """
-      {"intent": "add a line", "target_file": "notes.md", "operation": "append", "search": "x"}
-      """
+    When the model calls "WritePlanTool_begin" with the arguments:
+      | intent      | add a line |
+      | target_file | notes.md |
+      | operation   | append |
+      | search      | x |
     Then the tool call is refused with a message containing "search belongs to operation 'replace_all'"
 
-  Scenario: Phase 2, replace block: the lines between the two marker lines are replaced; the marker lines stay
+  @WP-6
+  Scenario: Replace block replaces the lines between the two marker lines; the marker lines stay
     Given the workspace has a file "docs/install.md" containing:
       """
       # Install
@@ -149,8 +161,8 @@ Feature: The questionnaire-based write tool (ADR-2026-01-03, WritePlanTool)
       """
     And the model is told "Replaced block between markers in docs/install.md"
 
-  @safety
-  Scenario: Phase 2, replace block: the end marker must come after the start marker
+  @safety @WP-6
+  Scenario: The end marker must come after the start marker
     Given the workspace has a file "notes.md" containing:
       """
       END
@@ -161,7 +173,8 @@ Feature: The questionnaire-based write tool (ADR-2026-01-03, WritePlanTool)
     Then the tool call is refused with a message containing "must be on a later line than start_marker"
     And "notes.md" is unchanged
 
-  Scenario: Phase 2, replace all: every occurrence of the search text is replaced
+  @WP-7
+  Scenario: Replace all replaces every occurrence of the search text
     Given the workspace has a file "settings.toml" containing:
       """
       host = "old.example"
@@ -176,16 +189,16 @@ Feature: The questionnaire-based write tool (ADR-2026-01-03, WritePlanTool)
       """
     And the model is told "Replaced 2 occurrences in settings.toml"
 
-  @safety
-  Scenario: Phase 2, replace all: a search text that does not occur is refused
+  @safety @WP-7
+  Scenario: Replace all refuses a search text that does not occur
     Given the workspace has a file "settings.toml" containing "a = 1\n"
     When the model begins to replace every "b = 2" in "settings.toml"
     Then the tool call is refused with a message containing "occurs 0 times"
 
   # -- The system validates the plan -----------------------------------------------------------
 
-  @safety
-  Scenario Outline: Validation, must_exist: <operation> needs an existing file
+  @safety @WP-8
+  Scenario Outline: <operation> needs an existing file
     When the model begins to <operation> "docs/missing.md"
     Then the tool call is refused with a message containing "does not exist; operation '<operation>' edits an existing file"
     And no write session is open
@@ -195,8 +208,8 @@ Feature: The questionnaire-based write tool (ADR-2026-01-03, WritePlanTool)
       | append    |
       | overwrite |
 
-  @safety
-  Scenario Outline: Safety: a target outside the workspace is refused ("<target>")
+  @safety @WP-10
+  Scenario Outline: A target outside the workspace is refused ("<target>")
     When the model begins to create "<target>"
     Then the tool call is refused with a message containing "<message>"
     And no write session is open
@@ -209,21 +222,29 @@ Feature: The questionnaire-based write tool (ADR-2026-01-03, WritePlanTool)
       | .git/config           | inside a .git directory          |
       | .orion/orion.db       | inside Orion's state directory   |
 
-  @safety
-  Scenario: Safety: a binary file is refused
+  @safety @WP-10
+  Scenario: A binary file is refused
     Given the workspace has a binary file "logo.png"
     When the model begins to overwrite "logo.png"
     Then the tool call is refused with a message containing "is a binary file"
     And "logo.png" is unchanged
 
-  @safety
-  Scenario: Safety: a directory is refused
+  @safety @WP-10
+  Scenario: A directory is refused
     Given the workspace has a directory "docs"
     When the model begins to overwrite "docs"
     Then the tool call is refused with a message containing "is a directory"
 
-  @validation
-  Scenario: Validation: is the content block valid? Invalid content is corrected before the write
+  @safety @WP-10
+  Scenario: A target that leads out of the workspace through a symbolic link is refused
+    Given the workspace has a link "docs" to "../outside"
+    When the model begins to create "docs/escape.md"
+    Then the tool call is refused with a message containing "through a symbolic link"
+    And no write session is open
+    And no file outside the workspace changed
+
+  @validation @WS-10
+  Scenario: Invalid content is corrected before the write
     When the model writes "{\"name\": \"orion\",}" to "package.json"
     Then the model is asked for corrections of line 1
     And the prompt contains "JSON"
@@ -231,8 +252,8 @@ Feature: The questionnaire-based write tool (ADR-2026-01-03, WritePlanTool)
     When the model corrects line 1 to "{\"name\": \"orion\"}"
     Then the content of "package.json" is "{\"name\": \"orion\"}\n"
 
-  @safety
-  Scenario: Execution is deterministic: the plan is checked again when the file is written
+  @safety @WP-11
+  Scenario: The plan is checked again when the file is written
     Given the workspace has a file "notes.md" containing:
       """
       # Notes
@@ -247,38 +268,70 @@ Feature: The questionnaire-based write tool (ADR-2026-01-03, WritePlanTool)
     And the write session of "notes.md" is "failed"
     And the content of "notes.md" is "# Notes\n"
 
+  @safety @WP-11
+  Scenario: A file that became binary while the content streams is left alone
+    Given the workspace has a file "notes.md" with 3 lines
+    When the model begins to append "notes.md"
+    And the model streams 2 more lines without DONE
+    And the user replaces "notes.md" with a binary file
+    And 2000 ms pass
+    And the model replies "DONE"
+    Then the model is told "Could not write notes.md"
+    And the write session of "notes.md" is "failed"
+    And "notes.md" is unchanged
+
+  @safety @WP-12
+  Scenario: A write that fails part-way leaves the file as it was and no temporary file behind
+    Given the directory "small" of the workspace is on a disk with 64 KiB of space
+    And the workspace has a file "small/notes.md" with 3 lines
+    When the model begins to overwrite "small/notes.md"
+    And the model streams 4000 more lines and DONE
+    Then the model is told "Could not write small/notes.md"
+    And "small/notes.md" is unchanged
+    And the directory "small" holds only "notes.md"
+
   # -- Feedback, safety checks, auditability ---------------------------------------------------
 
-  Scenario: Feedback: the report says what was done, and a backup is kept (safety_checks.backup_required)
+  @WP-13
+  Scenario: The report says what was done, and a backup is kept
     Given the workspace has a file "CHANGELOG.md" with 10 lines
     When the model begins to append "CHANGELOG.md"
     And the model streams 15 lines and DONE
     Then the model is told "Appended 15 lines to CHANGELOG.md; backup saved"
     And a backup of "CHANGELOG.md" holds its previous content
 
-  Scenario: Auditability: the plan is kept as a log of intent
+  @WP-14
+  Scenario: The plan is kept as a log of intent
     When the model begins to create "docs/guide.md"
-    Then the journal metadata of "docs/guide.md" records "intent", "operation" and "plan"
+    Then the journal of "docs/guide.md" records the plan
     When the model streams 3 lines and DONE
     Then the trace holds "create docs/guide.md"
-    And the trace has a "write_report" event named "wrote docs/guide.md"
+    And the trace records "wrote docs/guide.md"
 
-  Scenario: Context, complex JSON: content with quotes, backslashes and braces arrives verbatim
+  @WP-14
+  Scenario: The intent of a write is kept with its journal and in the trace
+    When the model begins to create "docs/guide.md" for "a guide for new users"
+    Then the journal of "docs/guide.md" records the intent "a guide for new users"
+    And the trace holds "a guide for new users"
+
+  @WS-4
+  Scenario: Content with quotes, backslashes and braces arrives verbatim
     When the model writes "say \"hi\" \\ {braces} [brackets]\n\ttabbed" to "docs/odd.md"
     Then the content of "docs/odd.md" is "say \"hi\" \\ {braces} [brackets]\n\ttabbed\n"
 
-  @tools
-  Scenario: Small edits through WritePlanTool_execute follow the same plan checks
+  @tools @WP-15
+  Scenario: Small edits follow the same plan checks
     Given the workspace has a file "docs/a.md" with 3 lines
-    When the model calls "WritePlanTool_execute" with:
-      """
-      {"intent": "replace", "target_file": "docs/a.md", "operation": "create", "content": "x\n"}
-      """
+    When the model calls "WritePlanTool_execute" with the arguments:
+      | intent      | replace |
+      | target_file | docs/a.md |
+      | operation   | create |
+      | content     | x\n |
     Then the tool call is refused with a message containing "already exists"
     And "docs/a.md" is unchanged
 
-  @commands
-  Scenario: Safety: a write can be undone while the file is as the session left it
+  @commands @WP-13
+  Scenario: A write can be undone while the file is as the session left it
     Given the workspace has a file "docs/a.md" with 3 lines
     When the model begins to overwrite "docs/a.md"
     And the model replies "replaced\nDONE\n"
@@ -286,8 +339,8 @@ Feature: The questionnaire-based write tool (ADR-2026-01-03, WritePlanTool)
     When the user undoes the write session of "docs/a.md"
     Then "docs/a.md" is unchanged
 
-  @commands
-  Scenario: Safety: undo refuses when the file changed since the session wrote it
+  @commands @WP-13
+  Scenario: Undo refuses when the file changed since the session wrote it
     Given the workspace has a file "docs/a.md" with 3 lines
     When the model begins to overwrite "docs/a.md"
     And the model replies "replaced\nDONE\n"

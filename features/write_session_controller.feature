@@ -1,39 +1,47 @@
 @write_session @adr_2026_01_04
-Feature: The write session controller (ADR-2026-01-04)
-  Large files are written through a write session: a small WritePlanTool_begin call, the
-  content as plain assistant text, a line DONE (or the idle prompt after 2000 ms), then the
-  validation and repair loop, and one write. The review removed content from every tool call.
-  Source: shared/seeds/000_1f48df3fcb285c13.txt
+Feature: Large files are written through a write session
+  The model opens a write session with a small call that names the file and the operation,
+  then sends the file's content as its ordinary text and ends it with a line DONE (after a
+  pause without DONE, Orion asks whether it is finished). Orion checks the content, asks for
+  corrections if needed, and writes the file once. No tool call ever carries the content.
+  Rules: docs/design/write-session-controller.md (WS-1 to WS-14)
 
-  # -- Context: the observed failures ---------------------------------------------------------
+  # -- Why: tool calls that break --------------------------------------------------------------
 
-  @tools @context
-  Scenario: Context, failure 1: tool-call arguments that are cut off are refused as invalid JSON, never run with {}
+  @tools @context @WS-2
+  Scenario: Tool-call arguments that are cut off are refused as invalid JSON, never run with empty arguments
     When the model calls "WritePlanTool_begin" with the raw arguments '{"intent": "guide", "target_file": "docs/guide.md", "operation": "cre'
     Then the tool call is refused as "invalid_json"
     And no write session is open
     And "docs/guide.md" does not exist
     And no write session directory is left
 
-  @trace @context
-  Scenario: Context, failure 2: trace events stay JSON even when a tool call fails
+  @trace @context @WS-12
+  Scenario: Trace events stay JSON even when a tool call fails
     Given the workspace has a file "docs/a.md" with 3 lines
     When the model begins to create "docs/a.md"
     Then the tool call is refused with a message containing "already exists"
-    And the trace has a "tool_call" event named "execute_tool WritePlanTool_begin"
+    And the trace records "execute_tool WritePlanTool_begin"
+    And every trace event is JSON
+
+  @trace @WS-12
+  Scenario: Values JSON cannot hold are stored as JSON in the trace
+    When the model begins to create "notes.txt"
+    And a plugin records a trace event with the values NaN, infinity and bytes
+    Then the trace records "plugin measurement"
     And every trace event is JSON
 
   # -- Decision and protocol -----------------------------------------------------------------
 
-  @tools @protocol
-  Scenario: Decision: the begin call carries only the intent, the target file and the operation
+  @tools @protocol @WS-1
+  Scenario: The begin call carries only the intent, the target file and the operation
     When the user says "Write the guide."
     Then the tool "WritePlanTool_begin" takes "intent", "target_file" and "operation"
     And the tool "WritePlanTool_begin" has no parameter "content"
     And no advertised tool has a parameter "raw_content"
 
-  @protocol @tools
-  Scenario: Protocol 1: WritePlanTool_begin opens a write session and tells the model to end the content with DONE
+  @protocol @tools @WS-3
+  Scenario: Begin opens a write session and tells the model to end the content with DONE
     When the model begins to create "docs/guide.md"
     Then the tool call succeeds
     And the tool result says "stage" is "awaiting_content"
@@ -41,18 +49,18 @@ Feature: The write session controller (ADR-2026-01-04)
     And the tool result says "operation" is "create"
     And the model is told "end it with a line that is exactly DONE"
     And a write session is open for "docs/guide.md"
-    And the write session is in state "awaiting_content"
+    And the write session is waiting for content
 
-  @protocol
-  Scenario: Protocol 2: the content is the model's plain text and never part of a tool call
+  @protocol @WS-4
+  Scenario: The content is the model's plain text and never part of a tool call
     When the model streams 250 lines to "docs/guide.md" and DONE
     Then "docs/guide.md" holds the generated lines 1 to 250
     And the model made 1 tool call
     And the conversation does not hold "Line 125 of docs/guide.md."
     And the conversation holds "[wrote docs/guide.md: 250 lines, sha256 "
 
-  @protocol
-  Scenario: Protocol 3: a line DONE finalizes at once, without waiting for the idle timer
+  @protocol @WS-5
+  Scenario: A line DONE finalizes at once, without waiting for the idle timer
     When the model streams 250 lines to "docs/guide.md" and DONE
     Then "docs/guide.md" has 250 lines
     And the model is told "Created docs/guide.md (250 lines"
@@ -60,8 +68,8 @@ Feature: The write session controller (ADR-2026-01-04)
     When 2000 ms pass
     Then the model is not asked to reply DONE
 
-  @protocol
-  Scenario: Protocol 3: DONE must be a line of its own; spaces around it count, "DONE." and "Done" are content
+  @protocol @WS-5
+  Scenario: DONE must be a line of its own; spaces around it count, "DONE." and "Done" are content
     When the model begins to create "notes.txt"
     And the model replies "First line.\nDONE.\nDone\nThe word DONE in a sentence.\n   DONE \t\nafter"
     Then the content of "notes.txt" is:
@@ -72,34 +80,34 @@ Feature: The write session controller (ADR-2026-01-04)
       The word DONE in a sentence.
       """
 
-  @protocol
-  Scenario: Protocol 3: a DONE split across streamed chunks is still detected
+  @protocol @WS-5
+  Scenario: A DONE split across streamed chunks is still detected
     When the model begins to create "notes.txt"
     And the model replies in the chunks "alpha\nbeta\nDO", "N" and "E\n"
     Then the content of "notes.txt" is "alpha\nbeta\n"
 
-  @protocol
-  Scenario: Implementation 2D: DONE is detected after CRLF line breaks too, and stripped
+  @protocol @WS-5
+  Scenario: DONE is detected after Windows line breaks too, and stripped
     When the model begins to create "notes.txt"
     And the model replies "alpha\r\nbeta\r\nDONE\r\n"
     Then the content of "notes.txt" is "alpha\r\nbeta\r\n"
 
-  @protocol
-  Scenario: Protocol 3: DONE at the very end of a message, without a line break, ends the content
+  @protocol @WS-5
+  Scenario: DONE at the very end of a message, without a line break, ends the content
     When the model begins to create "notes.txt"
     And the model replies "alpha\nbeta\nDONE"
     Then the content of "notes.txt" is "alpha\nbeta\n"
 
-  @protocol
-  Scenario: Protocol 3: text after the DONE line is commentary, never content
+  @protocol @WS-5
+  Scenario: Text after the DONE line is commentary, never content
     When the model begins to create "notes.txt"
     And the model replies "alpha\nDONE\nI wrote the notes for you."
     Then the content of "notes.txt" is "alpha\n"
-    And the trace has a "write_report" event named "commentary after DONE"
+    And the trace records "commentary after DONE"
     And the conversation holds "I wrote the notes for you."
 
-  @protocol @fences
-  Scenario: Protocol 3: a DONE line inside a fenced code block is content
+  @protocol @fences @WS-6
+  Scenario: A DONE line inside a fenced code block is content
     When the model begins to create "docs/protocol.md"
     And the model streams:
       """
@@ -121,8 +129,8 @@ Feature: The write session controller (ADR-2026-01-04)
       That is all.
       """
 
-  @protocol @fences
-  Scenario: Protocol 3: in a markdown-wrapped file fences nest, so the document's own DONE line is content
+  @protocol @fences @WS-6
+  Scenario: In a Markdown-wrapped file fences nest, so the document's own DONE line is content
     When the model begins to create "docs/protocol.md"
     And the model streams:
       """
@@ -148,8 +156,8 @@ Feature: The write session controller (ADR-2026-01-04)
       That is all.
       """
 
-  @protocol @fences
-  Scenario: Protocol 3: a final DONE inside a wrapper fence the model never closed still ends the content
+  @protocol @fences @WS-6
+  Scenario: A final DONE inside a wrapper fence the model never closed still ends the content
     When the model begins to create "docs/wrapped.md"
     And the model streams:
       """
@@ -165,8 +173,8 @@ Feature: The write session controller (ADR-2026-01-04)
     And "docs/wrapped.md" does not contain "DONE"
     And no write session is open
 
-  @protocol @idle
-  Scenario: Protocol 4: a message without DONE gets the idle prompt after 2000 ms and not before
+  @protocol @idle @WS-7
+  Scenario: A message without DONE gets the idle prompt after 2000 ms and not before
     When the model streams 250 lines to "docs/guide.md" without DONE
     Then the model is not asked anything
     When 1999 ms pass
@@ -178,8 +186,8 @@ Feature: The write session controller (ADR-2026-01-04)
     Then "docs/guide.md" has 250 lines
     And no file outside the workspace changed
 
-  @protocol @idle
-  Scenario: Protocol 4: after the idle prompt, more content continues the same file
+  @protocol @idle @WS-7
+  Scenario: After the idle prompt, more content continues the same file
     When the model streams 100 lines to "docs/guide.md" without DONE
     And 2000 ms pass
     Then the model is asked to reply DONE
@@ -187,8 +195,8 @@ Feature: The write session controller (ADR-2026-01-04)
     Then "docs/guide.md" holds the generated lines 1 to 150
     And one write session was begun
 
-  @protocol @idle
-  Scenario: Protocol 4 and 2E: every pause starts the idle timer again
+  @protocol @idle @WS-7
+  Scenario: Every pause starts the idle timer again
     When the model streams 10 lines to "docs/guide.md" without DONE
     And 1500 ms pass
     Then the model is not asked anything
@@ -198,8 +206,8 @@ Feature: The write session controller (ADR-2026-01-04)
     When 1 ms passes
     Then the model is asked to reply DONE
 
-  @protocol @idle
-  Scenario: Protocol 4: an empty reply to the idle prompt waits for DONE again
+  @protocol @idle @WS-7
+  Scenario: An empty reply to the idle prompt waits for DONE again
     When the model streams 20 lines to "docs/guide.md" without DONE
     And 2000 ms pass
     Then the model is asked to reply DONE
@@ -210,8 +218,8 @@ Feature: The write session controller (ADR-2026-01-04)
     When the model replies "DONE"
     Then "docs/guide.md" holds the generated lines 1 to 20
 
-  @protocol @idle
-  Scenario: Implementation 2D: DONE clears the idle timer
+  @protocol @idle @WS-7
+  Scenario: DONE stops the idle timer
     When the model streams 20 lines to "docs/guide.md" without DONE
     And 1000 ms pass
     And the model streams 5 more lines and DONE
@@ -221,53 +229,51 @@ Feature: The write session controller (ADR-2026-01-04)
 
   # -- Design: the controller, the state machine ---------------------------------------------
 
-  @design
-  Scenario: Design: the controller, not a tool, buffers the content and detects its end
+  @design @WS-4
+  Scenario: Orion, not a tool, collects the content and finds its end
     When the model streams 30 lines to "docs/guide.md" without DONE
     And 2000 ms pass
     And the model replies "DONE"
     Then "docs/guide.md" holds the generated lines 1 to 30
     And the model made 1 tool call
 
-  @design
-  Scenario: Design: a message with only tool calls (reading a file) does not touch the open session
+  @design @WS-4
+  Scenario: A message with only tool calls does not touch the open session
     When the model begins to create "notes.txt"
-    And the model calls "read_file" with:
-      """
-      {"path": "README.md"}
-      """
+    And the model calls "read_file" with the arguments:
+      | path | README.md |
     Then a write session is open for "notes.txt"
-    And the write session is in state "awaiting_content"
+    And the write session is waiting for content
     When the model replies "alpha\nDONE\n"
     Then the content of "notes.txt" is "alpha\n"
 
-  @state_machine
-  Scenario: State machine: idle, awaiting content, awaiting DONE or more content, finalizing, done
+  @state_machine @WS-9
+  Scenario: A session goes from waiting for content to waiting for DONE to written
     When the model streams 40 lines to "docs/guide.md" without DONE
-    Then the write session is in state "awaiting_done_or_more_content"
+    Then the write session is waiting for DONE or more content
     When 2000 ms pass
     And the model replies "DONE"
-    Then the write session is in state "done"
-    And the write session went through "idle", "awaiting_content", "awaiting_done_or_more_content", "finalizing" and "done"
+    Then the write session is written
+    And the write session went from not started to waiting for content to waiting for DONE or more content to checking the content to written
 
-  @state_machine @validation
-  Scenario: State machine: a session with invalid content passes through needs_corrections
+  @state_machine @validation @WS-9 @WS-10
+  Scenario: A session with invalid content waits for corrections
     When the model writes "fine\nbad \x00 byte" to "notes.txt"
-    Then the write session is in state "needs_corrections"
+    Then the write session is waiting for corrections
     When the model corrects line 2 to "bad byte"
-    Then the write session went through "finalizing", "needs_corrections", "finalizing" and "done"
+    Then the write session went from checking the content to waiting for corrections to checking the content to written
 
   # -- Validation and repair loop ------------------------------------------------------------
 
-  @validation
-  Scenario: Validation 1-2: the content is validated as UTF-8 before anything is written
+  @validation @WS-10
+  Scenario: The content is checked as UTF-8 before anything is written
     When the model writes "caf\xe9 au lait" to "menu.txt"
     Then the model is asked for corrections of line 1
     And the prompt contains "L1: caf\\xe9 au lait"
     And "menu.txt" does not exist
 
-  @validation
-  Scenario: Validation 3: every invalid position is sent in one batched prompt, with its context
+  @validation @WS-10
+  Scenario: Every invalid position is sent in one prompt, with its context
     When the model writes "ok\nbad \x00 one\nfine\nbad \x07 two" to "notes.txt"
     Then the model is asked 1 time
     And the model is asked for corrections
@@ -275,8 +281,8 @@ Feature: The write session controller (ADR-2026-01-04)
     And the prompt contains "L2: bad \\x00 one"
     And the prompt contains "L4: bad \\x07 two"
 
-  @validation
-  Scenario: Validation 4 and 6: a correction round that fixes the lines writes the file once
+  @validation @WS-11
+  Scenario: A correction round that fixes the lines writes the file once
     When the model writes "ok\nbad \x00 one" to "notes.txt"
     Then "notes.txt" does not exist
     When the model corrects line 2 to "good one"
@@ -284,8 +290,8 @@ Feature: The write session controller (ADR-2026-01-04)
     And the write session has 1 correction round
     And the model is told "Created notes.txt (2 lines"
 
-  @validation
-  Scenario: Validation 4-5: after 3 correction rounds the safe replacement removes what is still invalid
+  @validation @WS-11
+  Scenario: After 3 correction rounds the safe replacement removes what is still invalid
     When the model writes "ok\nbad \x00 byte" to "notes.txt"
     And the model corrects line 2 to "still \x07 bad"
     And the model corrects line 2 to "still \x07 bad"
@@ -297,8 +303,8 @@ Feature: The write session controller (ADR-2026-01-04)
     And the user is told "the safe replacement changed 1 place(s)"
     And the model is told "the safe replacement changed 1 place(s)"
 
-  @validation
-  Scenario: Validation: the prompt of the last round says that what remains is removed
+  @validation @WS-11
+  Scenario: The prompt of the last round says that what remains is removed
     Given the "write_session" setting "max_corrections" is 1
     When the model writes "ok\nbad \x00 byte" to "notes.txt"
     Then the prompt contains "Correction round 1 of 1"
@@ -306,8 +312,8 @@ Feature: The write session controller (ADR-2026-01-04)
 
   # -- Configuration ---------------------------------------------------------------------------
 
-  @config @idle
-  Scenario: Configuration: WRITE_SESSION_IDLE_MS sets the idle time
+  @config @idle @WS-8
+  Scenario: WRITE_SESSION_IDLE_MS sets the idle time
     Given the environment variable "WRITE_SESSION_IDLE_MS" is "500"
     When the model streams 10 lines to "docs/guide.md" without DONE
     And 499 ms pass
@@ -315,8 +321,8 @@ Feature: The write session controller (ADR-2026-01-04)
     When 1 ms passes
     Then the model is asked to reply DONE
 
-  @config @idle
-  Scenario: Configuration: idle_ms in orion.yaml sets the idle time too
+  @config @idle @WS-8
+  Scenario: idle_ms in orion.yaml sets the idle time too
     Given the "write_session" setting "idle_ms" is 3000
     When the model streams 10 lines to "docs/guide.md" without DONE
     And 2999 ms pass
@@ -326,20 +332,20 @@ Feature: The write session controller (ADR-2026-01-04)
 
   # -- Non-goals, XML, strict mode -------------------------------------------------------------
 
-  @protocol @non_goals
-  Scenario: Non-goal: XML tags are not required; tag-like text is ordinary content
+  @protocol @non_goals @WS-14
+  Scenario: XML tags are not required; tag-like text is ordinary content
     When the model writes "<content>\n# Title\n</content>" to "notes.md"
     Then the content of "notes.md" is "<content>\n# Title\n</content>\n"
 
-  @protocol @non_goals
-  Scenario: Non-goal: tools are not long-running listeners; WritePlanTool_begin returns at once
+  @protocol @non_goals @WS-3
+  Scenario: Begin returns at once; tools are not long-running listeners
     When the model begins to create "docs/guide.md"
     Then the tool call succeeds
     And the model is asked 2 times
     And the prompt contains "session_id"
 
-  @protocol @strict
-  Scenario: Optional strict mode: with strict_done a bare DONE is content and only "DONE <session id>" ends it
+  @protocol @strict @WS-14
+  Scenario: With strict mode a bare DONE is content and only DONE with the session id ends it
     Given the "write_session" setting "strict_done" is true
     When the model begins to create "docs/checklist.md"
     Then the model is told "end it with a line that is exactly DONE "
@@ -351,31 +357,30 @@ Feature: The write session controller (ADR-2026-01-04)
 
   # -- Persistence, implementation plan, traces ----------------------------------------------
 
-  @journal
-  Scenario: Session state persistence: the session is mirrored to disk under write_sessions/<session id>
+  @journal @SR-3
+  Scenario: The session is mirrored to disk while it streams
     When the model streams 250 lines to "docs/guide.md" without DONE
-    Then the journal of "docs/guide.md" holds "metadata.json", "content.txt" and "state.json"
+    Then the journal of "docs/guide.md" holds the plan, the content and the counts
     And the journal of "docs/guide.md" holds 250 lines on disk
 
-  @tools @review
-  Scenario: Implementation 1 and the review: there is no WritePlanTool_finalize tool; finalizing is internal
+  @tools @review @WS-1
+  Scenario: There is no finalize tool; finalizing is Orion's own step
     When the model streams 10 lines to "docs/guide.md" without DONE
     Then the tool "WritePlanTool_finalize" is not advertised
-    When the model calls "WritePlanTool_finalize" with:
-      """
-      {"session_id": "any", "raw_content": "# Guide"}
-      """
+    When the model calls "WritePlanTool_finalize" with the arguments:
+      | session_id  | any |
+      | raw_content | # Guide |
     Then the tool call is refused as "unknown_tool"
     And the tool call is refused with a message containing "WritePlanTool_begin"
 
-  @tools @review
-  Scenario: Review 1: content larger than a small edit is refused in tool-call JSON and pointed to WritePlanTool_begin
+  @tools @review @WP-15 @WS-1
+  Scenario: Content larger than a small edit is refused in tool-call JSON and pointed to the begin call
     When the model calls "WritePlanTool_execute" to create "docs/big.md" with 5000 bytes of content
     Then the tool call is refused with a message containing "WritePlanTool_begin"
     And "docs/big.md" does not exist
 
-  @trace @review
-  Scenario: Implementation 3 and review 4: traces are JSON and never hold the content
+  @trace @review @WS-12 @WS-13
+  Scenario: Traces are JSON and never hold the content
     When the model streams 120 lines to "docs/guide.md" and is cut off with finish reason "length"
     And the model streams 80 more lines to "docs/guide.md" and DONE
     Then "docs/guide.md" holds the generated lines 1 to 200
@@ -383,20 +388,20 @@ Feature: The write session controller (ADR-2026-01-04)
     And the trace holds none of the streamed content
     And no notice to the user holds the streamed content
 
-  @trace @review @validation
-  Scenario: Review 4: the lines a correction round quotes and the corrected lines stay out of the trace
+  @trace @review @validation @WS-13
+  Scenario: The lines a correction round quotes and the corrected lines stay out of the trace
     When the model writes "A first line that is fine.\nA second line with a bell \x07 in it." to "notes.txt"
     Then the model is asked for corrections of line 2
     When the model corrects line 2 to "A second line without the bell in it."
     Then the content of "notes.txt" is "A first line that is fine.\nA second line without the bell in it.\n"
     And the trace holds none of the streamed content
 
-  @trace @review @tools
-  Scenario: Review 4: the content of a small WritePlanTool_execute edit stays out of the trace too
-    When the model calls "WritePlanTool_execute" with:
-      """
-      {"intent": "a note", "target_file": "notes.txt", "operation": "create",
-       "content": "A distinctive line of a small edit.\n"}
-      """
+  @trace @review @tools @WS-13
+  Scenario: The content of a small edit stays out of the trace too
+    When the model calls "WritePlanTool_execute" with the arguments:
+      | intent      | a note |
+      | target_file | notes.txt |
+      | operation   | create |
+      | content     | A distinctive line of a small edit.\n |
     Then the tool call succeeds
     And the trace holds none of the streamed content

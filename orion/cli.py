@@ -6,6 +6,7 @@ Exit codes: 0 ok, 1 failed (invalid statecharts, a failed run), 2 usage or confi
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import os
 import sys
@@ -17,37 +18,72 @@ from rich.console import Console
 from rich.markup import escape
 
 from orion import __version__
-from orion.config import WorkspaceConfig, load_config
-from orion.errors import ConfigError, PluginError, StatechartError
+from orion.config import WorkspaceConfig, check_disabled, load_config, unknown_settings
+from orion.errors import ConfigError, PluginError
 from orion.plugins import PluginManager, default_plugin_manager, make_plugin_manager
-from orion.statechart import builtin_statecharts
-from orion.statechart.definition import load_definition, parse
+from orion.statechart.catalog import BUILTIN, Catalog, Resolved
 from orion.statechart.diagram import mermaid
+from orion.statechart.tree import flatten
 from orion.statechart.schema import json_schema
 from orion.statechart.settings import resolve as resolve_settings
 
 err = Console(stderr=True, highlight=False)
 
 
+class ConfigurationError(click.ClickException):
+    """The installation or the workspace is misconfigured: ``error: ...`` and exit 2, with no
+    usage text (the command line itself was fine)."""
+
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        # Not through rich: a located message must stay on one line for editors and CI.
+        click.echo(f"error: {self.message}", err=True)
+
+
 def _plugins(config: WorkspaceConfig | None = None) -> PluginManager:
     try:
         if config is not None and config.model.plugins.disable:
-            return make_plugin_manager(blocked=config.model.plugins.disable)
-        return default_plugin_manager()
-    except PluginError as exc:
-        raise click.UsageError(str(exc)) from exc  # exit 2: the installation is misconfigured
+            pm = make_plugin_manager(blocked=config.model.plugins.disable)
+            check_disabled(pm, config)
+        else:
+            pm = default_plugin_manager()
+        pm.registry  # noqa: B018 - collect the registrations now: a conflict is exit 2
+        return pm
+    except (PluginError, ConfigError) as exc:
+        raise ConfigurationError(str(exc)) from exc
 
 
 def _config(workspace: str) -> WorkspaceConfig:
     try:
         return load_config(workspace)
     except ConfigError as exc:
-        raise click.UsageError(str(exc)) from exc
+        raise ConfigurationError(str(exc)) from exc
 
 
-def _statechart_files(paths: tuple[str, ...], config: WorkspaceConfig) -> list[Path]:
-    if not paths:
-        return builtin_statecharts() + config.statechart_paths()
+def _catalog(pm: PluginManager, config: WorkspaceConfig | None) -> Catalog:
+    try:
+        return Catalog(pm, config)
+    except PluginError as exc:
+        raise ConfigurationError(str(exc)) from exc
+
+
+def _check_lifecycles(catalog: Catalog) -> None:
+    """Before anything runs: each lifecycle a plugin or the workspace changed resolves and keeps
+    its contract; else its findings, and exit 1 (as ``orion check``)."""
+    findings = []
+    for name in catalog.names():
+        source = catalog.winner(name)
+        if source.layer != BUILTIN:
+            findings += catalog.resolve(source).diagnostics
+    if findings:
+        for finding in findings:
+            click.echo(str(finding))
+        err.print("[red]the workspace's statecharts have errors; nothing was run[/red]")
+        sys.exit(1)
+
+
+def _statechart_files(paths: tuple[str, ...]) -> list[Path]:
     files: list[Path] = []
     for raw in paths:
         path = Path(raw)
@@ -61,17 +97,18 @@ def _statechart_files(paths: tuple[str, ...], config: WorkspaceConfig) -> list[P
     return files
 
 
-def _resolve_chart(name_or_path: str) -> Path:
-    """A file path, or the name of a built-in statechart such as ``write_session``."""
+def _resolve_chart(catalog: Catalog, name_or_path: str) -> Resolved:
+    """A file path, or the name of a lifecycle (``write_session``), resolved in the catalog."""
     path = Path(name_or_path)
-    if path.exists():
-        return path
-    for builtin in builtin_statecharts():
-        if builtin.stem == name_or_path:
-            return builtin
-    names = ", ".join(p.stem for p in builtin_statecharts())
-    raise click.BadParameter(f"{name_or_path!r} is neither a file nor a built-in statechart "
-                             f"({names})", param_hint="FILE")
+    if path.is_file():
+        return catalog.resolve_file(path)
+    if name_or_path in catalog.sources:
+        return catalog.resolve(catalog.winner(name_or_path))
+    hint = difflib.get_close_matches(name_or_path, catalog.names(), n=1)
+    raise click.BadParameter(f"{name_or_path!r} is neither a file nor a statechart name "
+                             f"({', '.join(catalog.names())})"
+                             + (f"; did you mean {hint[0]!r}?" if hint else ""),
+                             param_hint="NAME")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -96,29 +133,45 @@ def check(files: tuple[str, ...], workspace: str, as_json: bool) -> None:
     """
     config = _config(workspace)
     pm = _plugins(config)
+    catalog = _catalog(pm, config)
+    if files:
+        checked = [catalog.resolve_file(path) for path in _statechart_files(files)]
+    else:
+        checked = [catalog.resolve(source) for name in catalog.names()
+                   for source in catalog.sources[name]]
     results: list[dict[str, Any]] = []
     failed = 0
-    for path in _statechart_files(files, config):
-        _, spec, diagnostics = parse(path, pm)
-        errors = [{"line": d.line, "column": d.column, "message": d.message, "text": str(d)}
-                  for d in diagnostics]
-        if spec is not None and not diagnostics:
+    for resolved in checked:
+        path, spec = resolved.source.path, resolved.spec
+        errors = [{"line": d.line, "column": d.column, "message": d.message, "text": str(d),
+                   "path": d.path} for d in resolved.diagnostics]
+        winner = spec is not None and spec.statechart in catalog.sources and \
+            catalog.winner(spec.statechart) == resolved.source
+        if spec is not None and not errors and (winner or files):
             try:
                 resolve_settings(spec, config.overrides(spec.statechart), os.environ,
                                  origin=config.origin(spec.statechart))
             except ConfigError as exc:  # the message names orion.yaml:line:col or the variable
                 errors.append({"line": None, "column": None, "message": str(exc),
+                               "path": str(config.path),
                                "text": f"{exc} (overriding a setting of {path})"})
         ok = spec is not None and not errors
         failed += not ok
         results.append({"path": str(path), "ok": ok,
                         "statechart": spec.statechart if spec else None,
+                        "origin": catalog.describe(resolved.source),
                         "errors": [{k: v for k, v in e.items() if k != "text"} for e in errors]})
         if not as_json:
             for error in errors:
                 click.echo(error["text"])
-            if ok:
-                err.print(f"[green]ok[/green] {path} ({spec.statechart})")
+            if ok:  # one line, however long: CI logs and editors read it
+                click.echo(f"ok {path} ({catalog.describe(resolved.source)})", err=True)
+    for problem in unknown_settings(config, catalog):
+        failed += 1
+        results.append({"path": str(config.path), "ok": False, "statechart": None,
+                        "origin": None, "errors": [{"message": problem}]})
+        if not as_json:
+            click.echo(problem)
     if as_json:
         click.echo(json.dumps(results, indent=2))
     elif failed:
@@ -133,30 +186,82 @@ def schema() -> None:
 
 
 @cli.command()
-@click.argument("file")
+@click.argument("name", metavar="NAME")
 @click.option("--highlight", metavar="STATE", help="A state path to mark as active.")
-def diagram(file: str, highlight: str | None) -> None:
-    """Print a Mermaid stateDiagram-v2 of FILE (a path or a built-in name)."""
-    pm = _plugins()
-    path = _resolve_chart(file)
+@WORKSPACE
+def diagram(name: str, highlight: str | None, workspace: str) -> None:
+    """Print a Mermaid stateDiagram-v2 of NAME (a lifecycle name or a file), as it runs in the
+    workspace: overlays merged, the workspace's settings applied."""
+    config = _config(workspace)
+    pm = _plugins(config)
+    resolved = _resolve_chart(_catalog(pm, config), name)
+    spec = resolved.spec
+    if spec is None or resolved.diagnostics:
+        click.echo("\n".join(map(str, resolved.diagnostics)))
+        sys.exit(1)
+    nodes = flatten(spec)
+    if highlight is not None and highlight not in nodes:
+        raise click.BadParameter(f"{highlight!r} is not a state of {spec.statechart} "
+                                 f"(states: {', '.join(nodes)})", param_hint="--highlight")
     try:
-        definition = load_definition(path, plugins=pm)
-    except (StatechartError, ConfigError) as exc:
+        settings = resolve_settings(spec, config.overrides(spec.statechart), os.environ,
+                                    origin=config.origin(spec.statechart))
+    except ConfigError as exc:
         click.echo(str(exc))
         sys.exit(1)
-    if highlight is not None and highlight not in definition.nodes:
-        raise click.BadParameter(f"{highlight!r} is not a state of {definition.name} "
-                                 f"(states: {', '.join(definition.nodes)})",
-                                 param_hint="--highlight")
-    click.echo(mermaid(definition.spec, highlight=highlight, settings=dict(definition.settings)),
-               nl=False)
+    click.echo(mermaid(spec, highlight=highlight, settings=dict(settings)), nl=False)
+
+
+@cli.group()
+def statechart() -> None:
+    """The workspace's lifecycles: where each comes from, and each as it runs."""
+
+
+@statechart.command("list")
+@WORKSPACE
+def statechart_list(workspace: str) -> None:
+    """Each lifecycle and the file it comes from (built-in, a plugin, orion.yaml)."""
+    config = _config(workspace)
+    catalog = _catalog(_plugins(config), config)
+    for name in catalog.names():
+        source = catalog.winner(name)
+        click.echo(f"{catalog.describe(source)}  {source.path}")
+
+
+@statechart.command("show")
+@click.argument("name", metavar="NAME")
+@click.option("--resolved", is_flag=True,
+              help="Print the chart as it runs: overlays merged into what they extend.")
+@WORKSPACE
+def statechart_show(name: str, resolved: bool, workspace: str) -> None:
+    """Print lifecycle NAME (or a chart file): the file that provides it, or with --resolved
+    the merged chart."""
+    config = _config(workspace)
+    found = _resolve_chart(_catalog(_plugins(config), config), name)
+    if not resolved:
+        err.print(f"# {escape(str(found.source.path))}")
+        click.echo(found.source.path.read_text(encoding="utf-8"), nl=False)
+        return
+    if found.spec is None or found.diagnostics:
+        click.echo("\n".join(map(str, found.diagnostics)))
+        sys.exit(1)
+    import yaml
+
+    data = found.spec.model_dump(mode="json", exclude_defaults=True)
+    order = ("id", "trigger", "source", "dest", "guards", "unless", "actions", "description")
+    data["transitions"] = [{k: t[k] for k in sorted(t, key=order.index)}
+                           for t in data.get("transitions", [])]
+    click.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100), nl=False)
 
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
-def plugins(as_json: bool) -> None:
+@WORKSPACE
+def plugins(as_json: bool, workspace: str) -> None:
     """List the loaded plugins and the hooks each implements."""
-    pm = _plugins()
+    config = _config(workspace)
+    pm = _plugins(config)
+    _catalog(pm, config)  # two plugins shipping one statechart is an error here too
     rows = []
     for name, plugin in sorted(pm.list_name_plugin()):
         origin = pm.origins.get(name)
@@ -166,6 +271,7 @@ def plugins(as_json: bool) -> None:
             "distribution": origin.distribution if origin else None,
             "version": origin.version if origin else None,
             "hooks": sorted(caller.name for caller in pm.get_hookcallers(plugin) or []),
+            "statecharts": [str(path) for path, by in pm.registry.statecharts if by == name],
         })
     if as_json:
         click.echo(json.dumps(rows, indent=2))
@@ -194,8 +300,9 @@ def run(script: str, workspace: str, state_dir: str | None, as_json: bool) -> No
         loaded = load_script(script)
         config = load_config(workspace)
     except ConfigError as exc:
-        raise click.UsageError(str(exc)) from exc
+        raise ConfigurationError(str(exc)) from exc
     pm = _plugins(config)
+    _check_lifecycles(_catalog(pm, config))
     reporter = Reporter() if as_json else ConsoleReporter()
     try:
         result = asyncio.run(play(loaded, workspace=Path(workspace), plugins=pm,
@@ -225,6 +332,7 @@ def chat(base_url: str | None, model_name: str | None, workspace: str) -> None:
 
     config = _config(workspace)
     pm = _plugins(config)
+    _check_lifecycles(_catalog(pm, config))
     try:
         code = asyncio.run(run_chat(config, pm, base_url=base_url, model_name=model_name))
     except ConfigError as exc:
@@ -532,9 +640,9 @@ def demo(workspace: str | None) -> None:
 def main() -> None:
     try:
         _plugins().hook.register_commands(cli=cli)
-    except click.UsageError as exc:
-        err.print(f"[red]error:[/red] {exc.message}")
-        sys.exit(2)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
     cli(prog_name="orion")
 
 

@@ -26,16 +26,16 @@ Environment variables override the file: ``ORION_MODEL``, ``ORION_BASE_URL``,
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orion.errors import ConfigError
-from orion.runtime.pipeline import PipelineEdit
 from orion.yamlsource import SourceDocument, YamlSourceError, load_yaml
 
 CONFIG_FILE = "orion.yaml"
@@ -43,6 +43,29 @@ CONFIG_FILE = "orion.yaml"
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PipelineEdit(BaseModel):
+    """`pipeline:` as edits of the shipped pipeline by system name (orion.runtime.pipeline
+    applies them)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    class Insert(BaseModel):
+        model_config = ConfigDict(extra="forbid", frozen=True)
+        system: str
+        before: str | None = None
+        after: str | None = None
+
+        @model_validator(mode="after")
+        def _one_anchor(self) -> PipelineEdit.Insert:
+            if (self.before is None) == (self.after is None):
+                raise ValueError("give exactly one of 'before' and 'after'")
+            return self
+
+    insert: list[Insert] = Field(default_factory=list)
+    replace: dict[str, str] = Field(default_factory=dict)
+    remove: list[str] = Field(default_factory=list)
 
 
 class PluginsConfig(_Strict):
@@ -108,10 +131,43 @@ class WorkspaceConfig:
 
     def origin(self, statechart: str) -> str:
         """Where the overrides of ``statechart`` are written, as ``path:line:col``."""
+        return self.where(("settings", statechart))
+
+    def where(self, loc: tuple[str | int, ...], *, key: bool = False) -> str:
+        """``path:line:col`` of a part of ``orion.yaml`` (the path alone without a file)."""
         if self.document is None:
             return str(self.path)
-        line, col = self.document.position(("settings", statechart))
+        line, col = self.document.position(loc, key=key)
         return f"{self.path}:{line}:{col}"
+
+
+def check_disabled(pm: Any, config: WorkspaceConfig) -> None:
+    """``plugins.disable`` may only name plugins that exist, as ``ORION_LOAD_PLUGINS`` may: a
+    typo would otherwise leave the plugin running. Raises :class:`ConfigError` at the name."""
+    from orion.plugins import installed_plugin_names
+
+    known = installed_plugin_names()
+    for i, name in enumerate(config.model.plugins.disable):
+        if name in known:
+            continue
+        hint = difflib.get_close_matches(name, sorted(known), n=1)
+        raise ConfigError(f"{config.where(('plugins', 'disable', i))}: plugins.disable names "
+                          f"{name!r}, which is no installed plugin"
+                          + (f"; did you mean {hint[0]!r}?" if hint else "")
+                          + " (`orion plugins` lists them)")
+
+
+def unknown_settings(config: WorkspaceConfig, catalog: Any) -> list[str]:
+    """``settings:`` sections that name no lifecycle (a typo would silently change nothing)."""
+    problems = []
+    for name in config.model.settings:
+        if name in catalog.sources:
+            continue
+        hint = difflib.get_close_matches(name, catalog.names(), n=1)
+        problems.append(f"{config.where(('settings', name), key=True)}: settings for "
+                        f"{name!r}, which is no statechart ({', '.join(catalog.names())})"
+                        + (f"; did you mean {hint[0]!r}?" if hint else ""))
+    return problems
 
 
 _ENV_FIELDS = {"ORION_MODEL": ("model", "model"), "ORION_BASE_URL": ("model", "base_url"),
@@ -138,12 +194,27 @@ def _env_var(loc: tuple) -> str:
         else ".".join(map(str, loc))
 
 
+def _field_hint(loc: tuple) -> str:
+    """``; did you mean 'pipeline'? (fields: ...)`` for an unknown field at ``loc``."""
+    model: Any = OrionConfig
+    for part in loc[:-1]:
+        field_info = getattr(model, "model_fields", {}).get(part)
+        annotation = getattr(field_info, "annotation", None)
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return ""
+        model = annotation
+    fields = list(model.model_fields)
+    hint = difflib.get_close_matches(str(loc[-1]), fields, n=1)
+    return (f"; did you mean {hint[0]!r}?" if hint else "") + f" ({'.'.join(map(str, loc[:-1])) or 'orion.yaml'} has: {', '.join(fields)})"
+
+
 def _file_errors(doc: SourceDocument, exc: ValidationError) -> str:
     problems = []
     for error in exc.errors():
         loc = tuple(error["loc"])
         if error["type"] == "extra_forbidden":
-            problems.append(str(doc.diagnostic(loc, f"unknown field {str(loc[-1])!r}", key=True)))
+            problems.append(str(doc.diagnostic(loc, f"unknown field {str(loc[-1])!r}"
+                                                    + _field_hint(loc), key=True)))
         else:
             where = ".".join(map(str, loc)) or "document"
             problems.append(str(doc.diagnostic(loc, f"{where}: {error['msg']}")))

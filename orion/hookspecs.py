@@ -96,6 +96,14 @@ def register_tools(register: Callable[[ToolSpec], None]) -> None:
 
 
 @hookspec
+def register_statecharts(register: Callable[..., None]) -> None:
+    """Ship statecharts: ``register(path)`` for each YAML file, a whole chart or an overlay
+    (``extends:``). A chart is found by the name it declares; a plugin's replaces the built-in
+    of that name, and a workspace's (``orion.yaml`` ``statecharts:``) replaces the plugin's.
+    Two plugins shipping one name is an error that names both."""
+
+
+@hookspec
 def register_commands(cli: click.Group) -> None:
     """Add commands to the ``orion`` command line: ``@cli.command()``."""
 
@@ -130,6 +138,20 @@ def compact_conversation(messages: list[Message], budget: Budget) -> list[Messag
     ``budget.max_tokens``): return the messages to keep (older turns dropped or summarized),
     or ``None`` to leave it to the next plugin. System context is not in ``messages``: it is
     rebuilt on every turn, so it survives compaction."""
+
+
+@hookspec
+def runtime_started(runtime: Runtime) -> None:
+    """A runtime was created (``orion run``, ``orion chat``, a test's world), its plugins and
+    configuration loaded, before its first turn: set up per-runtime services here
+    (``runtime.services[name] = ...``). Errors propagate: the runtime does not start."""
+
+
+@hookspec
+def runtime_closing(runtime: Runtime) -> None:
+    """The runtime is closing (the process ends, a test's world is torn down): release what
+    ``runtime_started`` set up. Called before the runtime flushes its traces and closes its
+    services. Errors are reported on ``PluginManager.failures`` and do not stop the others."""
 
 
 @hookspec

@@ -9,10 +9,9 @@ import importlib.metadata
 import inspect
 import logging
 import os
-import pkgutil
 import re
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +26,7 @@ ENTRYPOINT_GROUP = "orion"
 BUILTIN_PACKAGE = "orion_plugins"
 #: Hooks whose failing implementations are reported and skipped instead of raised.
 OBSERVER_HOOKS = frozenset({"lifecycle_started", "lifecycle_transition", "lifecycle_finished",
-                            "lifecycle_event_discarded", "store_traces"})
+                            "lifecycle_event_discarded", "store_traces", "runtime_closing"})
 #: Hooks whose failing implementations deny instead of raising.
 FAIL_CLOSED_HOOKS = frozenset({"authorize_tool_call"})
 
@@ -245,10 +244,18 @@ def canonical_distribution_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+#: Orion's built-in plugins, by module name in ``orion_plugins`` (``plugins/`` in the source
+#: tree). A list, not a scan of the directory: a stray file there is never loaded as a plugin.
+BUILTIN_PLUGINS = (
+    "compaction", "conversation_commands", "finalization", "otel_exporter", "plan_mode",
+    "session_commands", "trace_sqlite", "tracing", "turn_systems", "unwrap_fence",
+    "validate_placeholders", "validate_syntax", "validate_utf8", "workspace_tools",
+    "write_session_protocol", "write_sessions",
+)
+
+
 def builtin_modules() -> list[str]:
-    package = importlib.import_module(BUILTIN_PACKAGE)
-    return sorted(f"{BUILTIN_PACKAGE}.{m.name}" for m in pkgutil.iter_modules(package.__path__)
-                  if not m.name.startswith("_"))
+    return sorted(f"{BUILTIN_PACKAGE}.{name}" for name in BUILTIN_PLUGINS)
 
 
 def load_builtins(pm: PluginManager, *, skip: Iterable[str] = ()) -> None:
@@ -308,10 +315,24 @@ def load_entrypoints(pm: PluginManager, allow: set[str] | None) -> None:
                               f"{', '.join(sorted(seen)) or 'none'})")
 
 
+def installed_plugin_names() -> set[str]:
+    """Every name a plugin can be disabled by: built-in modules (full and short names) and
+    entry-point names."""
+    names: set[str] = set()
+    for module in builtin_modules():
+        names.update({module, module.rsplit(".", 1)[-1]})
+    for ep in importlib.metadata.entry_points(group=ENTRYPOINT_GROUP):
+        names.add(ep.name)
+    return names
+
+
 def make_plugin_manager(*, builtins: bool = True, entrypoints: bool = True,
                         blocked: Iterable[str] = (),
-                        env: dict[str, str] | os._Environ[str] | None = None) -> PluginManager:
-    """A fully loaded and checked plugin manager."""
+                        env: dict[str, str] | os._Environ[str] | None = None,
+                        plugins: Mapping[str, object] | None = None) -> PluginManager:
+    """A fully loaded and checked plugin manager. ``plugins`` (name -> module or object) are
+    registered too, unless an entry point loaded them already: a project's tests register
+    its plugin this way whether or not the project is installed."""
     env = os.environ if env is None else env
     pm = PluginManager()
     for name in blocked:
@@ -320,6 +341,14 @@ def make_plugin_manager(*, builtins: bool = True, entrypoints: bool = True,
         load_builtins(pm, skip=blocked)
     if entrypoints:
         load_entrypoints(pm, parse_allow_list(env.get("ORION_LOAD_PLUGINS")))
+    for name, plugin in (plugins or {}).items():
+        if pm.is_registered(plugin) or pm.is_blocked(name):
+            continue
+        if pm.has_plugin(name):
+            raise PluginError(f"plugin name {name!r} is taken by another plugin "
+                              f"({pm.get_plugin(name)!r}); register {plugin!r} under another "
+                              "name")
+        pm.register(plugin, name)
     pm.check()
     return pm
 

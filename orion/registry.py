@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orion.errors import PluginError
@@ -42,6 +43,8 @@ class Registry:
     systems: dict[str, Any] = field(default_factory=dict)  # name -> orion.runtime.pipeline.System
     system_plugins: dict[str, str] = field(default_factory=dict)
     commands: dict[str, SlashCommand] = field(default_factory=dict)
+    #: Statechart files from ``register_statecharts``: ``(path, plugin)``, in plugin order.
+    statecharts: list[tuple[Path, str]] = field(default_factory=list)
 
     @classmethod
     def collect(cls, pm: PluginManager) -> Registry:
@@ -103,6 +106,14 @@ class Registry:
                                       f"{registry.commands[name].plugin!r} and by {_plugin!r}")
                 registry.commands[name] = SlashCommand(name, handler, help, _plugin)
             _call(impl, "register_slash_commands", register=register_command)
+        for impl in pm.hook.register_statecharts.get_hookimpls():
+            def register_statechart(path: str | Path, *, _plugin: str = impl.plugin_name) -> None:
+                file = Path(path)
+                if not file.is_file():
+                    raise PluginError(f"plugin {_plugin!r} registered statechart {str(path)!r}, "
+                                      "which is not a file")
+                registry.statecharts.append((file.resolve(), _plugin))
+            _call(impl, "register_statecharts", register=register_statechart)
         return registry
 
 

@@ -7,8 +7,7 @@ are gone, so it does not reason about history it cannot see.
 
 from __future__ import annotations
 
-from orion import hookimpl
-from orion.context import ContextBlock
+from orion.api import ContextBlock, hookimpl
 
 
 def _turn_starts(messages) -> list[int]:
@@ -28,7 +27,7 @@ def compact_conversation(messages, budget):
 
 @hookimpl
 def build_context(request):
-    runtime = request.extra.get("runtime")
+    runtime = request.runtime
     removed = runtime.conversation.compacted if runtime is not None else 0
     if removed:
         return ContextBlock("compaction",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orion import hookimpl
+from orion.api import hookimpl
 
 
 def help_command(runtime, args: str) -> str:

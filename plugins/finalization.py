@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from orion import hookimpl
-from orion.errors import OrionError
+from orion.api import OrionError, hookimpl
 
 
 class NothingFinalized(OrionError):

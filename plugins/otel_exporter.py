@@ -57,6 +57,8 @@ ERROR_TYPE = "error.type"
 
 _INT64 = (-(2 ** 63), 2 ** 63 - 1)
 _SPAN_KINDS = {Kind.MODEL_REQUEST: SpanKind.CLIENT}
+# The global provider before the application configures OpenTelemetry (or when it turns it off).
+_UNCONFIGURED = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 
 
 def to_ns(ms: float) -> int:
@@ -209,10 +211,20 @@ class OtelExporter:
             span.set_status(status)
         span.end(end_time=end)
 
+    def configured(self) -> bool:
+        """Whether spans go anywhere: a provider was given, or the application set a global
+        one. Until then OpenTelemetry would drop every span, so nothing is built for it; the
+        check is per batch, so a provider set later receives the batches after it."""
+        if self.tracer_provider is not None:
+            return True
+        return not isinstance(trace.get_tracer_provider(), _UNCONFIGURED)
+
     @hookimpl
     def store_traces(self, events: Iterable[TraceEvent]) -> None:
         """Export every event; one that cannot be exported does not stop the others, and the
         first such error is raised at the end (the hook isolates and reports it)."""
+        if not self.configured():
+            return
         failed: Exception | None = None
         for event in events:
             try:

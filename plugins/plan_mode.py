@@ -25,9 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orion import hookimpl
-from orion.context import ContextBlock
-from orion.errors import OrionError
+from orion.api import ContextBlock, Decision, OrionError, ToolSpec, hookimpl, host_of
 from orion.plan.service import (
     LIFECYCLE,
     PlanCommandError,
@@ -36,8 +34,6 @@ from orion.plan.service import (
     size_problem,
 )
 from orion.plan.store import Status
-from orion.tools.gating import Decision
-from orion.tools.spec import ToolSpec
 
 PLAN_TOOLS = ("plan_set_content", "plan_get")
 
@@ -74,7 +70,8 @@ def get(args: GetArgs, context) -> dict[str, Any]:
 # -- lifecycle actions and finalization ---------------------------------------------------------
 
 def _service(lifecycle):
-    return plan_service_for(lifecycle.owner) if lifecycle.owner is not None else None
+    host = host_of(lifecycle)
+    return plan_service_for(host) if host is not None else None
 
 
 def open_plan(lifecycle, transition) -> None:
@@ -131,13 +128,13 @@ def register_tools(register):
 
 
 def _state_is_active(request) -> bool:
-    """Without a runtime (gating asked outside one): the ``plan_mode`` lifecycle state."""
-    return request.states.get(LIFECYCLE, "inactive").startswith("active")
+    """Without a runtime (gating asked outside one): the ``plan_mode`` lifecycle's tags."""
+    return "plan_on" in request.tags.get(LIFECYCLE, ())
 
 
 @hookimpl
 def gate_tools(tools, request):
-    runtime = request.extra.get("runtime")
+    runtime = request.runtime
     if runtime is not None:
         active = plan_service_for(runtime).plan_for_request() is not None
     else:
@@ -149,7 +146,7 @@ def gate_tools(tools, request):
 def authorize_tool_call(call, request):
     if call.name not in PLAN_TOOLS:
         return None
-    runtime = request.extra.get("runtime")
+    runtime = request.runtime
     if runtime is None:
         if _state_is_active(request):
             return None
@@ -196,7 +193,7 @@ def plan_block(plan, *, include_markdown: bool) -> ContextBlock:
 
 @hookimpl
 def build_context(request):
-    runtime = request.extra.get("runtime")
+    runtime = request.runtime
     if runtime is None:
         return None
     service = plan_service_for(runtime)

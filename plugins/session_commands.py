@@ -3,7 +3,7 @@ left in the workspace (which ``orion sessions`` recovers)."""
 
 from __future__ import annotations
 
-from orion import hookimpl
+from orion.api import hookimpl
 from orion.write_session.manager import manager_for
 from orion.write_session.recovery import scan
 

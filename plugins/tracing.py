@@ -3,16 +3,15 @@
 
 from __future__ import annotations
 
-from orion import hookimpl
-from orion.trace import events
+from orion.api import hookimpl, host_of
+from orion.api import trace_events as events
 
 
 @hookimpl
 def lifecycle_transition(lifecycle, transition):
-    runtime = lifecycle.owner
-    tracer = getattr(runtime, "tracer", None)
-    if tracer is not None:
-        tracer.emit(events.transition(lifecycle, transition, runtime.conversation.id))
+    runtime = host_of(lifecycle)
+    if runtime is not None:
+        runtime.tracer.emit(events.transition(lifecycle, transition, runtime.conversation.id))
 
 
 @hookimpl

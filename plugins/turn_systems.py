@@ -8,18 +8,14 @@ from __future__ import annotations
 import json
 import time
 
-from orion import hookimpl
-from orion.context import ContextRequest, build_context
-from orion.models.base import ModelRequest
-from orion.models.events import Finish, ReasoningDelta, TextDelta, ToolCall, Usage
-from orion.tools.executor import ToolContext, execute_call
-from orion.tools.gating import GateRequest, advertised
-from orion.trace import events as trace_events
+from orion.api import (ContextRequest, Finish, GateRequest, ModelRequest, ReasoningDelta,
+                       TextDelta, ToolCall, ToolContext, Usage, advertised, build_context,
+                       execute_call, hookimpl, trace_events)
 
 
 def gate_request(runtime) -> GateRequest:
     return GateRequest(conversation_id=runtime.conversation.id, states=runtime.states(),
-                       extra={"runtime": runtime})
+                       tags=runtime.tags(), runtime=runtime)
 
 
 class ContextSystem:
@@ -31,7 +27,8 @@ class ContextSystem:
     async def run(self, turn) -> None:
         runtime = turn.runtime
         request = ContextRequest(conversation_id=runtime.conversation.id,
-                                 states=runtime.states(), extra={"runtime": runtime})
+                                 states=runtime.states(), tags=runtime.tags(),
+                                 runtime=runtime)
         turn.blocks = build_context(runtime.plugins, request)
         turn.tools = advertised(runtime.plugins, list(runtime.plugins.registry.tools.values()),
                                 gate_request(runtime))

@@ -28,9 +28,7 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
-from orion import hookimpl
-from orion.write_session.protocol import MARKDOWN_INFO
-from orion.write_session.repair import line_spans
+from orion.api import MARKDOWN_INFO, hookimpl, line_spans
 
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdx", ".mkd", ".mdown", ".qmd", ".rmd"})
 

@@ -28,9 +28,7 @@ import string
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from orion import hookimpl
-from orion.validation import Issue
-from orion.write_session.repair import LineView
+from orion.api import Issue, LineView, hookimpl
 
 #: Longer lines are not placeholders.
 MAX_LINE = 160

@@ -28,9 +28,7 @@ from pathlib import PurePosixPath
 
 import yaml
 
-from orion import hookimpl
-from orion.validation import Issue
-from orion.write_session.repair import LineView, position
+from orion.api import Issue, LineView, hookimpl, position
 
 Found = tuple[int, int, str] | None  # line, column, message
 

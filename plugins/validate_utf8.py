@@ -28,9 +28,7 @@ scan, as before.
 
 from __future__ import annotations
 
-from orion import hookimpl
-from orion.validation import Issue
-from orion.write_session.repair import LineView, find_problems
+from orion.api import Issue, LineView, find_problems, hookimpl
 
 #: Bytes decoded per call in the quick check (a chunk stays in the CPU cache).
 CHUNK = 1 << 18

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orion import hookimpl
-from orion.errors import OrionError
-from orion.tools.spec import ToolSpec
-from orion.workspace import resolve_inside
+from orion.api import OrionError, ToolSpec, hookimpl, resolve_inside
 
 HIDDEN = {".git", ".orion"}
 MAX_ENTRIES = 500

@@ -7,7 +7,7 @@ of the snapshot and survives a crash.
 
 from __future__ import annotations
 
-from orion import hookimpl
+from orion.api import hookimpl
 
 DONE_PROMPT = "If you're finished, reply with DONE on its own line; otherwise continue."
 

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from orion import hookimpl
-from orion.context import ContextBlock
-from orion.errors import OrionError
-from orion.tools.spec import ToolSpec
+from orion.api import ContextBlock, OrionError, ToolSpec, hookimpl, write_session_of
 from orion.write_session.manager import manager_for
 from orion.write_session.operations import execute
 from orion.write_session.plan import WritePlan, check_plan
@@ -116,7 +113,7 @@ def register_systems(register):
 
 @hookimpl
 def build_context(request):
-    runtime = request.extra.get("runtime")
+    runtime = request.runtime
     session = manager_for(runtime).active if runtime is not None else None
     if session is None:
         return None
@@ -140,7 +137,7 @@ def conversation_reset(runtime):
 
 @hookimpl
 def finalize(lifecycle, transition):
-    if lifecycle.name != "write_session" or lifecycle.owner is None:
+    if lifecycle.name != "write_session":
         return None
-    session = manager_for(lifecycle.owner).get(lifecycle.id)
+    session = write_session_of(lifecycle)
     return session.write() if session is not None else None

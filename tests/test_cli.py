@@ -80,8 +80,11 @@ def test_schema_is_json_schema_of_the_format(runner):
     assert result.exit_code == 0
     schema = json.loads(result.stdout)
     assert schema["title"] == "Orion statechart"
-    assert set(schema["required"]) >= {"statechart", "initial", "states"}
-    assert schema["additionalProperties"] is False
+    chart, overlay = schema["$defs"]["Statechart"], schema["$defs"]["Overlay"]
+    assert set(chart["required"]) >= {"statechart", "initial", "states"}
+    assert chart["additionalProperties"] is False
+    assert overlay["required"] == ["extends"] and overlay["additionalProperties"] is False
+    assert schema["if"] == {"required": ["extends"]}  # a file with `extends` is an overlay
 
 
 def test_the_shipped_schema_file_is_current(runner):

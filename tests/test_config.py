@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+import orion_statecharts
 from orion.cli import cli
 from orion.config import load_config
 from orion.errors import ConfigError
@@ -80,7 +82,9 @@ def test_check_reports_a_bad_environment_override(tmp_path):
 
 
 def test_check_includes_the_workspace_statecharts(tmp_path):
-    write(tmp_path / "orion.yaml", "statecharts: [lifecycles/mine.yaml]\n")
+    """A workspace chart is checked in its place: one that replaces a lifecycle Orion runs is
+    reported as such; one whose name no code starts would never be used, so it is an error."""
+    write(tmp_path / "orion.yaml", "statecharts: [lifecycles/mine.yaml, lifecycles/plan.yaml]\n")
     write(tmp_path / "lifecycles" / "mine.yaml", """\
         statechart: mine
         initial: a
@@ -90,10 +94,19 @@ def test_check_includes_the_workspace_statecharts(tmp_path):
         transitions:
           - {trigger: go, source: a, dest: b}
         """)
+    (tmp_path / "lifecycles" / "plan.yaml").write_text(
+        (Path(orion_statecharts.__file__).parent / "plan_mode.yaml").read_text())
     result = CliRunner().invoke(cli, ["check", "--json", "--workspace", str(tmp_path)])
-    assert result.exit_code == 0, result.output
-    assert {e["statechart"] for e in json.loads(result.stdout)} == {
-        "write_session", "plan_mode", "mine"}
+    assert result.exit_code == 1, result.output
+    entries = {(e["statechart"], e["path"].rsplit("/", 1)[-1]): e for e in json.loads(result.stdout)}
+    assert set(entries) == {("write_session", "write_session.yaml"),
+                            ("plan_mode", "plan_mode.yaml"), ("plan_mode", "plan.yaml"),
+                            ("mine", "mine.yaml")}
+    assert entries["plan_mode", "plan.yaml"]["ok"]
+    assert entries["plan_mode", "plan.yaml"]["origin"].endswith("(overrides built-in)")
+    [error] = entries["mine", "mine.yaml"]["errors"]
+    assert error["line"] == 1 and "'mine' is not a lifecycle Orion or a plugin runs" in \
+        error["message"]
 
 
 def test_disabling_a_plugin_makes_its_names_unknown_to_check(tmp_path):

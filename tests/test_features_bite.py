@@ -1,272 +1,1084 @@
-"""The features bite: run against deliberately broken variants of Orion, the scenarios that state
-the broken rule fail, and the same features pass against Orion as it is.
+"""The features bite: for every rule of docs/design/ there is a rule-breaking variant of Orion,
+and with that variant in place the scenarios tagged with the rule's id fail.
 
-Each run is pytest in a subprocess, in a temporary directory that holds copies of the feature
-files, a test module that binds them with ``scenarios(...)`` and a ``conftest.py`` that injects
-the variant through the public fixtures of Orion's pytest plugin (``orion_plugins``,
-``orion_yaml``), exactly as a team would customize Orion. The conftest also records each
-scenario's title and outcome in ``outcomes.json``, which the assertions read.
+Each variant replaces one named function, method or setting of Orion (``module:qualname``)
+with a version that breaks the rule, the way a plausible bug would. A replaced function is
+replaced everywhere it was imported (every loaded module attribute that is the same object),
+so the variant still bites when the function moves between modules or is imported under
+another name; it only stops biting when the function is renamed, and then the check fails
+with "cannot find", naming it.
 
-The variants:
+How it runs (within the CI budget): two subprocesses (at most one per core) each run their
+share of the variants, one after the other, in-process: patch, ``pytest.main`` on the feature
+files that hold the rule's scenarios with ``-m <rule id>`` (only those scenarios) and ``-x``
+(the first failing scenario is enough), undo. ``orion`` commands that scenarios start get the
+variant through a ``sitecustomize``. The unbroken features are checked by ``tests/bdd`` (the
+same scenarios, nothing patched).
 
-* ``ungated_plan_tools``: the built-in plan-mode plugin is blocked, and a copy without its
-  ``gate_tools`` and ``authorize_tool_call`` hooks takes its place: plan tools are advertised
-  and run while plan work is inactive (ADR "work by plan", invariants 1 and 2).
-* ``idle_200_ms``: the write session's idle timeout is 200 ms instead of 2000 ms
-  (ADR-2026-01-04: "500 ms is too short and causes false positives").
-* ``eager_write_session``: a write-session controller that takes a truncated message (finish
-  reason ``length``) for DONE and finalizes, instead of asking the model to continue
-  (auto-continue).
+``python tests/test_features_bite.py [RULE-or-NAME...]`` runs variants by hand and prints
+whether each was caught and its first failure; ``--list`` prints the table.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import errno
+import functools
+import importlib
 import json
+import logging
 import os
-import shutil
+import pkgutil
 import subprocess
 import sys
-import textwrap
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
-
-pytest.importorskip("pytest_bdd")
 
 ROOT = Path(__file__).resolve().parent.parent
 FEATURES = ROOT / "features"
-TIMEOUT_S = 300
-
-TEST_MODULE = '''\
-from pytest_bdd import scenarios
-
-scenarios("features")
-'''
-
-#: Appended to every conftest: each scenario's title and outcome, in outcomes.json.
-RECORDER = '''
-
-# -- what the bite test reads ----------------------------------------------------------------
-import json as _json
-from pathlib import Path as _Path
-
-_OUTCOMES = {}
-_TITLE = pytest.StashKey[str]()
+DESIGN = ROOT / "docs" / "design"
+TIMEOUT_S = 600
 
 
-def pytest_bdd_before_scenario(request, feature, scenario):
-    request.node.stash[_TITLE] = scenario.name
+# -- patching ---------------------------------------------------------------------------------
+
+class Patcher:
+    """Replaces attributes and puts them back. ``replace`` and ``wrap`` take a target
+    ``"module:Qual.name"``; a module-level function is replaced in every loaded module that
+    holds it (``from x import f`` copies included)."""
+
+    def __init__(self) -> None:
+        self._undo: list[Callable[[], None]] = []
+
+    @staticmethod
+    def _resolve(target: str) -> tuple[Any, str, Any]:
+        module_name, _, qualname = target.partition(":")
+        try:
+            owner: Any = importlib.import_module(module_name)
+            *path, name = qualname.split(".")
+            for part in path:
+                owner = getattr(owner, part)
+            inspect_owner = owner.__dict__ if isinstance(owner, type) else vars(owner)
+            original = inspect_owner[name] if name in inspect_owner else getattr(owner, name)
+        except (ImportError, AttributeError, KeyError) as exc:
+            raise LookupError(f"cannot find {target} ({exc}): the variant names a function "
+                              "that moved or was renamed; update its target") from None
+        return owner, name, original
+
+    def _set(self, owner: Any, name: str, value: Any) -> None:
+        had = name in vars(owner)
+        before = vars(owner).get(name)
+        setattr(owner, name, value)
+        self._undo.append(lambda: setattr(owner, name, before) if had else delattr(owner, name))
+
+    def replace(self, target: str, new: Any) -> None:
+        owner, name, original = self._resolve(target)
+        if callable(original) and getattr(new, "__name__", None) == "<lambda>":
+            # Orion registers actions and guards by their function's name.
+            with contextlib.suppress(AttributeError, TypeError):
+                functools.update_wrapper(new, original)
+        self._set(owner, name, new)
+        if not isinstance(owner, type):  # a module function: every import of it too
+            for module in list(sys.modules.values()):
+                namespace = getattr(module, "__dict__", None)
+                if module is owner or not isinstance(namespace, dict):
+                    continue
+                for key, value in list(namespace.items()):
+                    if value is original:
+                        self._set(module, key, new)
+
+    def replace_in(self, modules: tuple[str, ...], name: str, new: Any) -> None:
+        """Replace ``name`` only as the given modules see it (e.g. a function as one caller
+        imported it)."""
+        for module_name in modules:
+            try:
+                module = importlib.import_module(module_name)
+                getattr(module, name)
+            except (ImportError, AttributeError) as exc:
+                raise LookupError(f"cannot find {module_name}:{name} ({exc}): the variant "
+                                  "names a caller that moved; update its target") from None
+            self._set(module, name, new)
+
+    def set_item(self, target: str, key: Any, value: Any) -> None:
+        """Set ``key`` of the mapping ``target`` (a table of settings or rules)."""
+        owner, name, mapping = self._resolve(target)
+        had, before = key in mapping, mapping.get(key)
+        mapping[key] = value
+        self._undo.append(lambda: mapping.__setitem__(key, before) if had
+                          else mapping.pop(key, None))
+
+    def wrap(self, target: str, make: Callable[[Any], Any]) -> None:
+        """``make(original)`` returns the replacement (its ``__wrapped__`` is the original,
+        and a pluggy hook implementation keeps its marker)."""
+        _, _, original = self._resolve(target)
+        function = original.fget if isinstance(original, property) else original
+        if isinstance(function, staticmethod):
+            function = function.__func__
+        new = make(function)
+        if callable(function) and callable(new):
+            with contextlib.suppress(AttributeError, TypeError):
+                functools.update_wrapper(new, function)
+        if isinstance(original, property):
+            new = property(new)
+        elif isinstance(original, staticmethod):
+            new = staticmethod(new)
+        self.replace(target, new)
+
+    def undo(self) -> None:
+        while self._undo:
+            self._undo.pop()()
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    report = (yield).get_result()
-    title = item.stash.get(_TITLE, item.nodeid)
-    if report.failed:
-        _OUTCOMES[item.nodeid] = {"title": title, "outcome": "failed"}
-    elif report.when == "call" and item.nodeid not in _OUTCOMES:
-        _OUTCOMES[item.nodeid] = {"title": title, "outcome": report.outcome}
-
-
-def pytest_sessionfinish(session):
-    _Path(__file__).with_name("outcomes.json").write_text(
-        _json.dumps(list(_OUTCOMES.values()), indent=1), encoding="utf-8")
-'''
-
-UNBROKEN = '''\
-import pytest
-'''
-
-UNGATED_PLAN_TOOLS = '''\
-"""Plan mode without its gating: the built-in plugin is blocked and a copy of it, without
-gate_tools and authorize_tool_call, is registered in its place."""
-import types
-
-import pytest
-
-import orion_plugins.plan_mode as plan_mode
-from orion.plugins import make_plugin_manager
-
-UNGATED = types.SimpleNamespace(**{
-    name: getattr(plan_mode, name)
-    for name in ("finalize", "register_actions", "register_tools", "build_context",
-                 "register_slash_commands", "conversation_reset")})
-
-
-@pytest.fixture
-def orion_plugins():
-    pm = make_plugin_manager(env={}, blocked=["orion_plugins.plan_mode"])
-    pm.register(UNGATED, "ungated_plan_mode")
-    pm.check()
-    return pm
-'''
-
-IDLE_200_MS = '''\
-"""The write session asks for DONE after 200 ms of silence instead of 2000 ms."""
-import pytest
-
-
-@pytest.fixture
-def orion_yaml():
-    return "settings:\\n  write_session:\\n    idle_ms: 200\\n"
-'''
-
-EAGER_WRITE_SESSION = '''\
-"""A write-session controller that finalizes on a truncated message (finish reason length):
-it takes the cut-off for DONE instead of asking the model to continue."""
-import pytest
-
-from orion import hookimpl
-from orion.models.events import Finish
-from orion.plugins import make_plugin_manager
-from orion.write_session.manager import manager_for
-
-
-class EagerWriteSession:
-    name = "eager_write_session"
-
-    async def run(self, turn):
-        session = manager_for(turn.runtime).active
-        if session is None or turn.finish is None:
-            return
-        messages = turn.runtime.conversation.messages
-        message = messages[-1] if messages and messages[-1].role == "assistant" else None
-        finish = turn.finish
-        if finish.truncated:  # the bug: a cut-off message is taken as finished
-            session.feed("\\nDONE\\n")
-            finish = Finish("stop", "stop")
-        session.end_message(finish, message, tool_calls=bool(turn.tool_calls))
-
-
-class EagerPlugin:
-    @hookimpl
-    def register_systems(self, register):
-        register(EagerWriteSession())
-
-
-@pytest.fixture
-def orion_plugins():
-    pm = make_plugin_manager(env={})
-    pm.register(EagerPlugin(), "eager_write_session")
-    pm.check()
-    return pm
-
-
-@pytest.fixture
-def orion_yaml():
-    return "pipeline:\\n  replace: {write_session: eager_write_session}\\n"
-'''
-
+# -- the variants -----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Variant:
-    conftest: str
-    features: tuple[str, ...]
-    #: Scenario titles that must fail (every example of an outline).
-    must_fail: tuple[str, ...]
+    name: str
+    rule: str
+    #: The function, method or setting the variant breaks (``module:qualname``).
+    breaks: str
+    #: What the broken version does.
+    does: str
+    apply: Callable[[Patcher], None]
+    #: The scenarios run: a pytest -m expression (default: the rule id).
+    select: str = ""
+    #: A pytest -k expression that narrows them further (default: none).
+    keyword: str = ""
 
 
-PLAN = "plan_mode.feature"
-CONTROLLER = "write_session_controller.feature"
-AUTO_CONTINUE = "auto_continue.feature"
-
-VARIANTS = {
-    "ungated_plan_tools": Variant(UNGATED_PLAN_TOOLS, (PLAN,), (
-        "Invariant 1: plan tools are advertised only while plan work is active",
-        "Invariant 1: plan tools are advertised again only after a new /plan on",
-        "Invariant 2: a plan tool called while plan work is inactive is denied and changes "
-        "nothing",
-        "Invariant 2: a plan tool advertised before another session ended plan work is denied "
-        "by policy, traced, and changes nothing",
-    )),
-    "idle_200_ms": Variant(IDLE_200_MS, (CONTROLLER,), (
-        "Protocol 4: a message without DONE gets the idle prompt after 2000 ms and not before",
-        "Protocol 4 and 2E: every pause starts the idle timer again",
-    )),
-    "eager_write_session": Variant(EAGER_WRITE_SESSION, (AUTO_CONTINUE,), (
-        "Flow 2-3: output cut off without DONE is saved, and truncation is detected at once",
-        "Flow 4b: the continuation is appended to the same file without a new begin",
-        "Flow 5 and integration: several continuations complete a long document",
-    )),
-}
+VARIANTS: list[Variant] = []
 
 
-@dataclass
-class Run:
-    returncode: int
-    output: str
-    outcomes: list[dict[str, str]]
-
-    def titles(self, outcome: str) -> set[str]:
-        return {o["title"] for o in self.outcomes if o["outcome"] == outcome}
-
-    def outcomes_of(self, title: str) -> list[str]:
-        return [o["outcome"] for o in self.outcomes if o["title"] == title]
-
-    def summary(self) -> str:
-        return "\n".join(self.output.splitlines()[-40:])
+def variant(rule: str, breaks: str, does: str, *, select: str = "", keyword: str = "") -> \
+        Callable[[Callable[[Patcher], None]], Callable[[Patcher], None]]:
+    def register(apply: Callable[[Patcher], None]) -> Callable[[Patcher], None]:
+        VARIANTS.append(Variant(apply.__name__, rule, breaks, does, apply, select or rule,
+                                keyword))
+        return apply
+    return register
 
 
-def run_features(directory: Path, features: tuple[str, ...], conftest: str, *,
-                 source_dir: Path = FEATURES) -> Run:
-    """pytest in a subprocess on copies of ``features`` with ``conftest``."""
-    (directory / "features").mkdir(parents=True)
-    for name in features:
-        source = source_dir / name
-        if not source.exists():
-            pytest.fail(f"features/{name} is missing")
-        shutil.copy(source, directory / "features" / name)
-    (directory / "test_bite.py").write_text(TEST_MODULE, encoding="utf-8")
-    (directory / "conftest.py").write_text(conftest + RECORDER, encoding="utf-8")
-    (directory / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+def _op(checked: Any) -> str:
+    return str(checked.plan.operation)
+
+
+# WP: the write plan ------------------------------------------------------------------------
+
+CHECK_PLAN = "orion.write_session.plan:check_plan"
+APPLY = "orion.write_session.operations:apply_operation"
+
+
+@variant("WP-1", CHECK_PLAN, "a plan that fails the check is accepted (checked never)")
+def unchecked_plans(p: Patcher) -> None:
+    from orion.write_session.plan import PlanRejected
+    from orion.write_session.recovery import _unchecked_plan
+
+    def make(original):
+        def check_plan(plan, *, workspace, state_dir):
+            try:
+                return original(plan, workspace=workspace, state_dir=state_dir)
+            except PlanRejected:
+                return _unchecked_plan(plan, Path(workspace), Path(state_dir))
+        return check_plan
+    p.wrap(CHECK_PLAN, make)
+
+
+@variant("WP-2", CHECK_PLAN, "create refuses a target whose directory does not exist yet")
+def create_without_directories(p: Patcher) -> None:
+    from orion.write_session.plan import PlanRejected
+
+    def make(original):
+        def check_plan(plan, *, workspace, state_dir):
+            checked = original(plan, workspace=workspace, state_dir=state_dir)
+            if str(plan.operation) == "create" and not checked.target.parent.exists():
+                raise PlanRejected("the directory does not exist", field="target_file")
+            return checked
+        return check_plan
+    p.wrap(CHECK_PLAN, make)
+
+
+@variant("WP-3", APPLY, "append glues the content to a last line without a line break")
+def append_without_a_line_break(p: Patcher) -> None:
+    def make(original):
+        def apply_operation(checked, existing, content):
+            if _op(checked) == "append" and existing is not None:
+                return existing + content
+            return original(checked, existing, content)
+        return apply_operation
+    p.wrap(APPLY, make)
+
+
+@variant("WP-4", APPLY, "overwrite keeps the old content and appends the new")
+def overwrite_appends(p: Patcher) -> None:
+    def make(original):
+        def apply_operation(checked, existing, content):
+            if _op(checked) == "overwrite" and existing is not None:
+                return existing + content
+            return original(checked, existing, content)
+        return apply_operation
+    p.wrap(APPLY, make)
+
+
+@variant("WP-5", APPLY, "insert puts the content on the other side of the marker line")
+def insert_on_the_wrong_side(p: Patcher) -> None:
+    def make(original):
+        def apply_operation(checked, existing, content):
+            if _op(checked) == "insert":
+                flipped = "after" if checked.plan.position == "before" else "before"
+                plan = checked.plan.model_copy(update={"position": flipped})
+                checked = dataclasses.replace(checked, plan=plan)
+            return original(checked, existing, content)
+        return apply_operation
+    p.wrap(APPLY, make)
+
+
+@variant("WP-6", APPLY, "replace_block replaces the whole file instead of the block")
+def replace_block_replaces_everything(p: Patcher) -> None:
+    def make(original):
+        def apply_operation(checked, existing, content):
+            if _op(checked) == "replace_block":
+                return content
+            return original(checked, existing, content)
+        return apply_operation
+    p.wrap(APPLY, make)
+
+
+@variant("WP-7", APPLY, "replace_all replaces only the first occurrence")
+def replace_all_replaces_one(p: Patcher) -> None:
+    def make(original):
+        def apply_operation(checked, existing, content):
+            if _op(checked) == "replace_all" and existing is not None:
+                needle = checked.plan.search.encode()
+                return existing.replace(needle, content.rstrip(b"\n"), 1)
+            return original(checked, existing, content)
+        return apply_operation
+    p.wrap(APPLY, make)
+
+
+@variant("WP-8", CHECK_PLAN, "an edit of a missing file is accepted at begin")
+def edits_of_missing_files(p: Patcher) -> None:
+    from orion.write_session.recovery import _unchecked_plan
+
+    def make(original):
+        def check_plan(plan, *, workspace, state_dir):
+            target = Path(workspace) / plan.target_file
+            if str(plan.operation) != "create" and not target.exists():
+                return _unchecked_plan(plan, Path(workspace), Path(state_dir))
+            return original(plan, workspace=workspace, state_dir=state_dir)
+        return check_plan
+    p.wrap(CHECK_PLAN, make)
+
+
+@variant("WP-9", "orion.write_session.plan:OPERATION_FIELDS",
+         "insert no longer asks for its location_marker")
+def insert_without_its_marker(p: Patcher) -> None:
+    from orion.write_session.plan import Operation
+
+    p.set_item("orion.write_session.plan:OPERATION_FIELDS", Operation.INSERT, ("position",))
+
+
+@variant("WP-10", "orion.workspace:resolve_inside",
+         "the target is checked as written, without following symbolic links")
+def links_not_followed(p: Patcher) -> None:
+    from orion.workspace import PathOutsideWorkspace
+
+    def resolve_inside(workspace, path):
+        root = Path(workspace).resolve()
+        if not path or "\x00" in path:
+            raise PathOutsideWorkspace(f"invalid path {path!r}")
+        joined = Path(os.path.normpath(root / path))
+        if not joined.is_relative_to(root):
+            raise PathOutsideWorkspace(f"{path!r} is outside the workspace ({root})")
+        return joined
+    p.replace("orion.workspace:resolve_inside", resolve_inside)
+
+
+@variant("WP-11", "orion.write_session.plan:recheck",
+         "the plan is not checked again when the file is written")
+def no_recheck(p: Patcher) -> None:
+    p.replace("orion.write_session.plan:recheck", lambda checked: checked)
+
+
+@variant("WP-12", "orion.write_session.operations:write_atomically",
+         "the target is written in place (truncated, then written), not atomically")
+def write_in_place(p: Patcher) -> None:
+    def write_atomically(target, data, *, mode=None):
+        with open(target, "wb") as handle:
+            handle.write(data)
+    p.replace("orion.write_session.operations:write_atomically", write_atomically)
+
+
+@variant("WP-13", "orion.write_session.operations:save_backup",
+         "no backup of the previous content is kept")
+def no_backup(p: Patcher) -> None:
+    p.replace("orion.write_session.operations:save_backup",
+              lambda target, *, state_dir, session_id, relative: None)
+
+
+@variant("WP-14", "orion.write_session.manager:SessionManager.begin",
+         "the plan's intent is not recorded")
+def intent_not_recorded(p: Patcher) -> None:
+    def make(original):
+        def begin(self, plan):
+            return original(self, plan.model_copy(update={"intent": ""}))
+        return begin
+    p.wrap("orion.write_session.manager:SessionManager.begin", make)
+
+
+@variant("WP-15", "orion_plugins.write_sessions:execute_small",
+         "a small edit is written without the plan checks")
+def small_edits_unchecked(p: Patcher) -> None:
+    from orion.write_session.operations import write_atomically
+
+    def execute_small(args, context):
+        target = Path(context.runtime.workspace) / args.target_file
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(target, args.content.encode())
+        return f"wrote {args.target_file}"
+    p.replace("orion_plugins.write_sessions:execute_small", execute_small)
+
+
+# WS: the write session controller ---------------------------------------------------------
+
+REGISTER_TOOLS = "orion_plugins.write_sessions:register_tools"
+
+
+def _finalize_tool(p: Patcher) -> None:
+    from pydantic import BaseModel
+
+    from orion.tools.spec import ToolSpec
+
+    class FinalizeArgs(BaseModel):
+        session_id: str
+        raw_content: str
+
+    def make(original):
+        def register_tools(register):
+            original(register)
+            register(ToolSpec("WritePlanTool_finalize", "Finalize a write session with its "
+                              "content.", FinalizeArgs, lambda args, context: "finalized"))
+        return register_tools
+    p.wrap(REGISTER_TOOLS, make)
+
+
+@variant("WS-1", REGISTER_TOOLS, "a WritePlanTool_finalize tool takes the raw content")
+def finalize_tool_with_content(p: Patcher) -> None:
+    _finalize_tool(p)
+
+
+@variant("WS-2", "orion.tools.arguments:parse_arguments",
+         "arguments that are not JSON are taken as empty arguments")
+def broken_json_as_empty(p: Patcher) -> None:
+    def make(original):
+        def parse_arguments(raw, spec, **kw):
+            try:
+                json.loads(raw or "{}")
+            except ValueError:
+                raw = "{}"
+            return original(raw, spec, **kw)
+        return parse_arguments
+    p.wrap("orion.tools.arguments:parse_arguments", make)
+
+
+@variant("WS-3", "orion.write_session.manager:instruction",
+         "begin does not tell the model how to end the content")
+def begin_without_instruction(p: Patcher) -> None:
+    p.replace("orion.write_session.manager:instruction",
+              lambda target, terminator: f"Now write {target}.")
+
+
+@variant("WS-4", "orion.write_session.session:WriteSession.end_message",
+         "a message with only tool calls ends the session's message like text would")
+def tool_calls_touch_the_session(p: Patcher) -> None:
+    def make(original):
+        def end_message(self, finish, message, *, tool_calls=False):
+            return original(self, finish, message, tool_calls=False)
+        return end_message
+    p.wrap("orion.write_session.session:WriteSession.end_message", make)
+
+
+@variant("WS-5", "orion.write_session.protocol:EndMarker.__init__",
+         "DONE is seen only as the very last text of a message: a DONE line that ends with "
+         "a line break is taken as content")
+def strict_done_line(p: Patcher) -> None:
+    def make(original):
+        def __init__(self, terminator="DONE"):
+            original(self, terminator)
+            self._t0 = "\x00"  # the matcher never starts: DONE is found only by end_message
+        return __init__
+    p.wrap("orion.write_session.protocol:EndMarker.__init__", make)
+
+
+@variant("WS-6", "orion.write_session.protocol:EndMarker._advance_fence",
+         "fenced code blocks are not tracked: a DONE inside one ends the content")
+def fences_ignored(p: Patcher) -> None:
+    p.replace("orion.write_session.protocol:EndMarker._advance_fence",
+              lambda self, seg: None)
+
+
+@variant("WS-7", "orion_plugins.write_session_protocol:prompt_for_done",
+         "the idle timer fires but the model is never asked to reply DONE")
+def no_idle_prompt(p: Patcher) -> None:
+    p.replace("orion_plugins.write_session_protocol:prompt_for_done",
+              lambda lifecycle, transition: None)
+
+
+@variant("WS-7", "orion.statechart.settings:resolve",
+         "the idle time defaults to 200 ms instead of 2000 ms", select="WS-7")
+def idle_200_ms(p: Patcher) -> None:
+    _setting_default(p, "write_session", "idle_ms", 200)
+
+
+def _setting_default(p: Patcher, chart: str, name: str, value: Any) -> None:
+    """The setting's default is ``value`` (a value set in orion.yaml or the environment still
+    wins, unless it equals the declared default)."""
+    from types import MappingProxyType
+
+    def make(original):
+        def resolve(spec, overrides=None, env=None, *, origin="overrides"):
+            values = dict(original(spec, overrides, env, origin=origin))
+            if spec.statechart == chart and values[name] == spec.settings[name].default:
+                values[name] = value
+            return MappingProxyType(values)
+        return resolve
+    p.wrap("orion.statechart.settings:resolve", make)
+
+
+@variant("WS-8", "orion.statechart.settings:env_names",
+         "WRITE_SESSION_IDLE_MS is not read")
+def idle_env_ignored(p: Patcher) -> None:
+    def make(original):
+        def env_names(spec, name):
+            return [n for n in original(spec, name) if n != "WRITE_SESSION_IDLE_MS"]
+        return env_names
+    p.wrap("orion.statechart.settings:env_names", make)
+
+
+@variant("WS-9", "orion.write_session.session:WriteSession._trigger",
+         "the end of a message without DONE is not sent to the statechart")
+def message_end_lost(p: Patcher) -> None:
+    def make(original):
+        def _trigger(self, trigger, **payload):
+            if trigger != "message_end":
+                original(self, trigger, **payload)
+        return _trigger
+    p.wrap("orion.write_session.session:WriteSession._trigger", make)
+
+
+@variant("WS-10", "orion.write_session.session:validate_write",
+         "the content is written without validation")
+def no_validation(p: Patcher) -> None:
+    p.replace("orion.write_session.session:validate_write", lambda *args, **kw: [])
+
+
+@variant("WS-11", "orion_plugins.write_session_protocol:corrections_left",
+         "correction rounds never run out")
+def endless_corrections(p: Patcher) -> None:
+    p.replace("orion_plugins.write_session_protocol:corrections_left",
+              lambda lifecycle, transition: True)
+
+
+@variant("WS-12", "orion.trace.encoding:encode_event and orion.trace.store:_dumps_all",
+         "float values (NaN, infinities) are stored as they are, as JSON cannot hold them")
+def raw_trace_values(p: Patcher) -> None:
+    def make(original):
+        def encode_event(event, **kw):
+            encoded = original(event, **kw)
+            raw = getattr(event, "attributes", None)
+            if isinstance(raw, dict):
+                floats = {k: v for k, v in raw.items() if isinstance(v, float)}
+                return dataclasses.replace(encoded, attributes={**encoded.attributes, **floats})
+            return encoded
+        return encode_event
+    p.wrap("orion.trace.encoding:encode_event", make)
+    p.replace("orion.trace.store:_dumps_all",
+              lambda values: map(json.dumps, values))
+
+
+@variant("WS-13", "orion.write_session.session:WriteSession.feed",
+         "the streamed content is logged (debug level, orion.write_session)")
+def content_logged(p: Patcher) -> None:
+    logger = logging.getLogger("orion.write_session")
+
+    def make(original):
+        def feed(self, text):
+            logger.debug("write session %s received %r", self.id[:8], text)
+            return original(self, text)
+        return feed
+    p.wrap("orion.write_session.session:WriteSession.feed", make)
+
+
+@variant("WS-13", "orion.write_session.session:WriteSession.feed",
+         "the streamed content is echoed to the console (stderr)")
+def content_printed(p: Patcher) -> None:
+    def make(original):
+        def feed(self, text):
+            print(text, end="", file=sys.stderr)
+            return original(self, text)
+        return feed
+    p.wrap("orion.write_session.session:WriteSession.feed", make)
+
+
+@variant("WS-14", "orion.write_session.session:WriteSession.terminator",
+         "strict mode is ignored: a bare DONE always ends the content")
+def strict_mode_ignored(p: Patcher) -> None:
+    p.wrap("orion.write_session.session:WriteSession.terminator",
+           lambda original: (lambda self: "DONE"))
+
+
+# SR: the session protocol and recovery ---------------------------------------------------
+
+@variant("SR-1", REGISTER_TOOLS, "finalizing is also offered as a tool")
+def finalize_as_a_tool(p: Patcher) -> None:
+    _finalize_tool(p)
+
+
+@variant("SR-2", "orion.write_session.manager:SessionManager.begin",
+         "begin's result lacks the stage")
+def begin_without_stage(p: Patcher) -> None:
+    def make(original):
+        def begin(self, plan):
+            result = dict(original(self, plan))
+            result.pop("stage", None)
+            return result
+        return begin
+    p.wrap("orion.write_session.manager:SessionManager.begin", make)
+
+
+@variant("SR-3", "orion.write_session.journal:Journal.remove",
+         "the journal is left behind after the write")
+def journal_left_behind(p: Patcher) -> None:
+    p.replace("orion.write_session.journal:Journal.remove", lambda self: self.close())
+
+
+@variant("SR-4", "orion.write_session.journal:Journal.append",
+         "every chunk is written to disk at once")
+def flush_every_chunk(p: Patcher) -> None:
+    def make(original):
+        def append(self, text):
+            original(self, text)
+            self._flush(False)
+        return append
+    p.wrap("orion.write_session.journal:Journal.append", make)
+
+
+@variant("SR-5", "orion.write_session.journal:Journal._write_pending",
+         "content reaches the disk only when the journal is closed")
+def no_saves_while_streaming(p: Patcher) -> None:
+    p.replace("orion.write_session.journal:Journal._write_pending", lambda self: None)
+
+
+@variant("SR-6", "orion.write_session.recovery:resolve_id",
+         "an unknown session id is answered with a generic error")
+def unknown_session_vague(p: Patcher) -> None:
+    from orion.write_session.recovery import RecoveryError
+
+    def make(original):
+        def resolve_id(state_dir, session_id, **kw):
+            try:
+                return original(state_dir, session_id, **kw)
+            except RecoveryError:
+                raise RecoveryError("recovery failed") from None
+        return resolve_id
+    p.wrap("orion.write_session.recovery:resolve_id", make)
+
+
+@variant("SR-7", "orion.write_session.journal:Journal._disk_failed",
+         "a permission error of the journal is raised instead of falling back to memory")
+def eacces_is_fatal(p: Patcher) -> None:
+    def make(original):
+        def _disk_failed(self, exc, path=None):
+            if exc.errno == errno.EACCES:
+                raise exc
+            return original(self, exc, path)
+        return _disk_failed
+    p.wrap("orion.write_session.journal:Journal._disk_failed", make)
+
+
+@variant("SR-8", "orion.runtime.runner:startup (as orion run calls it)",
+         "orion run skips the crash recovery at start", keyword="command_line")
+def run_skips_recovery(p: Patcher) -> None:
+    p.replace_in(("orion.runtime.runner",), "startup", lambda runtime: [])
+
+
+@variant("SR-8", "orion.runtime.chat:startup (as orion chat calls it)",
+         "orion chat skips the crash recovery at start", keyword="orion_chat")
+def chat_skips_recovery(p: Patcher) -> None:
+    p.replace_in(("orion.runtime.chat",), "startup", lambda runtime: [])
+
+
+@variant("SR-9", "orion.cli:sessions_clean",
+         "orion sessions clean removes sessions older than 2 hours by default",
+         keyword="by_default")
+def clean_default_two_hours(p: Patcher) -> None:
+    _cli_default(p, "sessions_clean", "older_than", "2h")
+
+
+def _cli_default(p: Patcher, command: str, option: str, value: str) -> None:
+    # The option default lives on the click command object. The orion commands that steps
+    # start get the variant through a sitecustomize (see _in_subprocesses).
+    import orion.cli as cli
+
+    for param in getattr(cli, command).params:
+        if param.name == option:
+            before = param.default
+            param.default = value
+            p._undo.append(lambda param=param, before=before: setattr(param, "default", before))
+            return
+    raise LookupError(f"cannot find the option {option} of orion.cli:{command}")
+
+
+@variant("SR-10", "orion.write_session.journal:Journal.is_live",
+         "a session of a running process is taken for an orphan")
+def live_sessions_taken(p: Patcher) -> None:
+    p.replace("orion.write_session.journal:Journal.is_live", staticmethod(lambda directory: False))
+
+
+@variant("SR-11", "orion.write_session.manager:SessionManager.begin",
+         "a second begin while a session is open starts another session")
+def two_sessions(p: Patcher) -> None:
+    def make(original):
+        def begin(self, plan):
+            open_ones = list(self.sessions)
+            self.sessions[:] = []  # begin does not see the open session
+            try:
+                return original(self, plan)
+            finally:
+                self.sessions[:0] = open_ones
+        return begin
+    p.wrap("orion.write_session.manager:SessionManager.begin", make)
+
+
+# AC: auto-continue ------------------------------------------------------------------------
+
+@variant("AC-1", "orion.models.events:Finish.truncated",
+         "only finish reason length counts as cut off")
+def length_only(p: Patcher) -> None:
+    p.wrap("orion.models.events:Finish.truncated",
+           lambda original: (lambda self: self.reason == "length"))
+
+
+@variant("AC-2", "orion.write_session.session:WriteSession._strip_overlap",
+         "the first half of what the continuation starts with is lost")
+def continuation_start_dropped(p: Patcher) -> None:
+    def make(original):
+        def _strip_overlap(self, text):
+            result = original(self, text)
+            return None if result is None else result[len(result) // 2:]
+        return _strip_overlap
+    p.wrap("orion.write_session.session:WriteSession._strip_overlap", make)
+
+
+@variant("AC-3", "orion_plugins.write_session_protocol:request_continuation",
+         "the continuation request neither counts nor quotes the saved lines")
+def bare_continuation_request(p: Patcher) -> None:
+    def request_continuation(lifecycle, transition):
+        lifecycle.context.setdefault("outbox", []).append(
+            "Your output was cut off. Continue, and end with DONE on its own line.")
+    p.replace("orion_plugins.write_session_protocol:request_continuation",
+              request_continuation)
+
+
+@variant("AC-4", "orion_plugins.write_session_protocol:continuations_left",
+         "continuations never run out")
+def endless_continuations(p: Patcher) -> None:
+    p.replace("orion_plugins.write_session_protocol:continuations_left",
+              lambda lifecycle, transition: True)
+
+
+@variant("AC-5", "orion_plugins.write_session_protocol:has_content",
+         "white space counts as content")
+def blank_is_content(p: Patcher) -> None:
+    def has_content(lifecycle, transition):
+        return int(transition.payload.get("bytes", 0)) > 0
+    p.replace("orion_plugins.write_session_protocol:has_content", has_content)
+
+
+@variant("AC-6", "orion.write_session.session:WriteSession._strip_overlap",
+         "a continuation that starts the file over is added")
+def restart_added(p: Patcher) -> None:
+    def make(original):
+        def _strip_overlap(self, text):
+            result = original(self, text)
+            return text if result is None else result
+        return _strip_overlap
+    p.wrap("orion.write_session.session:WriteSession._strip_overlap", make)
+
+
+@variant("AC-7", "orion.write_session.session:WriteSession._strip_overlap",
+         "repeated lines are kept")
+def overlap_kept(p: Patcher) -> None:
+    def make(original):
+        def _strip_overlap(self, text):
+            return None if original(self, text) is None else text
+        return _strip_overlap
+    p.wrap("orion.write_session.session:WriteSession._strip_overlap", make)
+
+
+@variant("AC-8", "orion.write_session.session:WriteSession._truncated",
+         "continuations happen silently")
+def silent_continuations(p: Patcher) -> None:
+    def make(original):
+        def _truncated(self):
+            notice = self.runtime.reporter.notice
+            self.runtime.reporter.notice = lambda text: None if text.startswith("part ") \
+                else notice(text)
+            try:
+                original(self)
+            finally:
+                del self.runtime.reporter.notice
+        return _truncated
+    p.wrap("orion.write_session.session:WriteSession._truncated", make)
+
+
+@variant("AC-9", "orion.write_session.session:WriteSession._failed",
+         "a failed write removes the journal")
+def failure_drops_content(p: Patcher) -> None:
+    def make(original):
+        def _failed(self, cause):
+            original(self, cause)
+            self.journal.remove()
+        return _failed
+    p.wrap("orion.write_session.session:WriteSession._failed", make)
+
+
+# PM: plan mode -----------------------------------------------------------------------------
+
+@variant("PM-1", "orion_plugins.plan_mode:gate_tools", "plan tools are always offered")
+def plan_tools_always_offered(p: Patcher) -> None:
+    p.wrap("orion_plugins.plan_mode:gate_tools", lambda original: (lambda tools, request: None))
+
+
+@variant("PM-2", "orion_plugins.plan_mode:authorize_tool_call",
+         "a plan tool call is authorized whether plan work is active or not")
+def plan_tools_always_allowed(p: Patcher) -> None:
+    p.wrap("orion_plugins.plan_mode:authorize_tool_call",
+           lambda original: (lambda call, request: None))
+
+
+@variant("PM-3", "orion_plugins.plan_mode:get", "plan_get returns the Markdown trimmed")
+def plan_get_trims(p: Patcher) -> None:
+    def make(original):
+        def get(args, context):
+            result = original(args, context)
+            return {**result, "markdown": result["markdown"].strip()}
+        return get
+    p.wrap("orion_plugins.plan_mode:get", make)
+
+
+@variant("PM-4", "orion_plugins.plan_mode:build_context",
+         "model requests carry no plan block")
+def no_plan_block(p: Patcher) -> None:
+    p.wrap("orion_plugins.plan_mode:build_context", lambda original: (lambda request: None))
+
+
+@variant("PM-5", "orion.plan.service:PlanService.on",
+         "/plan on while plan work is active replaces the plan with a new one")
+def plan_on_replaces(p: Patcher) -> None:
+    def make(original):
+        def on(self, title=""):
+            if self.active_plan is not None:
+                self.done()
+            return original(self, title)
+        return on
+    p.wrap("orion.plan.service:PlanService.on", make)
+
+
+@variant("PM-6", "orion.plan.store:PlanStore.set_content",
+         "a draft stored during execution overwrites the approved plan in place")
+def no_revision_during_execution(p: Patcher) -> None:
+    from orion.plan.store import Status
+
+    def make(original):
+        def set_content(self, plan_id, markdown, title, *, expected_revision=None):
+            plan = self.get(plan_id)
+            if plan is not None and plan.status is Status.EXECUTING:
+                self.set_status(plan_id, Status.READY)
+            return original(self, plan_id, markdown, title,
+                            expected_revision=expected_revision)
+        return set_content
+    p.wrap("orion.plan.store:PlanStore.set_content", make)
+
+
+@variant("PM-7", "orion.plan.service:PlanService.approve",
+         "/plan approve answers but does not start the execution")
+def approve_does_nothing(p: Patcher) -> None:
+    def make(original):
+        def approve(self):
+            return f"Plan approved: {self.status()}"
+        return approve
+    p.wrap("orion.plan.service:PlanService.approve", make)
+
+
+@variant("PM-8", "orion_plugins.plan_mode:gate_tools",
+         "plan work withholds the other tools")
+def plan_work_restricts(p: Patcher) -> None:
+    def make(original):
+        def gate_tools(tools, request):
+            withheld = original(tools, request)
+            if withheld is None:  # plan work is active: offer only the plan tools
+                return [getattr(t, "name", t) for t in tools
+                        if getattr(t, "name", t) not in ("plan_get", "plan_set_content")]
+            return withheld
+        return gate_tools
+    p.wrap("orion_plugins.plan_mode:gate_tools", make)
+
+
+@variant("PM-9", "orion_plugins.plan_mode:authorize_tool_call, "
+         "orion.plan.store:PlanStore.set_content and orion.plan.service:size_problem",
+         "drafts are stored whatever their size or the revision they were based on")
+def drafts_unchecked(p: Patcher) -> None:
+    def authorize(original):
+        def authorize_tool_call(call, request):
+            if call.name == "plan_set_content":  # only the plan-work check is left
+                call = dataclasses.replace(call, arguments={
+                    k: v for k, v in call.arguments.items() if k != "expected_revision"})
+            return original(call, request)
+        return authorize_tool_call
+
+    def store(original):
+        def set_content(self, plan_id, markdown, title, *, expected_revision=None):
+            return original(self, plan_id, markdown, title)
+        return set_content
+    p.wrap("orion_plugins.plan_mode:authorize_tool_call", authorize)
+    p.wrap("orion.plan.store:PlanStore.set_content", store)
+    p.replace("orion.plan.service:size_problem", lambda markdown, limit: None)
+
+
+# -- running the variants ---------------------------------------------------------------------
+
+def _import_orion() -> None:
+    """Import every module of Orion before any variant: a module imported later would hold
+    the original of a function a variant replaced."""
+    for package in ("orion", "orion_plugins"):
+        module = importlib.import_module(package)
+        for info in pkgutil.walk_packages(module.__path__, package + "."):
+            if info.name.endswith("__main__"):
+                continue
+            with contextlib.suppress(ImportError):
+                importlib.import_module(info.name)
+
+
+class _Outcomes:
+    """A pytest plugin that records the scenarios run and the ones that failed."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+        self.failed: dict[str, str] = {}
+        #: Scenarios that cannot run here (no tmpfs mount without root, say).
+        self.skipped: list[str] = []
+        #: Failures whose exception was raised in this file: the variant itself is broken.
+        self.harness: list[str] = []
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        if report.skipped:
+            self.skipped.append(report.nodeid)
+            return
+        if report.when == "call" or report.failed:
+            if report.nodeid not in self.ran:
+                self.ran.append(report.nodeid)
+        if report.failed and report.nodeid not in self.failed:
+            text = str(report.longrepr or "")
+            lines = [line for line in text.splitlines() if line.startswith("E ")] or \
+                text.splitlines()[-1:]
+            self.failed[report.nodeid] = " | ".join(line[1:].strip() for line in lines[:3])
+            crash = getattr(report.longrepr, "reprcrash", None)
+            if crash is not None and Path(str(crash.path)).name == Path(__file__).name:
+                self.harness.append(f"{report.nodeid}: {crash.message}")
+
+
+SITECUSTOMIZE = """\
+# Applies one variant of tests/test_features_bite.py in every Python process started while
+# that variant runs (the orion commands that steps start), as it is applied in the test process.
+import sys
+sys.path.insert(0, {tests!r})
+import test_features_bite
+test_features_bite.apply_named({name!r})
+"""
+
+
+def apply_named(name: str) -> None:
+    """Apply the variant ``name`` for the rest of this process."""
+    _import_orion()
+    for chosen in VARIANTS:
+        if chosen.name == name:
+            chosen.apply(Patcher())
+            return
+    raise LookupError(f"no variant {name!r}")
+
+
+@contextlib.contextmanager
+def _in_subprocesses(name: str) -> Iterator[None]:
+    """A ``sitecustomize`` on PYTHONPATH that applies the variant in subprocesses too."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="orion-bite-") as directory:
+        Path(directory, "sitecustomize.py").write_text(
+            SITECUSTOMIZE.format(tests=str(ROOT / "tests"), name=name), encoding="utf-8")
+        before = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [directory, before]))
+        try:
+            yield
+        finally:
+            if before is None:
+                os.environ.pop("PYTHONPATH", None)
+            else:
+                os.environ["PYTHONPATH"] = before
+
+
+#: One test module per feature file, so a variant collects only the features that hold its
+#: rule's scenarios (collecting every scenario costs more than running the few selected).
+BINDING = """\
+from pytest_bdd import scenarios
+
+scenarios({feature!r})
+"""
+
+
+def _bindings(directory: Path) -> dict[Path, str]:
+    """A binding module in ``directory`` for each feature file -> that file's text."""
+    modules = {}
+    for feature in sorted(FEATURES.glob("*.feature")):
+        module = directory / f"test_bite_{feature.stem}.py"
+        module.write_text(BINDING.format(feature=str(feature)), encoding="utf-8")
+        modules[module] = feature.read_text(encoding="utf-8")
+    return modules
+
+
+def _modules_for(chosen: Variant, bindings: dict[Path, str]) -> list[str]:
+    import re
+    tag = re.compile(rf"@{re.escape(chosen.rule)}(?![\w-])")
+    return [str(module) for module, text in bindings.items() if tag.search(text)]
+
+
+def run_variant(chosen: Variant, bindings: dict[Path, str]) -> dict[str, Any]:
+    patcher = Patcher()
+    started = time.perf_counter()
+    result: dict[str, Any] = {"name": chosen.name, "rule": chosen.rule, "breaks": chosen.breaks}
+    try:
+        chosen.apply(patcher)
+    except LookupError as exc:
+        result.update(code=-1, ran=[], failed={}, error=str(exc))
+        return result
+    outcomes = _Outcomes()
+    try:
+        with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink), \
+                _in_subprocesses(chosen.name):
+            code = pytest.main(
+                [*_modules_for(chosen, bindings), "-c", str(ROOT / "pyproject.toml"),
+                 "-m", chosen.select, *(["-k", chosen.keyword] if chosen.keyword
+                                                      else []),
+                 "-x", "-q", "-p", "no:cacheprovider",
+                 "--rootdir", str(ROOT), "-W", "ignore::pytest.PytestUnknownMarkWarning",
+                 "--no-header", "--tb=short"], plugins=[outcomes])
+    finally:
+        patcher.undo()
+        for name in [n for n in sys.modules if n.startswith(("tests.", "conftest"))]:
+            del sys.modules[name]
+    result.update(code=int(code), ran=outcomes.ran, failed=outcomes.failed,
+                  harness=outcomes.harness, skipped=outcomes.skipped,
+                  seconds=round(time.perf_counter() - started, 2))
+    return result
+
+
+def main(names: list[str]) -> list[dict[str, Any]]:
+    import tempfile
+
+    _import_orion()
+    chosen = [v for v in VARIANTS if not names or v.name in names or v.rule in names]
+    with tempfile.TemporaryDirectory(prefix="orion-bite-bindings-") as directory:
+        bindings = _bindings(Path(directory))
+        return [run_variant(v, bindings) for v in chosen]
+
+
+# -- the tests --------------------------------------------------------------------------------
+
+def _design_rules() -> list[str]:
+    import re
+    ids: list[str] = []
+    for page in sorted(DESIGN.glob("*.md")):
+        ids += re.findall(r"^\*\*([A-Z]{2}-\d+) — ", page.read_text(encoding="utf-8"), re.M)
+    return ids
+
+
+def test_every_rule_has_a_variant() -> None:
+    rules = _design_rules()
+    assert rules, "docs/design/ defines no rules"
+    missing = [rule for rule in rules if rule not in {v.rule for v in VARIANTS}]
+    assert not missing, f"rules of docs/design/ without a rule-breaking variant: {missing}"
+    unknown = sorted({v.rule for v in VARIANTS} - set(rules))
+    assert not unknown, f"variants for rules docs/design/ does not define: {unknown}"
+    names = [v.name for v in VARIANTS]
+    assert len(names) == len(set(names)), "two variants share a name"
+
+
+#: How many subprocesses share the variants (the CI machine has 2 cores).
+WORKERS = max(1, min(2, os.cpu_count() or 1))
+
+
+def test_every_variant_fails_the_scenarios_of_its_rule(tmp_path: Path) -> None:
+    pytest.importorskip("pytest_bdd")
+    names = [v.name for v in VARIANTS]
+    shares = [names[i::WORKERS] for i in range(WORKERS)]
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PYTEST_", "ORION_", "WRITE_SESSION_"))}
-    process = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rf",
-         "--rootdir", str(directory), "-c", str(directory / "pytest.ini"),
-         "-W", "ignore::pytest.PytestUnknownMarkWarning", str(directory)],
-        cwd=directory, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
-    output = process.stdout + process.stderr
-    record = directory / "outcomes.json"
-    outcomes = json.loads(record.read_text(encoding="utf-8")) if record.exists() else []
-    return Run(process.returncode, output, outcomes)
+    started = time.perf_counter()
+    processes = []
+    for i, share in enumerate(shares):
+        out = tmp_path / f"share{i}.json"
+        processes.append((out, subprocess.Popen(
+            [sys.executable, str(Path(__file__)), "--json", str(out), *share],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+    results: list[dict[str, Any]] = []
+    for out, process in processes:
+        output, _ = process.communicate(timeout=TIMEOUT_S)
+        assert process.returncode == 0 and out.exists(), output[-4000:]
+        results += json.loads(out.read_text(encoding="utf-8"))
+    elapsed = time.perf_counter() - started
+    problems = []
+    uncheckable = []
+    for result in results:
+        where = f"{result['name']} ({result['rule']}, breaks {result['breaks']})"
+        if result.get("error"):
+            problems.append(f"{where}: {result['error']}")
+        elif result.get("harness"):
+            problems.append(f"{where}: the variant itself failed: {result['harness']}")
+        elif not result["failed"] and result.get("skipped"):
+            # The scenario that would catch it needs what this machine lacks (root for a
+            # tmpfs, a kernel file that refuses root with EACCES): reported, not failed.
+            uncheckable.append(f"{where}: its scenarios cannot run here ({result['skipped']})")
+        elif not result["ran"]:
+            problems.append(f"{where}: no scenario is tagged @{result['rule']}")
+        elif result["code"] != 1 or not result["failed"]:
+            problems.append(f"{where}: every scenario passed ({len(result['ran'])} run): the "
+                            "features do not catch this break of the rule")
+    assert not problems, "\n".join(problems)
+    print(f"\n{len(results) - len(uncheckable)} variants, every one caught, in {elapsed:.1f} s "
+          f"({WORKERS} processes)" + "".join(f"\n  not checked: {u}" for u in uncheckable))
 
 
-def test_the_features_pass_unbroken(tmp_path):
-    features = tuple(sorted({name for v in VARIANTS.values() for name in v.features}))
-    run = run_features(tmp_path, features, UNBROKEN)
-    assert run.returncode == 0, run.summary()
-    assert run.outcomes and run.titles("failed") == set(), run.summary()
-    for variant in VARIANTS.values():
-        for title in variant.must_fail:
-            assert run.outcomes_of(title), f"no scenario {title!r} in {variant.features}"
-            assert set(run.outcomes_of(title)) == {"passed"}, (title, run.summary())
-
-
-@pytest.mark.parametrize("name", sorted(VARIANTS))
-def test_a_broken_variant_fails_the_scenarios_of_its_rule(tmp_path, name):
-    variant = VARIANTS[name]
-    run = run_features(tmp_path, variant.features, variant.conftest)
-    assert run.returncode == 1, run.summary()  # tests failed (not a usage or internal error)
-    for title in variant.must_fail:
-        outcomes = run.outcomes_of(title)
-        assert outcomes, f"no scenario {title!r}:\n{run.summary()}"
-        assert set(outcomes) == {"failed"}, f"{title!r} did not fail:\n{run.summary()}"
-    failed_lines = [line for line in run.output.splitlines() if line.startswith("FAILED ")]
-    assert len(failed_lines) >= len(variant.must_fail), run.summary()
-
-
-def test_the_recorder_sees_scenario_titles(tmp_path):
-    """The harness itself: a scenario title with a colon and quotes is recorded as written."""
-    (tmp_path / "src").mkdir()
-    feature = tmp_path / "src" / "check.feature"
-    feature.write_text(textwrap.dedent('''\
-        Feature: harness
-          Scenario: Rule 1: "quoted" and: colons
-            Then the command answers "nothing"
-        '''), encoding="utf-8")
-    run = run_features(tmp_path / "run", ("check.feature",), UNBROKEN,
-                       source_dir=tmp_path / "src")
-    assert run.returncode == 1, run.summary()
-    assert run.outcomes == [{"title": 'Rule 1: "quoted" and: colons', "outcome": "failed"}]
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if args == ["--list"]:
+        for v in VARIANTS:
+            print(f"{v.rule:6} {v.name:34} {v.breaks}: {v.does}")
+        sys.exit(0)
+    out_path = None
+    if args[:1] == ["--json"]:
+        out_path, args = Path(args[1]), args[2:]
+    results = main(args)
+    if out_path is not None:
+        out_path.write_text(json.dumps(results, indent=1), encoding="utf-8")
+    else:
+        for r in results:
+            status = "CAUGHT" if r.get("failed") and r.get("code") == 1 else "ESCAPED"
+            print(f"{status:8} {r['rule']:6} {r['name']:40} {r.get('seconds', 0):6}s "
+                  f"ran {len(r.get('ran', []))} {r.get('error', '')}")
+            for nodeid, why in list(r.get("failed", {}).items())[:1]:
+                print(f"         {nodeid.split('::')[-1][:90]}: {why[:200]}")

@@ -507,7 +507,8 @@ def test_gate_tools_withholds_tools(pm):
     tools = _tools("read_file", "plan_get", "shell", "plan_set_content", "s", "h")
     inactive = advertised(pm, tools, GateRequest(states={"plan_mode": "inactive"}))
     assert [t.name for t in inactive] == ["read_file", "s", "h"]
-    active = advertised(pm, tools, GateRequest(states={"plan_mode": "active"}))
+    active = advertised(pm, tools, GateRequest(states={"plan_mode": "active"},
+                                               tags={"plan_mode": frozenset({"plan_on"})}))
     assert [t.name for t in active] == ["read_file", "plan_get", "plan_set_content", "s", "h"]
 
 

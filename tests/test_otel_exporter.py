@@ -384,3 +384,21 @@ def test_without_opentelemetry_orion_loads_its_other_builtins(tmp_path):
     loaded = json.loads(proc.stdout)
     assert "orion_plugins.otel_exporter" not in loaded
     assert "orion_plugins.finalization" in loaded
+
+
+def test_the_builtin_builds_nothing_until_a_tracer_provider_is_configured(tmp_path):
+    # With OpenTelemetry installed but not configured, every span would be dropped: the
+    # exporter says so and skips the batch; once a provider is set (or given), it exports.
+    proc = run_python("""
+        import json
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from orion_plugins.otel_exporter import OtelExporter, default_exporter
+
+        before = default_exporter.configured()
+        given = OtelExporter(TracerProvider()).configured()
+        trace.set_tracer_provider(TracerProvider())
+        print(json.dumps([before, given, default_exporter.configured()]))
+        """, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [False, True, True]

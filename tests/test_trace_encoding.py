@@ -425,3 +425,20 @@ def test_any_value_encodes_to_plain_bounded_json(value, max_text):
         assert len(full) > max_text and sha(full) == digest
     if max_text >= 64:  # idempotent once sha256 digests fit
         assert json_safe(safe, max_text=max_text) == safe
+
+
+_plain_scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),
+                           st.floats(allow_nan=True, allow_infinity=True),
+                           st.text(max_size=20), st.text(alphabet="abc", max_size=1100))
+_plain_values = st.recursive(
+    st.one_of(_plain_scalars, st.lists(_plain_scalars, max_size=3)),
+    lambda inner: st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=20)
+
+
+@given(st.dictionaries(st.text(max_size=8), _plain_values, max_size=6))
+def test_the_fast_path_for_nested_attributes_encodes_as_the_encoder_does(value):
+    # Trace attributes are usually small dicts of scalars with a nested dict or two (a tool
+    # call's arguments, a payload): the fast path must give exactly the encoder's result.
+    from orion.trace.encoding import MAX_TEXT, _Encoder
+
+    assert json_safe(value) == _Encoder(MAX_TEXT, None).enc(value, 0)

@@ -347,3 +347,37 @@ def test_all_problems_are_reported_together(tmp_path):
         a: 2
         """)
     assert [p.split(": ", 1)[0] for p in problems(path)] == [f"{path}:1:1", f"{path}:3:1"]
+
+
+def _yaml_files():
+    root = Path(__file__).resolve().parent.parent
+    return sorted([*root.glob("statecharts/*.yaml"), *root.glob("examples/**/*.yaml")])
+
+
+@pytest.mark.parametrize("path", _yaml_files(), ids=lambda p: p.name)
+def test_libyaml_and_the_python_parser_give_the_same_data_and_positions(path, monkeypatch):
+    # Orion reads with libyaml when it can (scripts of several MB) and with PyYAML's Python
+    # parser otherwise: a diagnostic must point at the same line and column either way.
+    import orion.yamlsource as source
+
+    fast = load_yaml(path)
+    monkeypatch.setattr(source, "_LIBYAML_DEPTH", 0)  # every collection takes the Python path
+    slow = load_yaml(path)
+    assert (fast.data, fast.positions, fast.key_positions) == \
+        (slow.data, slow.positions, slow.key_positions)
+
+
+def test_deep_nesting_never_reaches_libyamls_unbounded_composer(tmp_path):
+    # libyaml composes nested collections by recursion in C: 200,000 '[' end the process with
+    # a segmentation fault. Orion hands such text to the Python parser instead.
+    import subprocess
+    import sys
+
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("[" * 200_000 + "]" * 200_000)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys\nfrom orion.yamlsource import load_yaml\n"
+         "try:\n    load_yaml(sys.argv[1])\nexcept BaseException as exc:\n"
+         "    print(type(exc).__name__)\n", str(deep)],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])

@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 
 SERVICE = "plan"
 LIFECYCLE = "plan_mode"
-STATE_OF = {Status.COLLECTING: "active.collecting", Status.READY: "active.ready",
-            Status.EXECUTING: "active.executing"}
+#: The tag of the state that each status of the active plan puts the lifecycle in (no plan:
+#: ``plan_off``). The chart says which state that is, so a team may rename its states.
+TAG_OF = {Status.COLLECTING: "collecting", Status.READY: "ready", Status.EXECUTING: "executing"}
 
 
 class PlanCommandError(OrionError):
@@ -91,10 +92,13 @@ class PlanService:
         actions run and no ``lifecycle_started`` is announced for it)."""
         runtime = self.runtime
         lifecycle = runtime.lifecycles.get(LIFECYCLE)
-        wanted = STATE_OF[plan.status] if plan is not None else "inactive"
-        if lifecycle is not None and lifecycle.state == wanted and lifecycle.owner is runtime:
+        tag = TAG_OF[plan.status] if plan is not None else "plan_off"
+        if lifecycle is not None and lifecycle.has_tag(tag) and lifecycle.owner is runtime:
             return lifecycle
         definition = self.definition
+        wanted = definition.state_tagged(tag)
+        if wanted is None:  # `orion check` reports a chart without it (the contract's tags)
+            raise OrionError(f"statechart {definition.name!r} has no state tagged {tag!r}")
         if wanted == definition.initial_leaf:
             lifecycle = definition.create(clock=runtime.lifecycle_clock, owner=runtime)
         else:
@@ -159,7 +163,7 @@ class PlanService:
         if problem:
             raise PlanCommandError(problem)
         lifecycle = self.lifecycle
-        if lifecycle.state == "inactive":
+        if lifecycle.has_tag("plan_off"):
             raise PlanCommandError("plan work is not active (the user starts it with /plan on)")
         lifecycle.trigger("set_content", plan_markdown=markdown, title=title,
                           expected_revision=expected_revision)

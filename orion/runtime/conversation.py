@@ -13,6 +13,10 @@ from typing import Any, Literal
 
 Role = Literal["user", "assistant", "tool"]
 
+#: Bumped whenever a field of an existing message changes (a write's content replaced by its
+#: history reference): the conversation's cached request form and token total start again.
+_edits = 0
+
 
 @dataclass
 class Message:
@@ -22,6 +26,18 @@ class Message:
     tool_call_id: str | None = None  # on tool results
     reasoning_content: str | None = None  # round-tripped for providers that send it
     injected: bool = False  # a prompt Orion added for the model, not the user's words
+    # Every request sends the whole conversation: each message's request form and size are
+    # computed once, and again only after one of its fields changes.
+    _openai: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
+    _tokens: int = field(default=-1, init=False, repr=False, compare=False)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name[0] != "_" and "_tokens" in self.__dict__:  # a change after __init__
+            global _edits
+            _edits += 1
+            object.__setattr__(self, "_openai", None)
+            object.__setattr__(self, "_tokens", -1)
 
     @property
     def from_orion(self) -> bool:
@@ -29,6 +45,10 @@ class Message:
         return self.injected or self.role == "tool"
 
     def to_openai(self) -> dict[str, Any]:
+        """The message as the OpenAI API takes it. The same dict is returned until a field
+        changes: callers must not modify it."""
+        if self._openai is not None:
+            return self._openai
         message: dict[str, Any] = {"role": self.role, "content": self.content}
         if self.tool_calls:
             message["tool_calls"] = self.tool_calls
@@ -36,14 +56,19 @@ class Message:
             message["tool_call_id"] = self.tool_call_id
         if self.reasoning_content is not None:
             message["reasoning_content"] = self.reasoning_content
+        object.__setattr__(self, "_openai", message)
         return message
 
     def approx_tokens(self) -> int:
         """About four characters a token: cheap, and close enough for a budget."""
+        if self._tokens >= 0:
+            return self._tokens
         size = len(self.content or "") + len(self.reasoning_content or "")
         if self.tool_calls:
             size += len(json.dumps(self.tool_calls))
-        return size // 4 + 4
+        tokens = size // 4 + 4
+        object.__setattr__(self, "_tokens", tokens)
+        return tokens
 
 
 @dataclass(frozen=True)
@@ -58,12 +83,25 @@ class Budget:
             return True
         return bool(self.max_tokens) and sum(m.approx_tokens() for m in messages) > self.max_tokens
 
+    def exceeded(self, messages: int, tokens: int) -> bool:
+        """The same test on a conversation's running totals."""
+        return bool(self.max_messages and messages > self.max_messages
+                    or self.max_tokens and tokens > self.max_tokens)
+
 
 @dataclass
 class Conversation:
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     messages: list[Message] = field(default_factory=list)
     compacted: int = 0  # how many messages compaction has removed so far
+    # Running forms of ``messages``, extended as messages are appended, so a request at turn
+    # 2,000 does not redo the work of every earlier turn: valid while ``messages`` is the same
+    # list, only grew (its last counted message is still in place), and no message changed
+    # since (``_edits``).
+    _wire: list[dict[str, Any]] = field(default_factory=list, init=False, repr=False)
+    _tokens: int = field(default=0, init=False, repr=False)
+    _counted: int = field(default=0, init=False, repr=False)
+    _key: tuple[Any, int] = field(default=(None, -1), init=False, repr=False)
 
     def add(self, message: Message) -> Message:
         self.messages.append(message)
@@ -93,11 +131,31 @@ class Conversation:
         return None
 
     def to_openai(self) -> list[dict[str, Any]]:
-        return [m.to_openai() for m in self.messages]
+        """The messages as the OpenAI API takes them (a new list; the dicts are shared)."""
+        self._catch_up()
+        return self._wire.copy()
+
+    def approx_tokens(self) -> int:
+        """The sum of the messages' :meth:`Message.approx_tokens`."""
+        self._catch_up()
+        return self._tokens
+
+    def _catch_up(self) -> None:
+        messages, counted = self.messages, self._counted
+        if (self._key[0] is not messages or self._key[1] != _edits or counted > len(messages)
+                or counted and messages[counted - 1].to_openai() is not self._wire[-1]):
+            self._wire, self._tokens, self._counted = [], 0, 0
+            self._key = (messages, _edits)
+        if self._counted < len(messages):
+            new = messages[self._counted:]
+            self._wire.extend(m.to_openai() for m in new)
+            self._tokens += sum(m.approx_tokens() for m in new)
+            self._counted = len(messages)
 
     def reset(self) -> None:
         """A new, empty conversation: a new id too, so nothing keyed by the old one carries
         over."""
         self.id = uuid.uuid4().hex
         self.messages.clear()
+        self._key = (None, -1)
         self.compacted = 0

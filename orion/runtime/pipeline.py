@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from orion.config import PipelineEdit
 from orion.errors import ConfigError
 from orion.yamlsource import YamlSourceError, load_yaml
 
@@ -60,26 +61,6 @@ class Turn:
     @property
     def response_text(self) -> str:
         return "".join(self.text)
-
-
-class PipelineEdit(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    class Insert(BaseModel):
-        model_config = ConfigDict(extra="forbid", frozen=True)
-        system: str
-        before: str | None = None
-        after: str | None = None
-
-        @model_validator(mode="after")
-        def _one_anchor(self) -> PipelineEdit.Insert:
-            if (self.before is None) == (self.after is None):
-                raise ValueError("give exactly one of 'before' and 'after'")
-            return self
-
-    insert: list[Insert] = Field(default_factory=list)
-    replace: dict[str, str] = Field(default_factory=dict)
-    remove: list[str] = Field(default_factory=list)
 
 
 class PipelineFile(BaseModel):

@@ -17,17 +17,16 @@ from typing import Any
 from orion.clock import Clock, TimerHandle, VirtualClock
 from orion.config import WorkspaceConfig, load_config
 from orion.context import ContextBlock
-from orion.errors import ConfigError, OrionError
+from orion.errors import OrionError
 from orion.models.base import Model
 from orion.plugins import PluginManager
 from orion.runtime.conversation import Budget, Conversation, Message
 from orion.runtime.pipeline import Turn, apply_edit, default_order, resolve
 from orion.runtime.report import Reporter
-from orion.statechart import builtin_statecharts, load_definition
+from orion.statechart.catalog import Catalog
 from orion.statechart.definition import Definition
 from orion.statechart.lifecycle import Lifecycle
 from orion.trace.recorder import Recorder
-from orion.yamlsource import YamlSourceError, load_yaml
 
 
 class CommandError(OrionError):
@@ -55,17 +54,6 @@ class _NotifyingClock:
             finally:
                 self._after()
         return self._clock.call_at(deadline_ms, fire)
-
-
-def declared_name(path: Path) -> str | None:
-    """The ``statechart:`` name a file declares (its file name when it cannot be read: loading
-    it then reports the problem with a position)."""
-    try:
-        data = load_yaml(path).data
-    except YamlSourceError:
-        return path.stem
-    name = data.get("statechart") if isinstance(data, dict) else None
-    return name if isinstance(name, str) else path.stem
 
 
 class Runtime:
@@ -103,19 +91,26 @@ class Runtime:
                                flush_interval_ms=trace.flush_interval_ms,
                                now_ms=self.clock.now_ms)
         self._turn_lock = asyncio.Lock()
+        self._catalog: Catalog | None = None
+        plugins.hook.runtime_started(runtime=self)
 
     # -- lifecycles ---------------------------------------------------------------------------
 
+    @property
+    def catalog(self) -> Catalog:
+        """The lifecycles this runtime can start: built-in, shipped by plugins, or the
+        workspace's (``orion.yaml``), the strongest of each name (see
+        :mod:`orion.statechart.catalog`)."""
+        if self._catalog is None:
+            self._catalog = Catalog(self.plugins, self.config)
+        return self._catalog
+
     def definition(self, name: str) -> Definition:
         """The compiled statechart named ``name`` (its ``statechart:`` field), with the
-        workspace's setting overrides. A statechart listed in ``orion.yaml`` replaces the
-        built-in of the same name, whatever its file is called."""
-        for path in [*self.config.statechart_paths(), *builtin_statecharts()]:
-            if declared_name(path) == name:
-                return load_definition(path, plugins=self.plugins,
-                                       overrides=self.config.overrides(name), env=self.env,
-                                       overrides_origin=self.config.origin(name))
-        raise ConfigError(f"no statechart named {name!r} (built-in or in {self.config.path})")
+        workspace's setting overrides: a workspace's chart replaces (or extends) a plugin's,
+        which replaces (or extends) the built-in of the same name, whatever its file is called."""
+        return self.catalog.definition(name, overrides=self.config.overrides(name),
+                                       env=self.env, overrides_origin=self.config.origin(name))
 
     def start_lifecycle(self, name: str, *, key: str | None = None,
                         context: dict[str, Any] | None = None) -> Lifecycle:
@@ -129,6 +124,11 @@ class Runtime:
     def states(self) -> dict[str, str]:
         """The active state of each lifecycle, by key: what gating and context plugins see."""
         return {key: lc.state for key, lc in self.lifecycles.items()}
+
+    def tags(self) -> dict[str, frozenset[str]]:
+        """The active tags of each lifecycle, by key (see ``Lifecycle.has_tag``)."""
+        return {key: lc.definition.tags.get(lc.state, frozenset())
+                for key, lc in self.lifecycles.items()}
 
     def drain_outboxes(self) -> None:
         """Move the prompts lifecycles queued for the model into the conversation."""
@@ -219,7 +219,7 @@ class Runtime:
 
     def compact(self) -> None:
         messages = self.conversation.messages
-        if not self.budget.exceeded_by(messages):
+        if not self.budget.exceeded(len(messages), self.conversation.approx_tokens()):
             return
         kept = self.plugins.hook.compact_conversation(messages=list(messages), budget=self.budget)
         if kept is not None:
@@ -237,6 +237,7 @@ class Runtime:
     def close(self) -> None:
         """Flush what is still batched for the trace stores, and close the services (the
         write sessions' journals, the plan store)."""
+        self.plugins.hook.runtime_closing(runtime=self)
         self.tracer.flush()
         for service in self.services.values():
             close = getattr(service, "close", None)

@@ -19,6 +19,7 @@ from orion.clock import Clock, VirtualClock
 from orion.errors import ActionError, StatechartError
 from orion.registry import Registered, Registry
 from orion.statechart import checks
+from orion.statechart.contract import state_tagged, tags_by_state
 from orion.statechart.lifecycle import Lifecycle
 from orion.statechart.schema import WILDCARD, StatechartSpec, _Edge
 from orion.statechart.semantics import CompiledTransition, entry_path, transition_domain
@@ -73,6 +74,8 @@ class Definition:
         self.hash = hashlib.sha256(canonical.encode()).hexdigest()
         self.nodes: dict[str, StateNode] = flatten(spec)
         self.leaves = frozenset(p for p, n in self.nodes.items() if not n.compound)
+        #: The active tags of each state (its own and its ancestors'): what ``has_tag`` reads.
+        self.tags: dict[str, frozenset[str]] = tags_by_state(self.nodes)
         self.initial_leaf = settle(self.nodes, spec.initial)
         self.finals = frozenset(p for p, n in self.nodes.items()
                                 if n.spec.final and SEPARATOR not in p)
@@ -130,6 +133,11 @@ class Definition:
 
     def lineage(self, path: str) -> list[str]:
         return lineage(path)
+
+    def state_tagged(self, tag: str) -> str | None:
+        """The first leaf (in file order) that has ``tag``: where code that restores a lifecycle
+        by meaning puts it."""
+        return state_tagged(self.nodes, tag)
 
     def allowed_triggers(self, leaf: str) -> list[str]:
         """The triggers some transition of ``leaf``, an ancestor or the root answers."""

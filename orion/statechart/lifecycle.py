@@ -120,6 +120,11 @@ class Lifecycle:
         """Whether ``path`` is active: the current state or one of its ancestors."""
         return self.state == path or self.state.startswith(path + ".")
 
+    def has_tag(self, tag: str) -> bool:
+        """Whether the active state or an ancestor carries ``tag`` (XState's ``hasTag``). Code
+        asks this instead of comparing state names, so a chart may rename its states."""
+        return tag in self.definition.tags.get(self.state, ())
+
     def allowed_triggers(self) -> list[str]:
         return [] if self.finished else self.definition.allowed_triggers(self.state)
 

@@ -37,6 +37,8 @@ def _names(pattern: str, what: str, *, min_length: int = 0) -> Any:
 
 
 Names = _names(PLUGIN_NAME, "guard or action")
+Tags = _names(IDENTIFIER, "tag")
+Identifiers = _names(IDENTIFIER, "trigger")
 SourceNames = _names(r"^(\*|[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z][A-Za-z0-9_-]*)*)$", "state path (or '*')",
                      min_length=1)
 
@@ -93,6 +95,9 @@ class StateSpec(_Strict):
     description: str = ""
     initial: str | None = Field(default=None, pattern=STATE_NAME)
     final: bool = Field(default=False, strict=True)
+    tags: Tags = Field(default_factory=list,
+                       description="what code asks about (has_tag) instead of the state's name; "
+                                   "a state has its own tags and those of its ancestors")
     entry: Names = Field(default_factory=list)
     exit: Names = Field(default_factory=list)
     after: list[DelayedTransition] = Field(default_factory=list)
@@ -103,9 +108,22 @@ class TransitionSpec(_Edge):
     """A transition. Sources and destinations are absolute ``.`` paths; a transition from a
     compound state applies in all of its descendants."""
 
+    id: str | None = Field(default=None, pattern=IDENTIFIER,
+                           description="how an overlay names this transition (default: its "
+                                       "trigger, when no other transition has that trigger)")
     trigger: str = Field(pattern=TRIGGER,
                          description="an event name, or done.state.<compound state path>")
     source: SourceNames
+
+
+class ContractSpec(_Strict):
+    """What the code that drives a lifecycle relies on. A chart that replaces or extends this
+    one must keep it: ``orion check`` reports a trigger no transition handles or a tag no state
+    carries."""
+
+    triggers: Identifiers = Field(default_factory=list,
+                                  description="the triggers the runtime sends")
+    tags: Tags = Field(default_factory=list, description="the state tags the runtime asks about")
 
 
 class StatechartSpec(_Strict):
@@ -114,6 +132,7 @@ class StatechartSpec(_Strict):
     statechart: str = Field(pattern=IDENTIFIER, description="the lifecycle's name")
     version: int = 1
     description: str = ""
+    contract: ContractSpec = Field(default_factory=ContractSpec)
     settings: dict[Annotated[str, Field(pattern=IDENTIFIER)], SettingSpec] = Field(default_factory=dict)
     context: dict[str, Any] = Field(default_factory=dict,
                                     description="initial values of the per-instance context")
@@ -122,8 +141,94 @@ class StatechartSpec(_Strict):
     transitions: list[TransitionSpec] = Field(default_factory=list)
 
 
+# -- overlays -----------------------------------------------------------------------------------
+# An overlay names the chart it ``extends`` and gives only what changes. One rule everywhere: a
+# field it gives replaces the base's, a field it omits is kept; ``states`` merge by name, and
+# transitions are edited by id like the pipeline's systems by name (remove, replace, insert).
+
+
+class SettingPatch(_Strict):
+    """A setting of the base chart with some fields changed (a new setting gives them all)."""
+
+    type: Literal["int", "float", "bool", "str"] | None = None
+    default: int | float | bool | str | None = None
+    description: str | None = None
+    env: str | None = Field(default=None, pattern=r"^[A-Z][A-Z0-9_]*$")
+    min: float | None = None
+    max: float | None = None
+
+
+class StatePatch(_Strict):
+    """A state of the base chart with some fields changed, or a new state."""
+
+    description: str | None = None
+    initial: str | None = Field(default=None, pattern=STATE_NAME)
+    final: bool | None = Field(default=None, strict=True)
+    tags: Tags | None = None
+    entry: Names | None = None
+    exit: Names | None = None
+    after: list[DelayedTransition] | None = None
+    states: dict[Annotated[str, Field(pattern=STATE_NAME)], StatePatch] = Field(default_factory=dict)
+
+
+class TransitionPatch(_Strict):
+    """What replaces a transition of the base chart: the fields given; the others are kept."""
+
+    id: str | None = Field(default=None, pattern=IDENTIFIER)
+    trigger: str | None = Field(default=None, pattern=IDENTIFIER)
+    source: SourceNames | None = None
+    dest: str | None = Field(default=None, pattern=STATE_PATH)
+    guards: Names | None = None
+    unless: Names | None = None
+    actions: Names | None = None
+    description: str | None = None
+
+
+class TransitionInsert(TransitionSpec):
+    """A new transition, placed ``before`` or ``after`` a transition of the base chart (by id),
+    or after all of them. Order matters between transitions of one trigger: the first whose
+    guards pass is taken."""
+
+    before: str | None = Field(default=None, pattern=IDENTIFIER)
+    after: str | None = Field(default=None, pattern=IDENTIFIER)
+
+
+class TransitionEdits(_Strict):
+    """Applied in the pipeline's order: ``remove``, then ``replace``, then ``insert``."""
+
+    remove: list[Annotated[str, Field(pattern=IDENTIFIER)]] = Field(default_factory=list)
+    replace: dict[Annotated[str, Field(pattern=IDENTIFIER)], TransitionPatch] = Field(
+        default_factory=dict)
+    insert: list[TransitionInsert] = Field(default_factory=list)
+
+
+class OverlaySpec(_Strict):
+    """A lifecycle written as the changes to another one."""
+
+    extends: str = Field(pattern=IDENTIFIER, description="the name of the chart this one changes")
+    statechart: str | None = Field(default=None, pattern=IDENTIFIER,
+                                   description="the lifecycle's name (default: the one it extends, "
+                                               "which it then replaces)")
+    version: int | None = None
+    description: str | None = None
+    contract: ContractSpec = Field(default_factory=ContractSpec,
+                                   description="added to the base chart's contract")
+    settings: dict[Annotated[str, Field(pattern=IDENTIFIER)], SettingPatch] = Field(
+        default_factory=dict)
+    context: dict[str, Any] = Field(default_factory=dict)
+    initial: str | None = Field(default=None, pattern=STATE_NAME)
+    states: dict[Annotated[str, Field(pattern=STATE_NAME)], StatePatch] = Field(default_factory=dict)
+    transitions: TransitionEdits = Field(default_factory=TransitionEdits)
+
+
 def json_schema() -> dict[str, Any]:
     schema = StatechartSpec.model_json_schema()
+    overlay = OverlaySpec.model_json_schema()
+    # Both documents in one schema: a file with ``extends`` is an overlay, any other a chart.
+    defs = {**schema.pop("$defs", {}), **overlay.pop("$defs", {})}
+    schema = {"$defs": {**defs, "Statechart": schema, "Overlay": overlay},
+              "if": {"required": ["extends"]}, "then": {"$ref": "#/$defs/Overlay"},
+              "else": {"$ref": "#/$defs/Statechart"}}
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "Orion statechart"
     return schema

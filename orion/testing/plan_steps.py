@@ -297,6 +297,21 @@ def plan_work_ended_elsewhere(orion_world: World, tool: str, markdown: str | Non
 
 # -- Then: the plan tools -------------------------------------------------------------------------
 
+#: What a reader calls the built-in plugins the plan steps name.
+PLUGIN_WORDS = {"plan mode": "orion_plugins.plan_mode"}
+
+
+@then(parsers.re(r"the plan tool call was denied by plan mode"))
+def plan_call_denied_by_plan_mode(orion_world: World) -> None:
+    plan_call_denied_by(orion_world, PLUGIN_WORDS["plan mode"])
+
+
+@then(parsers.re(r"the denial of " + quoted("tool") + r" was traced as a policy denial by "
+                 r"plan mode"))
+def plan_denial_traced_by_plan_mode(orion_world: World, tool: str) -> None:
+    plan_denial_traced(orion_world, tool, PLUGIN_WORDS["plan mode"])
+
+
 @then(parsers.re(r"the plan tool call was denied by " + quoted("plugin")))
 def plan_call_denied_by(orion_world: World, plugin: str) -> None:
     outcomes = orion_world.tools_since_mark

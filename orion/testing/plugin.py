@@ -4,7 +4,8 @@ Gherkin step library (docs/testing.md).
 Installing Orion registers this plugin with pytest, so a project's own ``.feature`` files can
 use the fixtures ``orion_world``, ``orion_plugins``, ``orion_yaml`` and ``orion_env`` and every
 step of ``orion.testing.steps`` (common and write-session steps) and
-``orion.testing.plan_steps`` (plan mode). The steps need pytest-bdd (``pip install
+``orion.testing.plan_steps`` (plan mode) and ``orion.testing.system_steps`` (the ``orion``
+command, links, disks, logs). The steps need pytest-bdd (``pip install
 orion[test]``); without it only the fixtures are loaded.
 """
 
@@ -20,7 +21,8 @@ from orion.plugins import PluginManager, make_plugin_manager
 from orion.testing.world import World
 
 #: The step libraries, loaded as pytest plugins when pytest-bdd is installed.
-STEP_MODULES = ["orion.testing.steps", "orion.testing.plan_steps"]
+STEP_MODULES = ["orion.testing.steps", "orion.testing.plan_steps",
+                "orion.testing.system_steps"]
 
 pytest_plugins = STEP_MODULES if importlib.util.find_spec("pytest_bdd") is not None else []
 
@@ -50,6 +52,14 @@ def orion_env() -> dict[str, str]:
 def orion_world(request: pytest.FixtureRequest, tmp_path: Path, orion_plugins: PluginManager,
                 orion_yaml: str | None, orion_env: dict[str, str]) -> Iterator[World]:
     world = World(tmp_path, plugins=orion_plugins, env=orion_env)
+    # What Orion prints during the scenario, for `nothing Orion logged or printed ...`: file
+    # descriptor capture from the start (a scenario that uses capsys itself goes without).
+    try:
+        world.data["capfd"] = request.getfixturevalue("capfd")
+    except pytest.FixtureLookupError:  # pragma: no cover - capture plugin disabled
+        world.data["capfd"] = None
+    except pytest.UsageError:  # capsys or capfd already in use by the scenario
+        world.data["capfd"] = None
     if orion_yaml is not None:
         (world.workspace / "orion.yaml").write_text(orion_yaml, encoding="utf-8")
     request.node.stash[WORLD] = world

@@ -199,8 +199,8 @@ def _record_begins(world: World) -> None:
 def _begin(world: World, path: str, operation: str, **fields: Any) -> None:
     book = _book(world)
     book["target"] = path
-    arguments = {"intent": f"{operation} {path}", "target_file": path, "operation": operation,
-                 **fields}
+    arguments = {"intent": f"{operation} {path}", "target_file": path, "operation": operation}
+    arguments.update(fields)
     world.mark()
     call = {"name": "WritePlanTool_begin", "arguments": arguments}
     if world.paused:
@@ -371,9 +371,10 @@ def orion_exits_and_starts_again(orion_world: World, amount: str | None,
 # -- the model: tool calls -------------------------------------------------------------------
 
 
-@step(parsers.re(rf"the model begins to (?P<operation>create|overwrite|append) {PATH}"))
-def begins_plain(orion_world: World, operation: str, path: str) -> None:
-    _begin(orion_world, path, operation)
+@step(parsers.re(rf'the model begins to (?P<operation>create|overwrite|append) {PATH}'
+                 rf'(?: for "(?P<intent>[^"]+)")?'))
+def begins_plain(orion_world: World, operation: str, path: str, intent: str | None) -> None:
+    _begin(orion_world, path, operation, **({"intent": intent} if intent else {}))
 
 
 @step(parsers.re(rf'the model begins to insert into {PATH} (?P<position>before|after) the line '
@@ -392,6 +393,15 @@ def begins_replace_block(orion_world: World, path: str, start: str, end: str) ->
 @step(parsers.re(rf'the model begins to replace every "(?P<search>[^"]+)" in {PATH}'))
 def begins_replace_all(orion_world: World, path: str, search: str) -> None:
     _begin(orion_world, path, "replace_all", search=unescape(search))
+
+
+@step(parsers.re(r'the model calls "(?P<tool>\w+)" with the arguments:'))
+def model_calls_tool_with_table(orion_world: World, tool: str,
+                                datatable: list[list[str]]) -> None:
+    """A data table of ``| argument | value |`` rows (Gherkin reads ``\\n`` in a cell as a
+    line break, ``\\|`` as a bar and ``\\\\`` as a backslash)."""
+    arguments = {row[0]: row[1] for row in datatable}
+    _call(orion_world, {"name": tool, "arguments": arguments})
 
 
 @step(parsers.re(r'the model calls "(?P<tool>\w+)" with:'))
@@ -558,11 +568,13 @@ def model_replies_with_corrections(orion_world: World, docstring: str) -> None:
 
 @step(parsers.re(rf"the user deletes {PATH}"))
 def user_deletes(orion_world: World, path: str) -> None:
+    orion_world.mark()
     (orion_world.workspace / path).unlink()
 
 
 @step(parsers.re(rf"the user changes {PATH} to {TEXT}"))
 def user_changes_file(orion_world: World, path: str, text: str) -> None:
+    orion_world.mark()
     (orion_world.workspace / path).write_bytes(to_bytes(unescape(text)))
 
 
@@ -902,6 +914,35 @@ def session_state(orion_world: World, state: str) -> None:
         lifecycle.state
 
 
+#: What a reader calls the states of the write-session statechart.
+STATE_WORDS = {
+    "not started": "idle",
+    "waiting for content": "awaiting_content",
+    "waiting for DONE or more content": "awaiting_done_or_more_content",
+    "waiting for the rest of the cut-off output": "continuing",
+    "checking the content": "finalizing",
+    "waiting for corrections": "needs_corrections",
+    "written": "done",
+    "abandoned": "abandoned",
+}
+_STATE_PHRASE = "|".join(re.escape(w) for w in sorted(STATE_WORDS, key=len, reverse=True))
+
+
+@then(parsers.re(rf"the write session is (?P<words>{_STATE_PHRASE})"))
+def session_state_in_words(orion_world: World, words: str) -> None:
+    """The open session's state in the reader's words (``STATE_WORDS``)."""
+    session_state(orion_world, STATE_WORDS[words])
+
+
+@then(parsers.re(rf"the write session went from "
+                 rf"(?P<words>(?:{_STATE_PHRASE})(?: to (?:{_STATE_PHRASE}))+)"))
+def session_went_in_words(orion_world: World, words: str) -> None:
+    """``went from waiting for content to checking the content to written``: these states,
+    in this order (others may come between)."""
+    phrases = re.findall(_STATE_PHRASE, words)
+    session_went_through(orion_world, ", ".join(f'"{STATE_WORDS[w]}"' for w in phrases))
+
+
 @then(parsers.re(rf'the write session of {PATH} is "(?P<status>\w+)"'))
 def session_status(orion_world: World, path: str, status: str) -> None:
     session = _session(orion_world, path)
@@ -957,6 +998,35 @@ def journal_files(orion_world: World, path: str, files: str) -> None:
     present = sorted(p.name for p in directory.iterdir())
     for name in quoted_list(files):
         assert name in present, present
+
+
+#: What a reader calls the files of a session's journal.
+JOURNAL_WORDS = {"the plan": "metadata.json", "the content": "content.txt",
+                 "the counts": "state.json", "its owner's lock": "lock"}
+_JOURNAL_PHRASE = "|".join(re.escape(w) for w in JOURNAL_WORDS)
+
+
+@then(parsers.re(rf"the journal of {PATH} holds "
+                 rf"(?P<words>(?:{_JOURNAL_PHRASE})(?:(?:, | and )(?:{_JOURNAL_PHRASE}))*)"))
+def journal_holds_in_words(orion_world: World, path: str, words: str) -> None:
+    names = [JOURNAL_WORDS[w] for w in re.findall(_JOURNAL_PHRASE, words)]
+    journal_files(orion_world, path, ", ".join(f'"{n}"' for n in names))
+
+
+@then(parsers.re(rf"the journal of {PATH} records the plan"))
+def journal_records_plan(orion_world: World, path: str) -> None:
+    journal_metadata(orion_world, path, '"intent", "target_file", "operation" and "plan"')
+
+
+@then(parsers.re(rf"the journal of {PATH} counts {COUNT} lines?"), converters=INT)
+def journal_counts_lines(orion_world: World, path: str, count: int) -> None:
+    journal_state_lines(orion_world, path, count)
+
+
+@then(parsers.re(rf"the journal of {PATH} records the intent {TEXT}"))
+def journal_records_intent(orion_world: World, path: str, text: str) -> None:
+    metadata = json.loads((_session_dir(orion_world, path) / "metadata.json").read_text())
+    assert metadata.get("intent") == unescape(text), metadata
 
 
 @then(parsers.re(rf'the journal metadata of {PATH} records (?P<keys>"\w+"(?:(?:, | and )"\w+")*)'))
@@ -1101,14 +1171,16 @@ def user_undoes(orion_world: World, path: str) -> None:
 
 @then(parsers.re(rf"the user is told {TEXT}"))
 def user_is_told(orion_world: World, text: str) -> None:
+    """A notice since the last When (or Given) step began."""
     wanted = unescape(text)
-    assert any(wanted in n for n in orion_world.reporter.notices), orion_world.reporter.notices
+    notices = orion_world.notices_since_mark
+    assert any(wanted in n for n in notices), notices
 
 
 @then(parsers.re(rf"the user is not told {TEXT}"))
 def user_is_not_told(orion_world: World, text: str) -> None:
     wanted = unescape(text)
-    assert not any(wanted in n for n in orion_world.reporter.notices)
+    assert not any(wanted in n for n in orion_world.notices_since_mark)
 
 
 @then(parsers.re(rf"the user is warned once {TEXT}"))
@@ -1120,8 +1192,10 @@ def user_is_warned_once(orion_world: World, text: str) -> None:
 
 @then(parsers.re(rf"the command answers {TEXT}"))
 def command_answers(orion_world: World, text: str) -> None:
+    """A slash command's answer since the last When (or Given) step began."""
     wanted = unescape(text)
-    assert any(wanted in r for r in orion_world.replies), orion_world.replies
+    replies = orion_world.replies_since_mark
+    assert any(wanted in r for r in replies), replies
 
 
 @then(parsers.re(rf"Orion reports an error containing {TEXT}"))
@@ -1159,12 +1233,39 @@ def trace_has_event(orion_world: World, kind: str, name: str) -> None:
         sorted({(e["kind"], e["name"]) for e in events})
 
 
+def _strict_json(text: str) -> Any:
+    def refuse(token: str) -> Any:
+        raise ValueError(f"{token} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+@then(parsers.re(rf"the trace records {TEXT}"))
+def trace_records(orion_world: World, text: str) -> None:
+    """An event whose name starts with the text (``wrote docs/guide.md``)."""
+    wanted = unescape(text)
+    names = sorted({e["name"] for e in _trace_events(orion_world)})
+    assert any(name.startswith(wanted) for name in names), names
+
+
 @then("every trace event is JSON")
 def trace_is_json(orion_world: World) -> None:
-    events = _trace_events(orion_world)
-    assert events
-    for event in events:
-        json.dumps(event["attributes"], allow_nan=False)
+    """Every stored event's attributes, as the database holds them, parse as strict JSON
+    (no NaN or Infinity tokens) and re-serialize without them."""
+    import contextlib
+    import sqlite3
+
+    orion_world.runtime.tracer.flush()
+    database = orion_world.state_dir / "orion.db"
+    assert database.exists(), "no trace was stored"
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        rows = connection.execute("SELECT kind, name, attributes FROM trace_events").fetchall()
+    assert rows, "no trace event was stored"
+    for kind, name, attributes in rows:
+        try:
+            json.dumps(_strict_json(attributes), allow_nan=False)
+        except ValueError as exc:
+            raise AssertionError(f"the {kind} event {name!r} is not JSON ({exc}): "
+                                 f"{attributes[:300]}") from None
 
 
 @then(parsers.re(rf"the trace holds {TEXT}"))

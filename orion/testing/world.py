@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 from collections import deque
@@ -69,6 +70,26 @@ class Transcript(Reporter):
 
     def progress(self, progress: Progress) -> None:
         self.progress_lines.append(progress)
+
+
+class LogRecords(logging.Handler):
+    """Every record of the ``orion.*`` loggers while a world lives, whatever their level."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+        self._logger = logging.getLogger("orion")
+        self._level = self._logger.level
+        self._logger.addHandler(self)
+        self._logger.setLevel(logging.DEBUG)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def close(self) -> None:
+        self._logger.removeHandler(self)
+        self._logger.setLevel(self._level)
+        super().close()
 
 
 class Partial:
@@ -157,7 +178,8 @@ class World:
         self.replies: list[str] = []  # what slash commands answered
         self.starts = 0  # runtimes started (1 + restarts)
         self.startup_actions: list[Any] = []  # what crash recovery did at the last start
-        self._mark = (0, 0, 0, 0)
+        self._mark = (0, 0, 0, 0, 0)
+        self._logs = LogRecords()
         #: Free room for step libraries (e.g. what a scenario streamed so far).
         self.data: dict[str, Any] = {}
 
@@ -174,6 +196,14 @@ class World:
     @property
     def started(self) -> bool:
         return self._runtime is not None
+
+    def set_start_ms(self, ms: float) -> None:
+        """Where the virtual clock starts (epoch milliseconds), before Orion starts: e.g. some
+        minutes before the real time, for scenarios that hand sessions to an ``orion``
+        command, whose clock is the real one."""
+        if self._runtime is not None:
+            raise RuntimeError("the clock's start is set before Orion starts")
+        self._now_ms = float(ms)
 
     def _start(self) -> None:
         plugins = self.plugins or make_plugin_manager(env=self.env)
@@ -340,7 +370,7 @@ class World:
     def mark(self) -> None:
         """Remember how far things got: what happened *since* is what a When step did."""
         self._mark = (len(self.model.requests), len(self.reporter.prompts),
-                      len(self.reporter.notices), len(self.reporter.tools))
+                      len(self.reporter.notices), len(self.reporter.tools), len(self.replies))
 
     @property
     def requests_since_mark(self) -> list[ModelRequest]:
@@ -357,6 +387,16 @@ class World:
     @property
     def tools_since_mark(self) -> list[Any]:
         return self.reporter.tools[self._mark[3]:]
+
+    @property
+    def replies_since_mark(self) -> list[str]:
+        """What slash commands answered since the mark."""
+        return self.replies[self._mark[4]:]
+
+    @property
+    def log_records(self) -> list[logging.LogRecord]:
+        """Every record of the ``orion.*`` loggers since the world was made."""
+        return list(self._logs.records)
 
     def trace_events(self, kind: str | None = None) -> list[dict[str, Any]]:
         """The trace events the store holds, oldest first (flushed first), optionally of one
@@ -389,3 +429,4 @@ class World:
             self._runtime.close()
         self.loop.run_until_complete(self.loop.shutdown_asyncgens())
         self.loop.close()
+        self._logs.close()

@@ -115,6 +115,17 @@ def encode_event(event: TraceEvent, *, max_text: int = MAX_TEXT,
     to ``max_text``), and a non-finite or non-numeric ``at_ms``/``duration_ms`` becomes 0.0."""
     if type(max_text) is not int or max_text < 0:
         max_text = MAX_TEXT
+    if type(event) is TraceEvent:  # the runtime's events: plain fields, attributes usually plain
+        raw = event.attributes
+        attributes = _fast_dict(raw, max_text) if type(raw) is dict else None
+        if attributes is None:
+            attributes = json_safe(raw, max_text=max_text, blobs=blobs)
+        return TraceEvent(_label(event.kind, max_text), _label(event.name, max_text),
+                          _number(event.at_ms), _label(event.conversation_id, max_text),
+                          _label(event.session_id, max_text),
+                          attributes if type(attributes) is dict
+                          else {"orion.attributes": attributes},
+                          _number(event.duration_ms))
     attributes = json_safe(getattr(event, "attributes", None), max_text=max_text, blobs=blobs)
     if type(attributes) is not dict:
         attributes = {"orion.attributes": attributes}
@@ -140,14 +151,31 @@ def encode_event(event: TraceEvent, *, max_text: int = MAX_TEXT,
 # (or lists of them): the usual trace attributes.
 
 
-def _fast_dict(value: dict[Any, Any], max_text: int) -> dict[str, Any] | None:
-    """A copy of ``value`` when it is already plain and short (its values scalars or lists of
-    scalars), else ``None``."""
+#: How deep the fast path follows dicts in dicts (a tool call's arguments, a payload); deeper
+#: values, and cycles, take the encoder.
+_FAST_DEPTH = 4
+
+
+def _fast_dict(value: dict[Any, Any], max_text: int, depth: int = 0) -> dict[str, Any] | None:
+    """A copy of ``value`` when it is already plain and short (its values scalars, lists of
+    scalars or such dicts, a few levels deep), else ``None``."""
     out: dict[str, Any] = {}
     for k, v in value.items():
         if type(k) is not str or len(k) > max_text or not k.isascii():
             return None
-        if type(v) is list:
+        t = type(v)
+        if t is str:  # the most common value, checked inline
+            if len(v) > max_text or not v.isascii():
+                return None
+            out[k] = v
+        elif t is dict:
+            if depth >= _FAST_DEPTH:
+                return None
+            inner = _fast_dict(v, max_text, depth + 1)
+            if inner is None:
+                return None
+            out[k] = inner
+        elif t is list:
             for item in v:
                 if not _fast_scalar(item, max_text):
                     return None

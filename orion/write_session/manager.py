@@ -144,10 +144,10 @@ class SessionManager:
     @staticmethod
     def _go_on(session: WriteSession) -> None:
         lifecycle = session.lifecycle
-        if lifecycle.is_in("session_active.needs_corrections"):
+        if lifecycle.has_tag("correcting"):
             lifecycle.trigger("corrections_received")
             session.finalize()
-        elif lifecycle.is_in("session_active.finalizing"):
+        elif lifecycle.has_tag("finalizing"):
             session.finalize()
         elif "truncated" in lifecycle.allowed_triggers():
             session._truncated()

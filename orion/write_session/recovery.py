@@ -132,6 +132,10 @@ class Orphan:
     @property
     def complete(self) -> bool:
         """Whether the model had finished the content (DONE seen) before the crash."""
+        tags = self.saved_state.get("tags")
+        if isinstance(tags, list):
+            return self.finalizing is not None or bool({"finalizing", "correcting"} & set(tags))
+        # A journal saved before sessions recorded their tags: the built-in chart's names.
         return self.finalizing is not None or (self.state or "").endswith(
             ("finalizing", "needs_corrections"))
 
@@ -599,17 +603,14 @@ def workspace_settings(workspace: Path, plugins: PluginManager) -> dict[str, Any
     applied), or ``{}`` when the statechart cannot be loaded."""
     from orion.config import load_config
     from orion.errors import ConfigError, StatechartError
-    from orion.runtime.runtime import declared_name
-    from orion.statechart import builtin_statecharts, load_definition
+    from orion.statechart.catalog import Catalog
 
     try:
         config = load_config(workspace)
-        for path in [*config.statechart_paths(), *builtin_statecharts()]:
-            if declared_name(path) == "write_session":  # as Runtime.definition finds it
-                definition = load_definition(path, plugins=plugins,
-                                             overrides=config.overrides("write_session"),
-                                             overrides_origin=config.origin("write_session"))
-                return dict(definition.settings)
+        definition = Catalog(plugins, config).definition(  # as Runtime.definition finds it
+            "write_session", overrides=config.overrides("write_session"),
+            overrides_origin=config.origin("write_session"))
+        return dict(definition.settings)
     except (ConfigError, StatechartError):
         pass
     return {}

@@ -119,7 +119,7 @@ class WriteSession:
 
     @property
     def active(self) -> bool:
-        return self.lifecycle.is_in("session_active")
+        return self.lifecycle.has_tag("open")
 
     def summary(self) -> SessionSummary:
         return SessionSummary(
@@ -158,12 +158,12 @@ class WriteSession:
         self._bytes_at_start = self.journal.bytes
         self._circular = False
         self.marker.new_message()
-        state = self.state
-        if state in ("continuing", "awaiting_done_or_more_content"):
+        has_tag = self.lifecycle.has_tag
+        if has_tag("continuing") or has_tag("paused"):
             self._mode, self._held, self._held_size = "hold", [], 0
-        elif state == "needs_corrections":
+        elif has_tag("correcting"):
             self._mode = "corrections"
-        elif state == "awaiting_content":
+        elif has_tag("receiving"):
             self._mode = "content"
         else:
             self._mode = "ignore"
@@ -172,7 +172,7 @@ class WriteSession:
         """Decide what the held start of a message is, then pass it on as content."""
         held = "".join(self._held)
         self._held, self._held_size = [], 0
-        if self.state == "continuing":
+        if self.lifecycle.has_tag("continuing"):
             held = self._strip_overlap(held)
             if held is None:
                 self._mode = "ignore"
@@ -262,7 +262,7 @@ class WriteSession:
                                     or self._circular):
             self.messages.append(message)  # replaced by a reference once the file is written
         if self._mode == "ignore":
-            if self._circular and self.lifecycle.is_in("session_active.finalizing"):
+            if self._circular and self.lifecycle.has_tag("finalizing"):
                 self._restarted()
             return
         self.checkpoint()
@@ -319,14 +319,13 @@ class WriteSession:
         blank = not self.journal.content().strip()
         self._trigger("truncated", bytes=size, lines=lines, blank=blank)
         self.lifecycle.context.pop("last_lines", None)
-        state = self.state
-        if state == "continuing":
+        if self.lifecycle.has_tag("continuing"):
             n = self.lifecycle.context["continuations"]
             limit = self.lifecycle.settings["max_continuations"]
             self.runtime.reporter.notice(f"part {before + 1} saved ({lines} lines), "
                                          f"continuing {n}/{limit}")
             self.runtime.reporter.progress(self.progress())
-        elif state == "finalizing":
+        elif self.lifecycle.has_tag("finalizing"):
             self.runtime.reporter.progress_done()
             self.runtime.reporter.notice(
                 f"continuations used up ({before}/{self.lifecycle.settings['max_continuations']})"
@@ -336,7 +335,7 @@ class WriteSession:
                 "orion.where": "write session", "orion.error": "output still cut off after "
                 f"{before} continuations; the file is written incomplete"})
             self.finalize()
-        elif self.lifecycle.state == "abandoned":
+        elif self.lifecycle.has_tag("abandoned"):
             self.runtime.reporter.progress_done()
             self._abandon("no content arrived before the output was cut off")
 
@@ -561,7 +560,10 @@ class WriteSession:
         state: dict[str, Any] = {"snapshot": self.lifecycle.snapshot(),
                                  "continuations": self.lifecycle.context.get("continuations", 0),
                                  "corrections": self.lifecycle.context.get("corrections", 0),
-                                 "status": self.status}
+                                 "status": self.status,
+                                 # what recovery asks of a session without its statechart
+                                 "tags": sorted(self.lifecycle.definition.tags.get(
+                                     self.lifecycle.state, ()))}
         if finalizing:
             # Enough to finish the job idempotently after a crash during the write: the target
             # still has its pre-image (write it), or it has what this content makes of the

@@ -1,8 +1,7 @@
 """A team's customization of Orion: a review step before every write-session write.
 
-``team_review.plugin`` is the plugin (entry point ``team_review`` in the group ``orion``);
-``STATECHARTS`` is the directory of the team's statecharts, for ``orion.yaml``'s
-``statecharts:`` list.
+``team_review.plugin`` is the plugin (entry point ``team_review`` in the group ``orion``); it
+ships ``WRITE_SESSION``, an overlay of Orion's ``write_session`` statechart.
 """
 
 from pathlib import Path

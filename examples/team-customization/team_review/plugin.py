@@ -1,25 +1,33 @@
 """The team's review step for Orion's write sessions.
 
-With this plugin and the team's ``write_session`` statechart (``statecharts/write_session.yaml``
-next to this file), a write session that received its content (DONE, validated) waits in
-``review``: nothing is written until the user types ``/approve-write``. ``/reject-write``
+The plugin ships an overlay of Orion's ``write_session`` statechart
+(``statecharts/write_session.yaml`` next to this file): a write session that received its
+content (DONE, validated) waits in ``review``: nothing is written until the user types
+``/approve-write``. ``/reject-write``
 abandons the write. Orion's own write-session plugin still does the rest: it collects the
 content, validates it and, when the statechart runs ``finalize``, writes the target.
 """
 
 from __future__ import annotations
 
-from orion import hookimpl
-from orion.context import ContextBlock
-from orion.write_session.manager import manager_for
+from orion.api import ContextBlock, hookimpl, host_of, write_session_of, write_sessions
 
+from team_review import WRITE_SESSION
+
+#: The tag of the state where a write waits (the overlay's contract): the code asks for the
+#: tag, never the state's name.
 REVIEW = "review"
+
+
+@hookimpl
+def register_statecharts(register):
+    register(WRITE_SESSION)
 
 
 def waiting(runtime):
     """The write session of ``runtime`` that waits for the user's review, or ``None``."""
-    for session in reversed(manager_for(runtime).sessions):
-        if session.status == "active" and session.lifecycle.is_in(REVIEW):
+    for session in reversed(write_sessions(runtime)):
+        if session.status == "active" and session.lifecycle.has_tag(REVIEW):
             return session
     return None
 
@@ -29,10 +37,10 @@ def waiting(runtime):
 def ask_for_review(lifecycle, transition) -> None:
     """Entering ``review``: tell the user what to do. (Without a runtime, as when the statechart
     runs on its own, there is nobody to tell.)"""
-    runtime = lifecycle.owner
+    runtime = host_of(lifecycle)
     if runtime is None:
         return
-    session = manager_for(runtime).get(lifecycle.id)
+    session = write_session_of(lifecycle)
     target = session.plan.relative if session is not None else "the file"
     runtime.reporter.notice(f"{target} is ready and waits for your review: /approve-write "
                             "writes it, /reject-write drops it.")
@@ -75,7 +83,7 @@ def register_slash_commands(register):
 
 @hookimpl
 def build_context(request):
-    runtime = request.extra.get("runtime")
+    runtime = request.runtime
     session = waiting(runtime) if runtime is not None else None
     if session is None:
         return None

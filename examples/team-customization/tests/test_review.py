@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from pytest_bdd import parsers, scenarios, then, when
 
+from orion.api import write_sessions
 from orion.testing.world import World
-from orion.write_session.manager import manager_for
 
 scenarios("review.feature")
 
 
 @then(parsers.re(r'the write of "(?P<path>[^"]+)" waits for the user\'s review'))
 def write_waits_for_review(orion_world: World, path: str) -> None:
-    [session] = [s for s in manager_for(orion_world.runtime).sessions if s.plan.relative == path]
-    assert session.lifecycle.state == "review", session.lifecycle.state
+    [session] = [s for s in write_sessions(orion_world.runtime) if s.plan.relative == path]
+    assert session.lifecycle.has_tag("review"), session.lifecycle.state
     assert session.result is None and not (orion_world.workspace / path).exists()
     assert any(f"{path} is ready and waits for your review" in notice
                for notice in orion_world.reporter.notices), orion_world.reporter.notices

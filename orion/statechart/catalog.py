@@ -1,0 +1,329 @@
+"""Which file provides each lifecycle, and the lifecycle resolved from it.
+
+Charts come from three layers, weakest first: Orion's built-ins, plugins
+(``register_statecharts``) and the workspace (``orion.yaml`` ``statecharts:``). A lifecycle is
+found by the name its chart declares; the strongest layer's chart is used. A chart may be an
+overlay (``extends:``, see :mod:`orion.statechart.overlay`) of the next weaker chart of its
+name, or of another lifecycle. Every chart is checked against the contracts of the charts it
+replaces (:mod:`orion.statechart.contract`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orion.errors import ConfigError, Diagnostic, PluginError, StatechartError
+from orion.statechart import builtin_statecharts, checks
+from orion.statechart.contract import Requirement, check_contract, check_ids, requirements
+from orion.statechart.definition import Definition, load_definition
+from orion.statechart.overlay import is_overlay, merge
+from orion.statechart.schema import StatechartSpec
+from orion.statechart.settings import resolve as resolve_settings
+from orion.yamlsource import SourceDocument, YamlSourceError, load_yaml
+
+if TYPE_CHECKING:
+    from orion.config import WorkspaceConfig
+
+BUILTIN, PLUGIN, WORKSPACE = "built-in", "plugin", "workspace"
+#: A file given on the command line, checked on its own (it may be a new lifecycle's draft).
+FILE = "file"
+
+
+# Parsed files, by path and what ``stat`` says of them: a runtime is created per conversation
+# (and per test), and charts rarely change in between. Documents are never modified.
+_documents: dict[str, tuple[tuple[int, int], SourceDocument | YamlSourceError]] = {}
+
+
+def _load(path: Path) -> SourceDocument:
+    try:
+        info = path.stat()
+        stamp = (info.st_mtime_ns, info.st_size)
+    except OSError:
+        return load_yaml(path)  # raises with the reason and a position
+    cached = _documents.get(str(path))
+    if cached is None or cached[0] != stamp:
+        try:
+            cached = (stamp, load_yaml(path))
+        except YamlSourceError as exc:
+            cached = (stamp, exc)
+        _documents[str(path)] = cached
+    if isinstance(cached[1], YamlSourceError):
+        raise cached[1]
+    return cached[1]
+
+
+def declared_name(path: Path) -> str | None:
+    """The ``statechart:`` name a file declares (an overlay: the one it extends, unless it
+    names its own); its file name when it cannot be read: loading it reports the problem."""
+    try:
+        data = _load(path).data
+    except YamlSourceError:
+        return path.stem
+    if not isinstance(data, dict):
+        return path.stem
+    name = data.get("statechart") or (data.get("extends") if is_overlay(data) else None)
+    return name if isinstance(name, str) else path.stem
+
+
+@dataclass(frozen=True)
+class ChartSource:
+    path: Path
+    name: str
+    layer: str  # BUILTIN, PLUGIN, WORKSPACE or FILE
+    origin: str  # "built-in", "acme-orion 1.0" (a plugin's distribution), or the file
+    extends: str | None = None
+
+
+@dataclass
+class Resolved:
+    """A chart as it runs: merged with what it extends, checked, with every finding."""
+
+    source: ChartSource
+    doc: SourceDocument | None
+    spec: StatechartSpec | None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.spec is not None and not self.diagnostics
+
+
+class Catalog:
+    """The lifecycles a runtime (or ``orion check``) sees, for one plugin manager and
+    workspace configuration."""
+
+    def __init__(self, plugins: Any, config: WorkspaceConfig | None = None):
+        self.plugins = plugins
+        self.config = config
+        self.sources: dict[str, list[ChartSource]] = {}
+        for path in builtin_statecharts():
+            self._add(ChartSource(path, declared_name(path) or path.stem, BUILTIN, "built-in"))
+        by_plugin: dict[str, ChartSource] = {}
+        for path, plugin in plugins.registry.statecharts:
+            source = ChartSource(path, declared_name(path) or path.stem, PLUGIN,
+                                 self._plugin_origin(plugin))
+            other = by_plugin.get(source.name)
+            if other is not None and (other.path, other.origin) == (source.path, source.origin):
+                continue  # the same file, registered again by the same plugin
+            if other is not None:
+                raise PluginError(f"statechart {source.name!r} is shipped twice: by "
+                                  f"{other.origin} ({other.path}) and by {source.origin} "
+                                  f"({source.path}); disable one in orion.yaml "
+                                  "(plugins: disable: [...])")
+            by_plugin[source.name] = source
+            self._add(source)
+        if config is not None:
+            for path in config.statechart_paths():
+                self._add(ChartSource(path, declared_name(path) or path.stem, WORKSPACE,
+                                      str(path)))
+        self._resolved = _shared_resolutions(self._fingerprint(), plugins)
+
+    def _fingerprint(self) -> tuple:
+        """What resolving depends on: every file and what ``stat`` says of it, the plugins."""
+        files = []
+        for chain in self.sources.values():
+            for source in chain:
+                try:
+                    info = source.path.stat()
+                    files.append((source, info.st_mtime_ns, info.st_size))
+                except OSError:
+                    files.append((source, None, None))
+        return (id(self.plugins), id(self.plugins.registry), tuple(files))
+
+    def _plugin_origin(self, plugin: str) -> str:
+        origin = self.plugins.origins.get(plugin)
+        if origin is not None and origin.distribution:
+            return f"{origin.distribution} {origin.version or ''}".strip()
+        return f"plugin {plugin}"
+
+    def _add(self, source: ChartSource) -> None:
+        extends = None
+        try:
+            data = _load(source.path).data
+            if is_overlay(data) and isinstance(data["extends"], str):
+                extends = data["extends"]
+        except YamlSourceError:
+            pass
+        source = ChartSource(source.path, source.name, source.layer, source.origin, extends)
+        self.sources.setdefault(source.name, []).append(source)
+
+    # -- lookups ------------------------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        return sorted(self.sources)
+
+    def known(self) -> list[str]:
+        """The lifecycles Orion or a plugin provides: the names a workspace may replace."""
+        return sorted(n for n, s in self.sources.items()
+                      if any(x.layer in (BUILTIN, PLUGIN) for x in s))
+
+    def winner(self, name: str) -> ChartSource:
+        if name not in self.sources:
+            hint = difflib.get_close_matches(name, self.names(), n=1)
+            raise ConfigError(f"no statechart named {name!r} (known: {', '.join(self.names())})"
+                              + (f"; did you mean {hint[0]!r}?" if hint else ""))
+        return self.sources[name][-1]
+
+    def describe(self, source: ChartSource) -> str:
+        """``write_session: from acme-orion 1.0 (overrides built-in)``."""
+        chain = self.sources.get(source.name, [])
+        below = chain[:chain.index(source)] if source in chain else []
+        if not below:
+            return f"{source.name}: {source.origin}" if source.layer == BUILTIN \
+                else f"{source.name}: from {source.origin}"
+        how = "extends" if source.extends == source.name else "overrides"
+        return f"{source.name}: from {source.origin} ({how} {below[-1].origin})"
+
+    # -- resolution ---------------------------------------------------------------------------
+
+    def resolve(self, source: ChartSource, _seen: tuple[Path, ...] = ()) -> Resolved:
+        cached = self._resolved.get(source.path)
+        if cached is not None and cached.source == source:
+            return cached
+        result = self._resolve(source, (*_seen, source.path))
+        self._resolved[source.path] = result
+        return result
+
+    def resolve_file(self, path: Path) -> Resolved:
+        """A file given on the command line: in the catalog, or on its own (an overlay then
+        extends the lifecycle the catalog resolves for its base name)."""
+        path = Path(path)
+        for chain in self.sources.values():
+            for source in chain:
+                if source.path.resolve() == path.resolve():
+                    return self.resolve(source)
+        source = ChartSource(path, declared_name(path) or path.stem, FILE, str(path))
+        self._add(source)  # for as long as it is resolved: an overlay extends what is below it
+        shared, self._resolved = self._resolved, {}
+        try:
+            return self.resolve(self.sources[source.name][-1])
+        finally:
+            self._resolved = shared
+            self.sources[source.name].pop()
+            if not self.sources[source.name]:
+                del self.sources[source.name]
+
+    def _resolve(self, source: ChartSource, seen: tuple[Path, ...]) -> Resolved:
+        names = checks.Names(self.plugins.registry.guards, self.plugins.registry.actions)
+        try:
+            doc = _load(source.path)
+        except YamlSourceError as exc:
+            return Resolved(source, None, None, list(exc.diagnostics))
+        chain = self.sources.get(source.name, [source])
+        below = chain[:chain.index(source)] if source in chain else []
+        problems: list[Diagnostic] = []
+        if is_overlay(doc.data):
+            base_name = doc.data.get("extends")
+            if not isinstance(base_name, str):
+                base: ChartSource | None = None  # the overlay's schema check reports it
+            elif base_name == source.name:
+                base = below[-1] if below else None
+                if base is None:
+                    return Resolved(source, doc, None, [self._unknown(
+                        doc, ("extends",), base_name, f"'extends' names {base_name!r}, which "
+                        "is no statechart of Orion or of a plugin")])
+            else:
+                if base_name not in self.sources:
+                    return Resolved(source, doc, None, [self._unknown(
+                        doc, ("extends",), base_name, f"'extends' names {base_name!r}, which "
+                        "is no statechart of Orion or of a plugin")])
+                base = self.sources[base_name][-1]
+            if base is not None and base.path in seen:
+                return Resolved(source, doc, None, [doc.diagnostic(
+                    ("extends",), f"'extends' makes a cycle: {source.name} extends "
+                                  f"{base.name}, which extends it back")])
+            if base is None:
+                merged, problems = merge(SourceDocument(str(source.path), {}), doc)
+            else:
+                parent = self.resolve(base, seen)
+                if parent.doc is None or parent.spec is None or parent.diagnostics:
+                    return Resolved(source, doc, None, [doc.diagnostic(
+                        ("extends",), f"the chart it extends ({base.path}) has errors; "
+                                      "`orion check` lists them")])
+                merged, problems = merge(parent.doc, doc)
+            if merged is None:
+                return Resolved(source, doc, None, problems)
+            doc = merged
+        spec, diagnostics = checks.check(doc, names)
+        if spec is None:
+            return Resolved(source, doc, None, diagnostics)
+        diagnostics += list(check_ids(doc, spec))
+        if source.layer == WORKSPACE and source.name not in self.known() and not below:
+            diagnostics.append(self._unknown(
+                doc, ("statechart",) if "statechart" in (doc.data or {}) else ("extends",),
+                source.name, f"statechart {source.name!r} is not a lifecycle Orion or a "
+                             "plugin runs, so nothing would use this chart"))
+        required: list[Requirement] = []
+        for lower in below:
+            resolved = self.resolve(lower, seen)
+            if resolved.spec is not None:
+                required += requirements(resolved.spec, f"{lower.origin} {lower.name}")
+        required += requirements(spec, f"{source.origin} {source.name}")
+        diagnostics += list(check_contract(doc, spec, required))
+        return Resolved(source, doc, spec, sorted(diagnostics, key=lambda d: (d.path, d.line,
+                                                                              d.column)))
+
+    def _unknown(self, doc: SourceDocument, loc: tuple, name: str, message: str) -> Diagnostic:
+        hint = difflib.get_close_matches(name, self.known() or self.names(), n=1)
+        return doc.diagnostic(loc, f"{message} (known: {', '.join(self.known())})"
+                                   + (f"; did you mean {hint[0]!r}?" if hint else ""))
+
+    # -- compiled lifecycles ------------------------------------------------------------------
+
+    def definition(self, name: str, *, overrides: Mapping[str, Any] | None = None,
+                   env: Mapping[str, str] | None = None,
+                   overrides_origin: str = "orion.yaml") -> Definition:
+        """The compiled lifecycle ``name`` with its settings resolved. Raises
+        :class:`StatechartError` with every finding (a contract the chart breaks included)."""
+        source = self.winner(name)
+        resolved = self.resolve(source)
+        if not resolved.ok:
+            raise StatechartError(resolved.diagnostics)
+        if source.extends is None and len(self.sources[name]) == 1:
+            # A chart that replaces nothing: the plain file, with load_definition's caches.
+            return load_definition(source.path, plugins=self.plugins, overrides=overrides,
+                                   env=env, overrides_origin=overrides_origin)
+        return _compile(resolved, self.plugins, overrides, env, overrides_origin)
+
+
+#: Resolved charts, per catalog fingerprint (files, their stat, the plugin manager), for the
+#: last few catalogs: a runtime per conversation (or per test) resolves its charts once.
+_resolutions: OrderedDict[tuple, tuple[Any, Any, dict[Path, Resolved]]] = OrderedDict()
+_RESOLUTIONS_KEPT = 32
+
+
+def _shared_resolutions(fingerprint: tuple, plugins: Any) -> dict[Path, Resolved]:
+    entry = _resolutions.get(fingerprint)
+    # The manager and registry are kept with the entry, so their ids in the key are not reused.
+    if entry is None or entry[0] is not plugins or entry[1] is not plugins.registry:
+        entry = (plugins, plugins.registry, {})
+        _resolutions[fingerprint] = entry
+    _resolutions.move_to_end(fingerprint)
+    while len(_resolutions) > _RESOLUTIONS_KEPT:
+        _resolutions.popitem(last=False)
+    return entry[2]
+_definitions: dict[tuple, tuple[StatechartSpec, Definition]] = {}
+
+
+def _compile(resolved: Resolved, plugins: Any, overrides: Mapping[str, Any] | None,
+             env: Mapping[str, str] | None, origin: str) -> Definition:
+    spec = resolved.spec
+    assert spec is not None
+    env = os.environ if env is None else env
+    settings = resolve_settings(spec, overrides, env, origin=origin)
+    digest = hashlib.sha256(spec.model_dump_json().encode()).hexdigest()
+    key = (digest, id(plugins), id(plugins.registry), tuple(settings.items()))
+    cached = _definitions.get(key)
+    if cached is not None:
+        return cached[1]
+    definition = Definition(spec, source=str(resolved.source.path), plugins=plugins,
+                            settings=settings)
+    _definitions[key] = (spec, definition)
+    return definition

@@ -1,0 +1,82 @@
+"""The conversation's request form and token total are kept as messages arrive (a request at
+turn 2,000 does not rebuild every earlier message): they must always equal what the messages
+say now, whatever happened to the list or to a message since the last request."""
+
+from __future__ import annotations
+
+from orion.runtime.conversation import Budget, Conversation, Message
+
+
+def fresh(messages: list[Message]) -> tuple[list[dict], int]:
+    # What a conversation holding these messages, built from nothing, sends and counts.
+    return [_wire(m) for m in messages], sum(_tokens(m) for m in messages)
+
+
+def _wire(message: Message) -> dict:
+    return Message(message.role, message.content, message.tool_calls, message.tool_call_id,
+                   message.reasoning_content, message.injected).to_openai()
+
+
+def _tokens(message: Message) -> int:
+    return Message(message.role, message.content, message.tool_calls, message.tool_call_id,
+                   message.reasoning_content).approx_tokens()
+
+
+def assert_current(conversation: Conversation) -> None:
+    assert (conversation.to_openai(), conversation.approx_tokens()) == fresh(conversation.messages)
+
+
+def test_appended_messages_are_sent():
+    conversation = Conversation()
+    conversation.add_user("Write the guide.")
+    assert_current(conversation)
+    conversation.add_assistant("", tool_calls=[{"id": "c1", "type": "function",
+                                               "function": {"name": "f", "arguments": "{}"}}])
+    conversation.add_tool_result("c1", "ok")
+    assert_current(conversation)
+    assert [m["role"] for m in conversation.to_openai()] == ["user", "assistant", "tool"]
+
+
+def test_a_message_changed_after_it_was_sent_is_sent_as_it_is_now():
+    # A write's content in the history is replaced by a short reference once it is written.
+    conversation = Conversation()
+    conversation.add_user("Write it.")
+    streamed = conversation.add_assistant("line\n" * 1000)
+    conversation.add_user("Thanks.")
+    before = conversation.approx_tokens()
+    streamed.content = "(written to docs/guide.md: 1000 lines)"
+    assert_current(conversation)
+    assert conversation.approx_tokens() < before
+    assert conversation.to_openai()[1]["content"] == "(written to docs/guide.md: 1000 lines)"
+
+
+def test_reset_and_replaced_lists_start_again():
+    conversation = Conversation()
+    for word in ("one", "two", "three"):
+        conversation.add_user(word)
+    conversation.to_openai()
+    conversation.reset()
+    conversation.add_user("four")
+    conversation.add_user("five")
+    conversation.add_user("six")
+    assert_current(conversation)
+    assert [m["content"] for m in conversation.to_openai()] == ["four", "five", "six"]
+    conversation.messages = conversation.messages[1:]  # as compaction replaces the list
+    assert_current(conversation)
+
+
+def test_the_request_list_is_the_callers_own():
+    conversation = Conversation()
+    conversation.add_user("a")
+    sent = conversation.to_openai()
+    sent.append({"role": "user", "content": "added by a caller"})
+    assert conversation.to_openai() == [{"role": "user", "content": "a"}]
+
+
+def test_the_budget_on_running_totals_agrees_with_the_budget_on_the_list():
+    conversation = Conversation()
+    for i in range(30):
+        conversation.add_user("x" * (i * 10))
+    for budget in (Budget(10, 0), Budget(0, 500), Budget(0, 10_000), Budget(0, 0)):
+        assert budget.exceeded(len(conversation.messages), conversation.approx_tokens()) == \
+            budget.exceeded_by(conversation.messages)
