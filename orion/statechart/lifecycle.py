@@ -12,7 +12,7 @@ import math
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -266,7 +266,7 @@ class Lifecycle:
     # states are always one path from a top-level state to ``self.state``, and exactly the
     # active states have their timers armed.
 
-    def _enter_states(self, paths: Any, errors: list[ActionError]) -> None:
+    def _enter_states(self, paths: Iterable[str], errors: list[ActionError]) -> None:
         for path in paths:
             self.state = path
             for index, (trigger, delay) in enumerate(self.definition.timers.get(path, ())):
