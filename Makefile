@@ -15,7 +15,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# The distribution was called `orion` before it became `orion-statecharts` (`orion` on the package
+# index is another project): a .venv made then still has it, and it owns the same files.
 $(STAMP): $(BIN)/python $(SOURCES)
+	@if $(BIN)/python -m pip show --quiet orion >/dev/null 2>&1; then \
+		$(BIN)/python -m pip uninstall --quiet --yes orion; fi
 	$(BIN)/python -m pip install --quiet ".[test,otel]"
 	@rm -rf build
 	@touch $@

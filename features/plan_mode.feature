@@ -1,6 +1,6 @@
 @plan_mode @plan
 Feature: Work by plan: one Markdown plan the user approves and the model follows
-  The user turns plan work on with /plan on and ends it with /plan done or /reset. The model
+  The user turns plan work on with /plan on, ends it with /plan done and abandons it with /reset. The model
   stores the plan as one Markdown document with plan_set_content and reads it with plan_get.
   The plan lives in the workspace's orion.db, never only in the conversation. The scenarios
   state the five invariants, drafts and revisions, and the commands.
@@ -324,9 +324,9 @@ Feature: Work by plan: one Markdown plan the user approves and the model follows
     And the user types "/plan approve"
     When the user types "/reset"
     Then the command answers "The conversation was reset."
-    And the user is told "Plan work ended: plan untitled, COMPLETED, revision 1."
+    And the user is told "Plan work ended: plan untitled, CANCELLED, revision 1."
     And the conversation is empty and new
-    And the previous plan is "COMPLETED" and no longer active
+    And the previous plan is "CANCELLED" and no longer active
     And no plan is active
     When the user says "Hello again."
     And the model replies "Hi."

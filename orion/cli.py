@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.markup import escape
 
 from orion import __version__
 from orion.config import WorkspaceConfig, check_disabled, load_config, unknown_settings
+from orion.console import console
 from orion.errors import ConfigError, PluginError
 from orion.plugins import PluginManager, default_plugin_manager, make_plugin_manager
 from orion.statechart.catalog import BUILTIN, Catalog, Resolved
@@ -27,7 +27,7 @@ from orion.statechart.tree import flatten
 from orion.statechart.schema import json_schema
 from orion.statechart.settings import resolve as resolve_settings
 
-err = Console(stderr=True, highlight=False)
+err = console(stderr=True)
 
 
 class ConfigurationError(click.ClickException):
@@ -197,7 +197,7 @@ def diagram(name: str, highlight: str | None, workspace: str) -> None:
     resolved = _resolve_chart(_catalog(pm, config), name)
     spec = resolved.spec
     if spec is None or resolved.diagnostics:
-        click.echo("\n".join(map(str, resolved.diagnostics)))
+        click.echo("\n".join(map(str, resolved.diagnostics)), err=True)
         sys.exit(1)
     nodes = flatten(spec)
     if highlight is not None and highlight not in nodes:
@@ -207,7 +207,7 @@ def diagram(name: str, highlight: str | None, workspace: str) -> None:
         settings = resolve_settings(spec, config.overrides(spec.statechart), os.environ,
                                     origin=config.origin(spec.statechart))
     except ConfigError as exc:
-        click.echo(str(exc))
+        click.echo(str(exc), err=True)  # stdout carries only the diagram
         sys.exit(1)
     click.echo(mermaid(spec, highlight=highlight, settings=dict(settings)), nl=False)
 
@@ -281,23 +281,40 @@ def plugins(as_json: bool, workspace: str) -> None:
     table = Table("plugin", "kind", "version", "hooks")
     for row in rows:
         table.add_row(row["name"], row["kind"], row["version"] or "", ", ".join(row["hooks"]))
-    Console().print(table)
+    console().print(table)
+
+
+def _resolve_script(name_or_path: str) -> Path:
+    """A script file, or the name of one Orion ships (``tools``, ``plan_mode``)."""
+    from orion.examples import shipped_example, shipped_examples
+
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    if "/" not in name_or_path and os.sep not in name_or_path:
+        shipped = shipped_example(name_or_path)
+        if shipped is not None:
+            return shipped
+    names = ", ".join(p.stem for p in shipped_examples())
+    what = "is a directory" if path.is_dir() else "is neither a file nor a shipped example"
+    raise click.BadParameter(f"{name_or_path!r} {what} ({names})", param_hint="SCRIPT")
 
 
 @cli.command()
-@click.argument("script", type=click.Path(exists=True, dir_okay=False))
+@click.argument("script")
 @WORKSPACE
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
               help="Where Orion keeps its state (default: WORKSPACE/.orion).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 def run(script: str, workspace: str, state_dir: str | None, as_json: bool) -> None:
-    """Play a scripted conversation (see docs/scripts.md) through the real runtime."""
+    """Play a scripted conversation (see docs/scripts.md) through the real runtime. SCRIPT is
+    a file, or the name of a shipped example: tools, plan_mode, write_guide, ..."""
     from orion.models.script import load_script
     from orion.runtime.report import ConsoleReporter, Reporter
     from orion.runtime.runner import play
 
     try:
-        loaded = load_script(script)
+        loaded = load_script(_resolve_script(script))
         config = load_config(workspace)
     except ConfigError as exc:
         raise ConfigurationError(str(exc)) from exc
@@ -398,15 +415,21 @@ def traces(ctx: click.Context, workspace: str, state_dir: str | None,
                             if not k.startswith("gen_ai.operation"))
         table.add_row(when, row["kind"], escape(row["name"]), f"{row['duration_ms']:.1f}",
                       (row["session_id"] or "")[:8], escape(details[:120]))
-    Console().print(table)
+    console().print(table)
 
 
 @traces.command("stats")
+# Accepted here too (``orion traces stats --workspace DIR``), where they override the group's.
+@click.option("--workspace", type=click.Path(file_okay=False), default=None,
+              help="The workspace (default: the one given to `orion traces`, else .).")
+@STATE_DIR
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 @click.pass_context
-def traces_stats(ctx: click.Context, as_json: bool) -> None:
+def traces_stats(ctx: click.Context, workspace: str | None, state_dir: str | None,
+                 as_json: bool) -> None:
     """Counts per kind, dropped events and the database size."""
-    stats = _trace_store(ctx.obj["workspace"], ctx.obj["state_dir"]).stats()
+    stats = _trace_store(workspace or ctx.obj["workspace"],
+                         state_dir or ctx.obj["state_dir"]).stats()
     if as_json:
         click.echo(json.dumps(stats, indent=2))
         return
@@ -415,8 +438,8 @@ def traces_stats(ctx: click.Context, as_json: bool) -> None:
     table = Table("kind", "events")
     for kind, count in sorted(stats["counts"].items()):
         table.add_row(kind, str(count))
-    Console().print(table)
-    Console().print(f"total {stats['total']}, dropped {stats['dropped']}, "
+    console().print(table)
+    console().print(f"total {stats['total']}, dropped {stats['dropped']}, "
                     f"database {stats['size_bytes'] / 1024:.1f} KiB ({stats['path']})")
 
 
@@ -437,24 +460,113 @@ def plan() -> None:
     """The workspace's plans: the active one and their history."""
 
 
+def _echo_markdown(markdown: str) -> None:
+    """A plan's Markdown as stored: ``orion plan show > plan.md`` saves exactly the draft."""
+    click.echo(markdown, nl=not markdown.endswith("\n"))
+
+
 @plan.command("show")
+@click.argument("plan_id", metavar="[ID]", required=False)
+@click.option("--revision", "number", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Revision N of the plan's line of revisions (default: its newest).")
 @WORKSPACE
 @STATE_DIR
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
-def plan_show(workspace: str, state_dir: str | None, as_json: bool) -> None:
-    """Show the active plan (or say that plan work is not active)."""
+def plan_show(plan_id: str | None, number: int | None, workspace: str, state_dir: str | None,
+              as_json: bool) -> None:
+    """Show the active plan, the plan ID (an id or its start), or a revision of either."""
     store = _plan_store(workspace, state_dir)
-    active = store.active() if store is not None else None
+    if plan_id is None and number is None:
+        active = store.active() if store is not None else None
+        if as_json:
+            click.echo(json.dumps(None if active is None else
+                                  {**active.summary(), "markdown": active.markdown}, indent=2))
+            return
+        if active is None:
+            err.print("Plan work is not active.")
+            return
+        err.print(f"[bold]{escape(active.title or 'untitled')}[/bold]  {active.status.value}, "
+                  f"revision {active.revision}")
+        _echo_markdown(active.markdown or "(no draft yet)\n")
+        return
+    from orion.plan import history
+
+    try:
+        if store is None:
+            raise history.PlanHistoryError("no plans yet")
+        shown = history.line_plan(store, plan_id)
+        rev = (history.newest(store, shown) if number is None
+               else history.revision(store, shown, number))
+    except history.PlanHistoryError as exc:
+        raise click.BadParameter(str(exc), param_hint="ID" if number is None
+                                 else "--revision") from None
     if as_json:
-        click.echo(json.dumps(None if active is None else
-                              {**active.summary(), "markdown": active.markdown}, indent=2))
+        click.echo(json.dumps({**rev.summary(), "markdown": rev.markdown}, indent=2))
         return
-    if active is None:
-        err.print("Plan work is not active.")
+    err.print(escape(history.label(rev)))
+    _echo_markdown(rev.markdown)
+
+
+@plan.command("diff")
+@click.argument("old", metavar="A")
+@click.argument("new", metavar="B")
+@click.option("--plan", "plan_id", metavar="ID", default=None,
+              help="Whose revisions A and B are (default: the active plan, else the newest).")
+@WORKSPACE
+@STATE_DIR
+def plan_diff(old: str, new: str, plan_id: str | None, workspace: str,
+              state_dir: str | None) -> None:
+    """A unified diff from revision A to revision B. A number is a revision of the plan's
+    line; a plan id (8 characters or more, as `orion plan history` shows it) means that
+    plan's newest draft."""
+    from orion.plan import history
+
+    store = _plan_store(workspace, state_dir)
+    try:
+        if store is None:
+            raise history.PlanHistoryError("no plans yet")
+        line = history.line_plan(store, plan_id)
+        a, b = (history.revision(store, line, ref) for ref in (old, new))
+    except history.PlanHistoryError as exc:
+        raise click.BadParameter(str(exc), param_hint="A B") from None
+    text = history.diff(a, b)
+    if not text:
+        err.print(f"{escape(history.label(a))} and {escape(history.label(b))} are the same")
+    click.echo(text, nl=False)
+
+
+@plan.command("revisions")
+@click.argument("plan_id", metavar="[ID]", required=False)
+@WORKSPACE
+@STATE_DIR
+@click.option("--json", "as_json", is_flag=True, help="Print the revisions as JSON.")
+def plan_revisions(plan_id: str | None, workspace: str, state_dir: str | None,
+                   as_json: bool) -> None:
+    """Every stored draft of the plan ID (default: the active plan, else the newest), oldest
+    first, across the revisions made while executing."""
+    from orion.plan import history
+
+    store = _plan_store(workspace, state_dir)
+    try:
+        if store is None:
+            raise history.PlanHistoryError("no plans yet")
+        revisions = store.revisions(history.line_plan(store, plan_id).id)
+    except history.PlanHistoryError as exc:
+        raise click.BadParameter(str(exc), param_hint="ID") from None
+    if as_json:
+        click.echo(json.dumps([r.summary() for r in revisions], indent=2))
         return
-    err.print(f"[bold]{escape(active.title or 'untitled')}[/bold]  {active.status.value}, "
-              f"revision {active.revision}")
-    click.echo(active.markdown or "(no draft yet)")
+    from datetime import datetime
+
+    from rich.table import Table
+
+    table = Table("revision", "plan", "title", "stored", "bytes")
+    for r in revisions:
+        summary = r.summary()
+        table.add_row(str(r.revision), r.plan_id[:8], escape(r.title),
+                      datetime.fromtimestamp(r.created_ms / 1000).strftime("%Y-%m-%d %H:%M:%S"),
+                      str(summary["bytes"]))
+    console().print(table)
 
 
 @plan.command("history")
@@ -478,7 +590,7 @@ def plan_history(workspace: str, state_dir: str | None, limit: int, as_json: boo
         table.add_row(datetime.fromtimestamp(p.created_ms / 1000).strftime("%Y-%m-%d %H:%M"),
                       p.id[:8], escape(p.title), p.status.value, str(p.revision),
                       (p.supersedes or "")[:8])
-    Console().print(table)
+    console().print(table)
 
 
 # -- orion sessions ------------------------------------------------------------------------------
@@ -527,6 +639,10 @@ def sessions_list(workspace: str, state_dir: str | None, as_json: bool) -> None:
         notes += orphan.problems
         if orphan.degraded:
             notes.append(f"degraded: {orphan.degraded}")
+        if orphan.received_bytes is not None:
+            notes.append(f"only {orphan.bytes} of {orphan.received_bytes} bytes on disk")
+        if orphan.rescued:
+            notes.append(f"content rescued to {orphan.rescued}")
         table.add_row(orphan.short, escape(orphan.target_file or "?"), orphan.operation or "?",
                       str(orphan.lines), str(orphan.bytes), format_age(orphan.age_ms),
                       orphan.status, escape("; ".join(notes)))
@@ -609,6 +725,39 @@ def sessions_clean(older_than: str, workspace: str, state_dir: str | None) -> No
     for orphan in removed:
         err.print(f"removed write session {orphan.short} for {escape(orphan.describe(now))}")
     err.print(f"{len(removed)} write session(s) removed")
+
+
+@sessions.command("history")
+@WORKSPACE
+@STATE_DIR
+@click.option("--limit", type=click.IntRange(min=1, max=1_000_000), default=50,
+              show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the writes as JSON.")
+def sessions_history(workspace: str, state_dir: str | None, limit: int, as_json: bool) -> None:
+    """List finished writes, newest first: what orion sessions undo can undo."""
+    import time
+
+    from orion.write_session.recovery import format_age
+    from orion.write_session.undo import records
+
+    found = records(_state_path(workspace, state_dir))[:limit]
+    if as_json:
+        click.echo(json.dumps([record.to_json() for record in found], indent=2))
+        return
+    if not found:
+        err.print(f"no finished writes in {_state_path(workspace, state_dir)}")
+        return
+    from rich.table import Table
+
+    now = time.time() * 1000.0
+    table = Table("id", "target", "operation", "written", "status", "backup")
+    for record in found:
+        row = record.to_json()
+        table.add_row(record.id[:8], escape(str(row["target_file"])), str(row["operation"]),
+                      format_age(now - record.written_at_ms if record.written_at_ms else None),
+                      str(row["status"]), "yes" if row["backup"] else "-")
+    err.print(table)
+    err.print("undo one with: orion sessions undo ID")
 
 
 @sessions.command("undo")

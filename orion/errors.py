@@ -35,6 +35,10 @@ class ConfigError(OrionError):
     """A setting, override or configuration file is invalid."""
 
 
+class UnknownStatechart(OrionError, LookupError):
+    """No built-in statechart has the name asked for; the message lists those that exist."""
+
+
 class PluginError(OrionError):
     """A plugin could not be loaded or registered; the message names it."""
 

@@ -33,7 +33,7 @@ FAIL_CLOSED_HOOKS = frozenset({"authorize_tool_call"})
 
 class PluginUnavailable(ImportError):
     """Raised at import by a built-in plugin whose optional dependency is not installed (the
-    OpenTelemetry exporter without ``orion[otel]``): the plugin is skipped, not an error."""
+    OpenTelemetry exporter without the ``otel`` extra): the plugin is skipped, not an error."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Export trace events as OpenTelemetry spans (the optional extra ``orion[otel]``).
+"""Export trace events as OpenTelemetry spans (the optional extra ``otel``).
 
 Every event of a ``store_traces`` batch becomes one finished span, named like the event
 (``execute_tool read_file``, ``chat gpt-4o``), with the event's start and duration, its
@@ -44,7 +44,7 @@ except ModuleNotFoundError as exc:
     if (exc.name or "").split(".")[0] != "opentelemetry":
         raise
     raise PluginUnavailable(
-        "opentelemetry-sdk is not installed; pip install 'orion[otel]'") from exc
+        "opentelemetry-sdk is not installed; install Orion with its otel extra") from exc
 
 logger = logging.getLogger(__name__)
 

@@ -93,6 +93,15 @@ def close_plan(lifecycle, transition) -> None:
         service.store.end(plan.id)
 
 
+def cancel_plan(lifecycle, transition) -> None:
+    """``/reset``: the work was abandoned, so even an executing plan is CANCELLED, not
+    COMPLETED."""
+    service = _service(lifecycle)
+    plan = service.active_plan if service is not None else None
+    if plan is not None:
+        service.store.end(plan.id, cancel=True)
+
+
 @hookimpl
 def finalize(lifecycle, transition):
     if lifecycle.name != LIFECYCLE:
@@ -113,6 +122,7 @@ def register_actions(register):
     register("open_plan", open_plan)
     register("approve_plan", approve_plan)
     register("close_plan", close_plan)
+    register("cancel_plan", cancel_plan)
 
 
 # -- tools, gating and authorization --------------------------------------------------------------
@@ -203,8 +213,8 @@ def build_context(request):
     return plan_block(plan, include_markdown=service.settings["context_includes_markdown"])
 
 
-USAGE = ("use /plan on [TITLE], /plan approve, /plan done, /plan show, or /plan alone for the "
-         "status")
+USAGE = ("use /plan on [TITLE], /plan approve, /plan done, /plan show [REVISION], /plan diff "
+         "A B, or /plan alone for the status")
 
 
 def plan_command(runtime, args: str) -> str:
@@ -215,6 +225,15 @@ def plan_command(runtime, args: str) -> str:
         return service.status()
     if action == "on":
         return service.on(title=rest.strip())
+    words = rest.split()
+    if action == "show":
+        if len(words) > 1:
+            return "/plan show takes one revision at most, e.g. /plan show 2."
+        return service.show(words[0] if words else None)
+    if action == "diff":
+        if len(words) != 2:
+            return "/plan diff takes two revisions, e.g. /plan diff 1 2."
+        return service.diff(*words)
     if rest.strip():
         return f"/plan {action} takes no arguments; {USAGE}."
     try:
@@ -224,15 +243,13 @@ def plan_command(runtime, args: str) -> str:
             return service.done()
     except PlanCommandError as exc:
         return str(exc)
-    if action == "show":
-        return service.show()
     return f"Unknown /plan action {action!r}: {USAGE}."
 
 
 @hookimpl
 def register_slash_commands(register):
-    register("plan", plan_command, "work by plan: /plan on [TITLE] | approve | done | show; "
-                                   "/plan shows the status")
+    register("plan", plan_command, "work by plan: /plan on [TITLE] | approve | done | "
+                                   "show [REVISION] | diff A B; /plan shows the status")
 
 
 @hookimpl

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from pydantic import Field
 
 from orion.api import ContextBlock, OrionError, ToolSpec, hookimpl, write_session_of
@@ -17,6 +19,7 @@ from orion.write_session.manager import manager_for
 from orion.write_session.operations import execute
 from orion.write_session.plan import WritePlan, check_plan
 from orion.write_session.session import validate_write
+from orion.write_session.undo import write_undo_record
 
 #: Content larger than this does not belong in tool-call JSON.
 EXECUTE_MAX_CONTENT = 4096
@@ -81,8 +84,19 @@ def execute_small(args: ExecuteArgs, context) -> str:
     if issues:
         listed = "; ".join(str(issue) for issue in issues[:20])
         raise OrionError(f"nothing was written: the content has {len(issues)} issue(s): {listed}")
-    return execute(checked, content, state_dir=runtime.state_dir,
-                   session_id=f"execute-{runtime.requests}").report
+    # A fresh id per write: its backup and undo record never meet another run's.
+    write_id = uuid.uuid4().hex
+    result = execute(checked, content, state_dir=runtime.state_dir, session_id=write_id)
+    manager_for(runtime).writes.append(result)
+    report = result.report
+    try:
+        write_undo_record(runtime.state_dir, session_id=write_id, relative=result.relative,
+                          operation=plan.operation.value, sha256=result.sha256,
+                          backup=result.backup, written_at_ms=runtime.clock.now_ms())
+    except OSError as exc:
+        return (f"{report}; its undo record could not be saved ({exc.strerror or exc}), so "
+                "orion sessions undo cannot undo it")
+    return report
 
 
 class WriteSessionSystem:

@@ -6,6 +6,9 @@ guards through the ``register_*`` hooks and observes lifecycles through the obse
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -129,3 +132,23 @@ def make_probe() -> Callable[[], Probe]:
 def statecharts() -> Path:
     """The built-in statecharts directory of the source tree."""
     return STATECHARTS
+
+
+# -- the wheel ------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory) -> Path:
+    """Orion's wheel, built offline from a copy of the checkout: what ``pip install <checkout>``
+    installs (tests/test_packaging.py, tests/test_readme.py)."""
+    out = tmp_path_factory.mktemp("wheel")
+    # Build from a copy: an in-tree build would leave build/ and *.egg-info in the checkout.
+    src = tmp_path_factory.mktemp("src")
+    for name in ("pyproject.toml", "README.md", "LICENSE", "orion", "plugins", "statecharts",
+                 "examples"):
+        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, src / name)
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                           "--no-build-isolation", "--wheel-dir", str(out), str(src)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (found,) = out.glob("orion_statecharts-*.whl")
+    return found

@@ -110,12 +110,13 @@ def test_diagram_with_unknown_state_is_a_usage_error(runner):
     assert "'nowhere' is not a state of plan_mode" in result.output
 
 
-def test_diagram_of_an_invalid_file_prints_findings_and_exits_1(runner, tmp_path):
+def test_diagram_of_an_invalid_file_prints_findings_to_stderr_and_exits_1(runner, tmp_path):
     bad = tmp_path / "broken.yaml"
     bad.write_text(BROKEN)
     result = runner.invoke(cli, ["diagram", str(bad)])
     assert result.exit_code == 1
-    assert "duplicate key 'idle'" in result.stdout
+    assert "duplicate key 'idle'" in result.stderr
+    assert result.stdout == ""  # stdout is for the diagram: `orion diagram x > x.mmd`
 
 
 def test_plugins_json_lists_builtins_and_their_hooks(runner):

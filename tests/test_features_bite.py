@@ -304,21 +304,29 @@ def links_not_followed(p: Patcher) -> None:
 def no_recheck(p: Patcher) -> None:
     p.replace("orion.write_session.plan:recheck", lambda checked: checked)
 
+    def make(original):  # nor compared with the bytes it was checked against
+        def execute(checked, content, **kw):
+            return original(dataclasses.replace(checked, sha256=None), content, **kw)
+        return execute
+    p.wrap("orion.write_session.operations:execute", make)
 
-@variant("WP-12", "orion.write_session.operations:write_atomically",
+
+@variant("WP-12", "orion.confined:Parent.replace",
          "the target is written in place (truncated, then written), not atomically")
 def write_in_place(p: Patcher) -> None:
-    def write_atomically(target, data, *, mode=None):
-        with open(target, "wb") as handle:
-            handle.write(data)
-    p.replace("orion.write_session.operations:write_atomically", write_atomically)
+    def replace(self, data, *, mode=None):
+        fd = os.open(self.name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=self.fd)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+    p.replace("orion.confined:Parent.replace", replace)
 
 
-@variant("WP-13", "orion.write_session.operations:save_backup",
+@variant("WP-13", "orion.write_session.operations:_store_backup",
          "no backup of the previous content is kept")
 def no_backup(p: Patcher) -> None:
-    p.replace("orion.write_session.operations:save_backup",
-              lambda target, *, state_dir, session_id, relative: None)
+    p.replace("orion.write_session.operations:_store_backup", lambda data, info, dest: None)
 
 
 @variant("WP-14", "orion.write_session.manager:SessionManager.begin",

@@ -32,7 +32,7 @@ from orion_plugins.otel_exporter import OtelExporter, flatten, to_ns  # noqa: E4
 AT = 1_700_000_000_123.5  # ms since the epoch
 AT_NS = 1_700_000_000_123_500_000
 CONVERSATION = "conv-42"
-UNAVAILABLE = "opentelemetry-sdk is not installed; pip install 'orion[otel]'"
+UNAVAILABLE = "opentelemetry-sdk is not installed; install Orion with its otel extra"
 
 
 @pytest.fixture

@@ -2,31 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import sysconfig
 import zipfile
 from pathlib import Path
-
-import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    # Build from a copy: an in-tree build would leave build/ and *.egg-info in the checkout.
-    src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "README.md", "LICENSE", "orion", "plugins", "statecharts", "examples"):
-        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, src / name)
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                           "--no-build-isolation", "--wheel-dir", str(out), str(src)],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    (found,) = out.glob("orion-*.whl")
-    return found
 
 
 def test_wheel_contains_statecharts_plugins_and_the_console_script(wheel):

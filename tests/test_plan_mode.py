@@ -361,8 +361,9 @@ def test_plan_get_returns_exactly_what_was_stored(session):
 
 def test_after_a_revision_the_plan_is_the_store_not_the_conversation(session, workspace):
     """The conversation still holds both drafts as tool call arguments; the plan is the
-    active row's Markdown, and plan_get returns it. No other table (traces included, which
-    summarize long strings) and no lifecycle snapshot holds the Markdown."""
+    active row's Markdown, and plan_get returns it. No other table than the plans and their
+    revisions (traces included, which summarize long strings) and no lifecycle snapshot holds
+    the Markdown."""
     long_v1 = DRAFT + "".join(f"- detail {i}: " + "x" * 60 + "\n" for i in range(30))
     long_v2 = DRAFT_3 + "".join(f"- detail {i}: " + "y" * 60 + "\n" for i in range(30))
     s = session(draft(long_v1), draft(long_v2), call("plan_get"), say("ok"))
@@ -391,8 +392,11 @@ def test_after_a_revision_the_plan_is_the_store_not_the_conversation(session, wo
                                        (text,)).fetchone()[0]
                     if found:
                         where.append((table, column, text is long_v2, found))
-    # The old draft stays only as the superseded row's history; the canonical one is active.
-    assert sorted(where) == [("plans", "markdown", False, 1), ("plans", "markdown", True, 1)]
+    # Each draft is in its plan's row (the old one in the superseded row, the canonical one in
+    # the active row) and once in the revisions, the history; nowhere else.
+    assert sorted(where) == [("plan_revisions", "markdown", False, 1),
+                             ("plan_revisions", "markdown", True, 1),
+                             ("plans", "markdown", False, 1), ("plans", "markdown", True, 1)]
 
 
 # == Invariant 4: the plan block in every request, through compaction and restarts ===============
@@ -619,7 +623,8 @@ def test_reset_ends_plan_work_and_resets_the_conversation(session):
     assert s.runtime.conversation.messages == []
     assert s.runtime.conversation.id != old_conversation
     assert s.store.active() is None
-    assert s.store.get(plan.id).status is Status.COMPLETED  # as /plan done: it was executing
+    # /reset abandons the work: the executing plan is CANCELLED, not COMPLETED as by /plan done
+    assert s.store.get(plan.id).status is Status.CANCELLED
     assert s.service.lifecycle.state == "inactive"
     s("hello")
     assert not PLAN_TOOLS & set(s.tools()) and block_of(s.system()) == ""
@@ -644,7 +649,8 @@ def test_an_unknown_plan_action_says_what_exists_and_changes_nothing(session):
     s("/plan on")
     rows = s.store.rows()
     assert s("/plan start") == ("Unknown /plan action 'start': use /plan on [TITLE], /plan "
-                                "approve, /plan done, /plan show, or /plan alone for the status.")
+                                "approve, /plan done, /plan show [REVISION], /plan diff A B, or "
+                                "/plan alone for the status.")
     assert s("/plan done now").startswith("/plan done takes no arguments")
     assert s.store.rows() == rows
 

@@ -314,7 +314,7 @@ def test_recover_finalize_writes_the_target_once(tmp_path, ws, pm):
     assert result.sha256 == sha(content.encode()) and result.lines == 4
     assert not result.complete and "may be incomplete" in result.report
     assert not orphan.directory.exists()
-    record = json.loads((state_dir(ws) / "backups" / orphan.id / "undo.json").read_text())
+    record = json.loads((state_dir(ws) / "undo" / f"{orphan.id}.json").read_text())
     assert record["status"] == "recovered" and record["sha256"] == sha(content.encode())
     with pytest.raises(SessionNotFound):
         recover_finalize(ws, state_dir(ws), orphan.short, pm)
@@ -399,7 +399,7 @@ def test_startup_only_cleans_up_a_session_that_had_written(tmp_path, ws, pm):
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
     assert target.read_bytes() == b"new line 1\nnew line 2\n"
     assert not directory.exists()
-    record = json.loads((state_dir(ws) / "backups" / "feedface12345678" / "undo.json")
+    record = json.loads((state_dir(ws) / "undo" / "feedface12345678.json")
                         .read_text())
     assert record["status"] == "repaired" and record["sha256"] == sha(target.read_bytes())
     assert undo(ws, state_dir(ws), "feedface").action == "restored"
@@ -603,7 +603,7 @@ def test_undo_restores_the_pre_image(tmp_path, ws, pm):
     assert target.read_text() == "new text\n"
     result = undo(ws, state_dir(ws), sid[:8])
     assert result.action == "restored" and target.read_text() == "old text\n"
-    record = json.loads((state_dir(ws) / "backups" / sid / "undo.json").read_text())
+    record = json.loads((state_dir(ws) / "undo" / f"{sid}.json").read_text())
     assert record["undone"] is True
     with pytest.raises(UndoRefused, match="already undone"):
         undo(ws, state_dir(ws), sid[:8])

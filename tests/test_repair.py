@@ -1,6 +1,6 @@
 """The repair half of the 2-3-10 loop: the batched correction prompt, the model's ``L<line>:``
 corrections, and the safe replacement after the last round (checked on Markus Kuhn's UTF-8
-stress test, ``../shared/corpus/UTF-8-test.txt``, as stored and with its malformed sequences
+stress test, ``tests/data/UTF-8-test.txt``, as stored and with its malformed sequences
 restored; see ``test_validators.py``)."""
 
 from __future__ import annotations

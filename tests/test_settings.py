@@ -62,7 +62,8 @@ def config_error(spec, overrides=None, env=None, **kwargs) -> str:
 def test_defaults_without_overrides(write_session):
     assert dict(resolve(write_session)) == {
         "idle_ms": 2000, "max_continuations": 3, "max_corrections": 3, "flush_lines": 50,
-        "flush_interval_ms": 5000, "strict_done": False, "orphan_ttl_ms": 3600000}
+        "flush_interval_ms": 5000, "strict_done": False, "orphan_ttl_ms": 3600000,
+        "keep_backups": 100}
 
 
 def test_resolved_settings_are_read_only(write_session):
@@ -181,7 +182,7 @@ def test_unknown_override_names(write_session):
     assert config_error(write_session, {"idle": 1, "flush": 2}, {}, origin="orion.yaml") == (
         "orion.yaml: statechart 'write_session' has no setting 'flush', 'idle' (it has: "
         "idle_ms, max_continuations, max_corrections, flush_lines, flush_interval_ms, "
-        "strict_done, orphan_ttl_ms)")
+        "strict_done, orphan_ttl_ms, keep_backups)")
 
 
 def test_unknown_override_for_a_statechart_without_settings():

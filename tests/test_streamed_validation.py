@@ -26,7 +26,7 @@ from orion.runtime.runner import play
 from orion.validation import (Issue, StreamedLines, ValidationRequest, collect_issues,
                               line_breaks)
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "UTF-8-test.txt"
+CORPUS = Path(__file__).resolve().parent / "data" / "UTF-8-test.txt"
 
 #: Lines the built-in line checks report, and lines they must not.
 LINES = [

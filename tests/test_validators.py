@@ -1,9 +1,10 @@
 """The built-in validators and the fence-unwrapping normalizer.
 
 The UTF-8 validator is checked against Markus Kuhn's "UTF-8 decoder capability and stress test"
-(``../shared/corpus/UTF-8-test.txt``, CC BY 4.0): as stored there (its malformed sequences were
-already replaced by U+FFFD, one per maximal subpart, on the way to us) and restored, with every
-malformed sequence put back from what the file itself says about it. Two references that do not
+(``tests/data/UTF-8-test.txt``, CC BY 4.0, attribution in ``tests/data/README.md``): as stored
+there (its malformed sequences were already replaced by U+FFFD, one per maximal subpart, on the
+way to us) and restored, with every malformed sequence put back from what the file itself says
+about it. Two references that do not
 share code with Orion decide what must be found: Python's ``errors="replace"`` decoding, line by
 line, and a byte-level scan written from the Unicode Standard's table of well-formed UTF-8
 (Table 3-7) and its definition of maximal subparts.
@@ -31,7 +32,7 @@ from orion.validation import Issue, ValidationRequest, collect_issues
 from orion.write_session.repair import LineView, find_problems, text_lines
 from orion_plugins.validate_placeholders import placeholder
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "UTF-8-test.txt"
+CORPUS = Path(__file__).resolve().parent / "data" / "UTF-8-test.txt"
 UTF8_CODES = {"utf8-invalid", "utf8-replacement-char", "control-char"}
 BUILTIN_VALIDATORS = ["orion_plugins.validate_utf8", "orion_plugins.validate_syntax",
                       "orion_plugins.validate_placeholders", "orion_plugins.unwrap_fence"]
@@ -59,8 +60,8 @@ def found(pm, path: str, content: bytes | str, codes=None) -> list[tuple[int, in
 def corpus_bytes() -> bytes:
     if not CORPUS.is_file():
         pytest.fail(f"the real-world corpus is missing: {CORPUS} (Markus Kuhn's UTF-8-test.txt; "
-                    "see ../shared/corpus/README.md). These tests read it from the project "
-                    "root's sibling directory shared/corpus/ and must not be skipped.")
+                    "see tests/data/README.md). It is part of the repository and these tests "
+                    "must not be skipped.")
     return CORPUS.read_bytes()
 
 

@@ -114,7 +114,8 @@ def test_operations_edits_every_seeded_file(tmp_path):
                                     b"- Write sessions.\n")
     assert read("src/app.py") == (b'import os\nimport sys\n\n\ndef main():\n'
                                   b'    """Run the billing tools."""\n    return 0\n')
-    assert read("docs/install.md") == (b"# Install\n<!-- steps -->\n1. `pip install orion`\n"
+    assert read("docs/install.md") == (b"# Install\n<!-- steps -->\n"
+                                       b"1. `pip install orion-statecharts`\n"
                                        b"2. `orion check`\n<!-- /steps -->\n"
                                        b"Questions? Ask the team.\n")
     assert read("settings.toml") == (b'[database]\nprimary = "db.internal:5432"\n'

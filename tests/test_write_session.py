@@ -34,7 +34,7 @@ from orion.runtime import runner
 from orion.runtime.report import Progress, Reporter
 from orion.runtime.runner import RunResult, play
 from orion.statechart import lifecycle as lifecycle_module
-from orion.write_session import operations
+from orion import confined
 
 DONE_PROMPT = "If you're finished, reply with DONE on its own line; otherwise continue."
 SHA_REFERENCE = re.compile(r"\[wrote (?P<path>\S+): (?P<lines>\d+) lines, sha256 [0-9a-f]{12}\]")
@@ -134,13 +134,13 @@ def run(tmp_path, monkeypatch):
     monkeypatch.setattr(SubstitutingModel, "substitutions", {})
     monkeypatch.setattr(runner, "ScriptedModel", SubstitutingModel)
     writes: list[Path] = []
-    original = operations.write_atomically
+    original = confined.Parent.replace
 
-    def counting(target, data, **kw):
-        writes.append(Path(target))
-        return original(target, data, **kw)
+    def counting(self, data, **kw):
+        writes.append(Path(self.path))
+        return original(self, data, **kw)
 
-    monkeypatch.setattr(operations, "write_atomically", counting)
+    monkeypatch.setattr(confined.Parent, "replace", counting)
     counter = iter(range(1, 1000))
 
     def _run(script: str | dict, *, orion_yaml: str | None = None, watch: str | None = None,
@@ -195,6 +195,12 @@ def guide(lines: int, tag: str = "guide") -> str:
 
 def assert_ok(played: Played) -> None:
     assert played.result.ok, played.result.errors
+
+
+def assert_incomplete(played: Played) -> None:
+    """An incomplete write is written, and fails the run: ``orion run`` exits 1."""
+    assert not played.result.ok
+    assert [e for e in played.result.errors if "is incomplete" in e], played.result.errors
 
 
 def files_under(root: Path) -> dict[str, bytes]:
@@ -461,7 +467,7 @@ def test_a_continuation_that_starts_over_stops_the_loop_without_duplicating(run)
         {"expect": "(incomplete: the output was cut off)"},
         say("Sorry about that."),
     ]})
-    assert_ok(played)
+    assert_incomplete(played)
     assert played.text("docs/guide.md") == document[:cut]
     [session] = played.result.sessions
     assert session["status"] == "incomplete"
@@ -481,7 +487,7 @@ def test_at_most_three_continuations_then_the_file_is_written_incomplete(run):
     conversation += [{"expect": "Created long.md (4 lines"},
                      {"expect": "(incomplete: the output was cut off)"}, say("Noted.")]
     played = run({"conversation": conversation})
-    assert_ok(played)
+    assert_incomplete(played)
     assert played.text("long.md") == "".join(parts)
     notices = played.reporter.notices
     assert [n for n in notices if n.startswith("part ")] == [
@@ -502,7 +508,7 @@ def test_the_continuation_limit_is_a_setting(run):
         {"expect": "(incomplete"},
         say("Noted."),
     ]})
-    assert_ok(played)
+    assert_incomplete(played)
     assert played.text("long.md") == "one\ntwo\n"
 
 
@@ -793,7 +799,7 @@ def test_each_operation_through_begin_and_streamed_content(run, seed, plan, cont
     [session] = played.result.sessions
     backup = played.state_dir / "backups" / session["id"] / "notes.md"
     assert backup.read_bytes() == seed.encode("utf-8")
-    undo = json.loads((played.state_dir / "backups" / session["id"] / "undo.json").read_text())
+    undo = json.loads((played.state_dir / "undo" / f"{session['id']}.json").read_text())
     assert undo["target_file"] == "notes.md" and undo["operation"] == operation
 
 

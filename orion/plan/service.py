@@ -12,6 +12,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from orion.errors import OrionError, TriggerNotAllowed
+from orion.plan import history
 from orion.plan.store import Plan, PlanStore, Status
 from orion.statechart.lifecycle import SNAPSHOT_FORMAT
 
@@ -147,13 +148,31 @@ class PlanService:
             return "Plan work is not active. Start it with /plan on."
         return f"Plan work is active: {describe(plan)}{NEXT[plan.status]}"
 
-    def show(self) -> str:
+    def show(self, revision: str | None = None) -> str:
+        """The active plan, or revision ``revision`` of its line, with the Markdown."""
         plan = self.active_plan
         if plan is None:
             return "Plan work is not active. Start it with /plan on."
+        if revision is not None:
+            try:
+                rev = history.revision(self.store, plan, revision)
+            except history.PlanHistoryError as exc:
+                return f"{exc}."
+            return f"{history.label(rev)}:\n\n{rev.markdown}"
         if not plan.markdown:
             return f"{describe(plan)}: no draft yet."
         return f"{describe(plan)}:\n\n{plan.markdown}"
+
+    def diff(self, old: str, new: str) -> str:
+        """What changed from revision ``old`` to ``new`` of the active plan's line."""
+        plan = self.active_plan
+        if plan is None:
+            return "Plan work is not active. Start it with /plan on."
+        try:
+            a, b = (history.revision(self.store, plan, ref) for ref in (old, new))
+        except history.PlanHistoryError as exc:
+            return f"{exc}."
+        return history.diff(a, b) or f"{history.label(a)} and {history.label(b)} are the same."
 
     def set_content(self, markdown: str, title: str | None, *,
                     expected_revision: int | None = None) -> Plan:

@@ -6,6 +6,10 @@ active (``active`` is 1 or NULL, under a unique partial index) and that an activ
 in a terminal status (a CHECK constraint). Whether plan work is on is not stored separately: it
 is on exactly while a plan is active, so the two can never disagree.
 
+Every draft is kept: ``plan_revisions`` holds each stored Markdown under its plan and revision
+number, so a draft that replaced another (Variant B) does not lose it. The ``plans`` row holds
+the newest one, which is all the model and the context block ever see.
+
 Every write is one ``BEGIN IMMEDIATE`` transaction: it takes the write lock before it reads, so
 two processes sharing a workspace (two ``orion chat``) serialize instead of failing on a lock
 upgrade, and a check such as "no plan is active" still holds when the write commits.
@@ -86,6 +90,24 @@ def _m001_plans(db: Database) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS plans_created ON plans(created_ms)")
 
 
+@migrations(name="002_plan_revisions")
+def _m002_plan_revisions(db: Database) -> None:
+    db.execute("""
+        CREATE TABLE IF NOT EXISTS plan_revisions (
+            plan_id TEXT NOT NULL REFERENCES plans(id),
+            revision INTEGER NOT NULL CHECK (revision >= 1),
+            title TEXT NOT NULL DEFAULT '',
+            markdown TEXT NOT NULL,
+            created_ms REAL NOT NULL,
+            PRIMARY KEY (plan_id, revision)
+        )""")
+    # A database from before revisions were kept has only each plan's last draft: that one
+    # becomes its revision, the earlier ones are gone.
+    db.execute("INSERT OR IGNORE INTO plan_revisions (plan_id, revision, title, markdown, "
+               "created_ms) SELECT id, revision, title, markdown, updated_ms FROM plans "
+               "WHERE markdown IS NOT NULL AND revision >= 1")
+
+
 COLUMNS = ("id", "title", "markdown", "status", "revision", "supersedes", "active",
            "created_ms", "updated_ms")
 SELECT = f"SELECT {', '.join(COLUMNS)} FROM plans"
@@ -120,6 +142,37 @@ class Plan:
         return {"id": self.id, "title": self.title, "status": self.status.value,
                 "revision": self.revision, "active": self.active,
                 "supersedes": self.supersedes, "bytes": self.bytes}
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One stored draft: plan ``plan_id`` as ``plan_set_content`` left it at ``revision``."""
+
+    plan_id: str
+    revision: int
+    title: str
+    markdown: str
+    created_ms: float
+
+    def summary(self) -> dict[str, Any]:
+        return {"plan_id": self.plan_id, "revision": self.revision, "title": self.title,
+                "created_ms": self.created_ms,
+                "bytes": len(self.markdown.encode("utf-8", "surrogatepass"))}
+
+
+REVISION_COLUMNS = "plan_id, revision, title, markdown, created_ms"
+
+#: The ids of every plan in the line of revisions that holds plan ``?``: back along
+#: ``supersedes`` to the first plan, and forward to the newest (each plan is superseded by one
+#: plan at most, so the line is a chain).
+LINE = """
+    WITH RECURSIVE back(id, supersedes) AS (
+        SELECT id, supersedes FROM plans WHERE id = :plan
+        UNION SELECT p.id, p.supersedes FROM plans p JOIN back b ON p.id = b.supersedes),
+    forward(id) AS (
+        SELECT id FROM plans WHERE id = :plan
+        UNION SELECT p.id FROM plans p JOIN forward f ON p.supersedes = f.id)
+    SELECT id FROM back UNION SELECT id FROM forward"""
 
 
 class PlanStore:
@@ -163,6 +216,31 @@ class PlanStore:
         return [Plan.from_row(row) for row in self._conn.execute(
             f"{SELECT} ORDER BY created_ms DESC, rowid DESC LIMIT ?", (limit,))]
 
+    def find(self, prefix: str) -> Plan:
+        """The plan whose id is or starts with ``prefix`` (as ``orion plan history`` shows
+        ids, 8 characters). Raises :class:`PlanStoreError` when none or several match."""
+        rows = self._conn.execute(f"{SELECT} WHERE substr(id, 1, length(:p)) = :p LIMIT 2",
+                                  {"p": prefix}).fetchall()
+        if not rows or not prefix:
+            raise PlanStoreError(f"no plan {prefix!r}")
+        if len(rows) > 1:
+            raise PlanStoreError(f"plan id {prefix!r} is ambiguous: give more characters")
+        return Plan.from_row(rows[0])
+
+    def revisions(self, plan_id: str) -> list[Revision]:
+        """Every draft stored in the line of revisions that holds ``plan_id`` (the plan and
+        the plans it superseded or was superseded by), oldest first."""
+        return [Revision(*row) for row in self._conn.execute(
+            f"SELECT {REVISION_COLUMNS} FROM plan_revisions WHERE plan_id IN ({LINE}) "
+            "ORDER BY revision", {"plan": plan_id})]
+
+    def revision(self, plan_id: str, number: int) -> Revision | None:
+        """Revision ``number`` of the line of revisions that holds ``plan_id``."""
+        row = self._conn.execute(
+            f"SELECT {REVISION_COLUMNS} FROM plan_revisions WHERE plan_id IN ({LINE}) "
+            "AND revision = :number", {"plan": plan_id, "number": number}).fetchone()
+        return Revision(*row) if row else None
+
     def rows(self) -> list[dict[str, Any]]:
         """Every row as stored, for tests that prove nothing changed."""
         return list(self.db.query("SELECT * FROM plans ORDER BY rowid"))
@@ -201,8 +279,9 @@ class PlanStore:
         """Store a draft of the active plan ``plan_id``. COLLECTING or READY: the Markdown is
         replaced, the plan is READY and its revision goes up by one. EXECUTING: a new plan,
         READY, one revision up, supersedes it (the old one becomes SUPERSEDED and inactive,
-        the new one active), in one transaction. Terminal or inactive: refused.
-        ``expected_revision``, when given, must be the plan's revision."""
+        the new one active), in one transaction. Terminal or inactive: refused. Either way
+        the draft is also kept in ``plan_revisions``, so none is lost when the next replaces
+        it. ``expected_revision``, when given, must be the plan's revision."""
         now = _now_ms()
         with self._write() as conn:
             plan = self._must(plan_id)
@@ -228,6 +307,10 @@ class PlanStore:
                     "UPDATE plans SET markdown = ?, title = ?, status = ?, revision = ?, "
                     "updated_ms = ? WHERE id = ?",
                     (markdown, new_title, Status.READY.value, plan.revision + 1, now, plan_id))
+            # Kept in the same transaction: a draft in ``plans`` is always one of the revisions.
+            conn.execute(f"INSERT INTO plan_revisions ({REVISION_COLUMNS}) "
+                         "VALUES (?, ?, ?, ?, ?)",
+                         (plan_id, plan.revision + 1, new_title, markdown, now))
         return self._must(plan_id)
 
     def approve(self, plan_id: str) -> Plan:
@@ -241,14 +324,16 @@ class PlanStore:
                          (Status.EXECUTING.value, _now_ms(), plan_id))
         return self._must(plan_id)
 
-    def end(self, plan_id: str) -> Plan:
-        """End the active plan: EXECUTING becomes COMPLETED, COLLECTING or READY CANCELLED;
-        it is no longer active. A plan that is not active is returned as it is."""
+    def end(self, plan_id: str, *, cancel: bool = False) -> Plan:
+        """End the active plan: EXECUTING becomes COMPLETED, COLLECTING or READY CANCELLED
+        (and any status CANCELLED with ``cancel``: work abandoned, as by ``/reset``); it is no
+        longer active. A plan that is not active is returned as it is."""
         with self._write() as conn:
             plan = self._must(plan_id)
             if not plan.active:
                 return plan
-            ended = Status.COMPLETED if plan.status is Status.EXECUTING else Status.CANCELLED
+            ended = (Status.COMPLETED if plan.status is Status.EXECUTING and not cancel
+                     else Status.CANCELLED)
             conn.execute("UPDATE plans SET status = ?, active = NULL, updated_ms = ? "
                          "WHERE id = ?", (ended.value, _now_ms(), plan_id))
         return self._must(plan_id)

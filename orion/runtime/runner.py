@@ -12,12 +12,14 @@ have their journals released, as when the process exits.
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orion.clock import VirtualClock
+from orion.confined import PathSwapped, open_parent
 from orion.config import WorkspaceConfig, load_config
 from orion.errors import ConfigError, OrionError
 from orion.models.base import ScriptError
@@ -71,17 +73,32 @@ def workspace_files(root: Path, state_dir: Path) -> dict[str, FileReport]:
 
 
 def seed_files(root: Path, files: dict[str, str]) -> None:
-    """Write the script's ``files`` into the workspace. An existing file with other content is
-    an error, never overwritten: a script must not destroy a user's work."""
+    """Write the script's ``files`` into the workspace, confined to it as every write is (no
+    component may be a symbolic link: see :mod:`orion.confined`). An existing file with other
+    content is an error, never overwritten: a script must not destroy a user's work."""
     for relative, text in files.items():
-        target = root / relative
-        if target.exists():
-            if target.read_text(encoding="utf-8", errors="replace") != text:
-                raise ConfigError(f"the script seeds {relative!r}, but the workspace already has "
-                                  "that file with other content; use an empty workspace")
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+        try:
+            with open_parent(root.resolve(), relative, create=True) as parent, parent.locked():
+                existing = parent.read()
+                if existing is not None:
+                    if existing.decode("utf-8", "replace") != text:
+                        raise ConfigError(f"the script seeds {relative!r}, but the workspace "
+                                          "already has that file with other content; use an "
+                                          "empty workspace")
+                    continue
+                parent.replace(text.encode("utf-8"), mode=0o644 & ~_umask())
+        except PathSwapped as exc:
+            raise ConfigError(f"the script seeds {relative!r}, but a symbolic link or a file "
+                              f"stands in its path in the workspace ({exc}); nothing "
+                              "seeded there") from exc
+        except ValueError as exc:
+            raise ConfigError(f"the script seeds {relative!r}: {exc}") from exc
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def with_script_settings(config: WorkspaceConfig, script: Script) -> WorkspaceConfig:
@@ -106,7 +123,6 @@ async def play(script: Script, *, workspace: Path, plugins: PluginManager,
     runtime = Runtime(model=ScriptedModel(cursor), plugins=plugins, workspace=workspace,
                       state_dir=state_dir, config=config,
                       clock=VirtualClock(start_ms=time.time() * 1000.0), reporter=reporter)
-    before = workspace_files(runtime.workspace, runtime.state_dir)
     errors: list[str] = []
     try:
         # Orphaned write sessions first: a session marked for --continue asks the model to go
@@ -135,9 +151,18 @@ async def play(script: Script, *, workspace: Path, plugins: PluginManager,
     sessions = [{"id": s.id, "target_file": s.target_file, "operation": s.operation,
                  "status": s.status, "continuations": s.continuations,
                  "corrections": s.corrections} for s in manager_for(runtime).summaries()]
+    for session in sessions:  # a write that failed or ended incomplete fails the run
+        outcome = {"failed": "failed", "incomplete": "is incomplete: the output was cut off"}
+        if session["status"] in outcome:
+            errors.append(f"the write of {session['target_file']} (session "
+                          f"{session['id'][:8]}) {outcome[session['status']]}")
+    writes = list(manager_for(runtime).writes)
     plan = plan_service_for(runtime).report()
     runtime.close()  # flushes traces, releases open journals, closes the plan store
-    after = workspace_files(runtime.workspace, runtime.state_dir)
-    changed = [report for path, report in after.items() if before.get(path) != report]
-    return RunResult(ok=not errors, files=changed, sessions=sessions, plan=plan,
+    # Only what this run wrote: another process writing in the workspace meanwhile is not ours.
+    mine: dict[str, FileReport] = {}
+    for result in writes:
+        mine.pop(result.relative, None)
+        mine[result.relative] = FileReport(result.relative, result.bytes, result.sha256)
+    return RunResult(ok=not errors, files=list(mine.values()), sessions=sessions, plan=plan,
                      prompts=list(runtime.prompts), errors=errors)

@@ -474,7 +474,8 @@ def draft_stored_only_in_plan(orion_world: World, name: str, which: str) -> None
     assert len(markdown) > limit, f"use a long draft: traces keep strings up to {limit} chars"
     where = [(table, column) for table, column, value in database_texts(orion_world)
              if markdown in value]
-    assert where == [("plans", "markdown")], where
+    # Its plan's row, and the history of drafts (plan_revisions); no other table.
+    assert sorted(where) == [("plan_revisions", "markdown"), ("plans", "markdown")], where
     [row] = [row for row in plan_rows(orion_world) if row["markdown"] == markdown]
     if which == "active":
         assert row["active"] == 1, row

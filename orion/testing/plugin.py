@@ -5,8 +5,8 @@ Installing Orion registers this plugin with pytest, so a project's own ``.featur
 use the fixtures ``orion_world``, ``orion_plugins``, ``orion_yaml`` and ``orion_env`` and every
 step of ``orion.testing.steps`` (common and write-session steps) and
 ``orion.testing.plan_steps`` (plan mode) and ``orion.testing.system_steps`` (the ``orion``
-command, links, disks, logs). The steps need pytest-bdd (``pip install
-orion[test]``); without it only the fixtures are loaded.
+command, links, disks, logs). The steps need pytest-bdd (the ``test`` extra:
+``pip install './orion[test]'`` from a clone); without it only the fixtures are loaded.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ A session directory holds::
                     save, degradation, plus the caller's state dict; at every flush() (the
                     controller's checkpoints), and by automatic flushes at most once per
                     flush interval
+    degraded        1 KiB of spaces reserved at creation; when the disk fails, why (JSON),
+                    overwritten in place so that even a full disk takes it
     lock            the owning process: its pid, and on Linux its start time (see is_live)
 
 "Crash-safe" means safe against the process dying (the CLI is killed, the machine sleeps):
@@ -26,9 +28,13 @@ surrogate U+DC80..U+DCFF (an invalid byte escaped by ``surrogateescape``, as
 :class:`~orion.write_session.protocol.Utf8StreamDecoder` produces) becomes that byte again, and
 any other lone surrogate is encoded as ``surrogatepass`` does (three bytes, invalid UTF-8).
 
-If the disk fails (full, read-only, permission denied), the journal warns once, records the
-reason in :attr:`Journal.degraded` and goes on in memory only: the content stays complete, so
-the target can still be written. Other ``OSError`` s propagate.
+If the disk fails (:data:`DEGRADING_ERRNOS`: full, quota, file-size limit, read-only,
+permission denied, I/O error), the journal warns once, records the reason in
+:attr:`Journal.degraded` and in the ``degraded`` file, and goes on in memory only: the content
+stays complete, so the target can still be written. When it cannot be, :meth:`Journal.secure`
+tries the disk once more and :meth:`Journal.rescue` writes the content elsewhere. Other
+``OSError`` s propagate. The flush interval counts real time as well as the given clock: a
+virtual clock that does not move must not keep the content off the disk.
 """
 
 from __future__ import annotations
@@ -56,8 +62,14 @@ CONTENT = "content.txt"
 STATE = "state.json"
 LOCK = "lock"
 
+STATUS = "degraded"
+#: The size of the ``degraded`` file, reserved at creation: saying why the disk failed then
+#: overwrites reserved bytes in place, which needs no new space on a full disk.
+STATUS_RESERVE = 1024
+
 #: Disk errors that switch the journal to memory only instead of failing the session.
-DEGRADING_ERRNOS = frozenset({errno.ENOSPC, errno.EACCES, errno.EROFS, errno.EDQUOT})
+DEGRADING_ERRNOS = frozenset({errno.ENOSPC, errno.EACCES, errno.EROFS, errno.EDQUOT,
+                              errno.EFBIG, errno.EIO, errno.EPERM})
 
 #: Name of the codec error handler the journal encodes with (registered on import).
 ENCODING_ERRORS = "orion.journal"
@@ -87,6 +99,10 @@ class JournalLocked(OrionError):
 
 def _wall_ms() -> float:
     return time.time() * 1000.0
+
+
+def _real_ms() -> float:
+    return time.monotonic() * 1000.0
 
 
 def _start_time(pid: int) -> str | None:
@@ -161,8 +177,13 @@ class Journal:
         self._closed = False
         self._owns_lock = False
         self._last_flush_ms = self._now_ms()
+        # The flush interval also runs on real time: a virtual clock (``orion run``) may never
+        # advance while a model streams for seconds, and a crash would then lose everything.
+        self._last_flush_real = _real_ms()
         self._last_save_ms: float | None = None
         self._last_state_ms = float("-inf")
+        self._last_state_real = float("-inf")
+        self._rescued: str | None = None
 
     # -- construction ------------------------------------------------------------------------
 
@@ -182,6 +203,8 @@ class Journal:
             path = journal.directory / METADATA
             with open(path, "x", encoding="utf-8") as f:
                 json.dump(journal.metadata, f, ensure_ascii=False, indent=2, default=str)
+            with open(journal.directory / STATUS, "wb") as f:
+                f.write(b" " * STATUS_RESERVE)
             journal._take_lock()
             journal._open_content()
         except FileExistsError:
@@ -243,7 +266,8 @@ class Journal:
             if self._pending_lines >= self._flush_lines:
                 self._flush(False)
                 return
-        if self._now_ms() - self._last_flush_ms >= self._interval:
+        if self._now_ms() - self._last_flush_ms >= self._interval \
+                or _real_ms() - self._last_flush_real >= self._interval:
             self._flush(False)
 
     def flush(self, state: Mapping[str, Any] | None = None) -> None:
@@ -260,9 +284,9 @@ class Journal:
         # Automatic flushes (from append) always write the content; they rewrite state.json
         # only once per flush interval: the content file is the truth after a crash, and a
         # state rewrite (temp file + rename) costs far more than appending a few kilobytes.
-        now = self._now_ms()
+        now, real = self._now_ms(), _real_ms()
         self._pending_lines = 0
-        self._last_flush_ms = now
+        self._last_flush_ms, self._last_flush_real = now, real
         self._hash_pending()
         if self._fd is None:
             return
@@ -272,9 +296,10 @@ class Journal:
             self._disk_failed(exc, self.content_path)
             return
         self._last_save_ms = now
-        if not with_state and now - self._last_state_ms < self._interval:
+        if not with_state and now - self._last_state_ms < self._interval \
+                and real - self._last_state_real < self._interval:
             return
-        self._last_state_ms = now
+        self._last_state_ms, self._last_state_real = now, real
         try:
             self._write_state()
         except OSError as exc:
@@ -350,6 +375,111 @@ class Journal:
         text = bytes(buf[start:end]).decode("utf-8", "replace")
         return [line.removesuffix("\r") for line in text.split("\n")]
 
+    # -- keeping the content when the disk failed ---------------------------------------------
+
+    def secure(self) -> bool:
+        """Whether ``content.txt`` holds every byte received, after writing what is pending.
+        A degraded journal tries the disk once more (space may have been freed): the bytes the
+        file lacks are appended and fsynced. Never raises for a disk error."""
+        if self._degraded is None and self._fd is not None:
+            try:
+                self._write_pending()
+                os.fsync(self._fd)
+                return True
+            except OSError as exc:
+                try:
+                    self._disk_failed(exc, self.content_path)
+                except OSError:
+                    return False
+        try:
+            fd = os.open(self.content_path, os.O_WRONLY | os.O_CREAT, 0o644)
+        except OSError:
+            return False
+        try:
+            size = os.fstat(fd).st_size
+            if size > len(self._buf):
+                return False
+            os.lseek(fd, size, os.SEEK_SET)
+            with memoryview(self._buf) as view:
+                while size < len(self._buf):
+                    size += os.write(fd, view[size:])
+            os.fsync(fd)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        self._flushed = len(self._buf)
+        self._degraded = None
+        self._mark_status({})
+        try:
+            self._write_state()
+        except OSError:
+            pass  # content.txt is the truth; state.json only adds the caller's state
+        return True
+
+    def rescue(self, places: list[Path], name: str) -> Path:
+        """Write all the content to a new file ``orion-rescued-<name>`` in the first of
+        ``places`` that takes it (fsynced), note it in the session directory if possible and
+        return its path; the last ``OSError`` when none does."""
+        failure: OSError | None = None
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:100]
+        for place in places:
+            path = Path(place) / f"orion-rescued-{safe}.txt"
+            try:
+                Path(place).mkdir(parents=True, exist_ok=True)
+                n = 1
+                while True:
+                    try:
+                        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                        break
+                    except FileExistsError:
+                        n += 1
+                        path = Path(place) / f"orion-rescued-{safe}-{n}.txt"
+                try:
+                    with memoryview(self._buf) as view:
+                        done = 0
+                        while done < len(view):
+                            done += os.write(fd, view[done:])
+                    os.fsync(fd)
+                except OSError:
+                    os.close(fd)
+                    path.unlink(missing_ok=True)
+                    raise
+                os.close(fd)
+            except OSError as exc:
+                failure = exc
+                continue
+            self._rescued = str(path)
+            self._mark_status({"reason": self._degraded, "rescued": str(path)})
+            log.warning("write session %s: the content was written to %s", self.directory, path)
+            return path
+        assert failure is not None
+        raise failure
+
+    def _mark_status(self, record: dict[str, Any]) -> None:
+        """Overwrite the reserved ``degraded`` file in place (no new space needed): blank for
+        a journal on disk, else why it is not, how much reached the disk and where the content
+        was rescued. Best effort: a disk that refuses even this is already reported."""
+        if record:
+            record = {**record, "bytes": len(self._buf), "flushed_bytes": self._flushed}
+            data = json.dumps(record, ensure_ascii=False, default=str).encode("utf-8")
+            if len(data) > STATUS_RESERVE:
+                record["reason"] = str(record.get("reason"))[:200]
+                data = json.dumps(record, ensure_ascii=False, default=str).encode("utf-8")
+            data = data[:STATUS_RESERVE]
+        else:
+            data = b""
+        try:
+            fd = os.open(self.directory / STATUS, os.O_WRONLY)
+        except OSError:
+            return
+        try:
+            os.pwrite(fd, data.ljust(STATUS_RESERVE), 0)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
     # -- lifetime ----------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -358,6 +488,8 @@ class Journal:
             return
         if self._fd is not None and (self._flushed < len(self._buf) or self._last_save_ms is None):
             self.flush()
+        if self._degraded is not None:  # how much the disk lacks, for orion sessions list
+            self._mark_status({"reason": self._degraded, "rescued": self._rescued})
         self._close_fd()
         self._release_lock()
         self._closed = True
@@ -485,6 +617,7 @@ class Journal:
             self._close_fd()
         except OSError:
             pass
+        self._mark_status({"reason": self._degraded})
         log.warning("write session %s: cannot write to disk (%s); keeping the content in "
                     "memory only, it is still complete", self.directory, self._degraded)
         if self._on_degraded is not None:

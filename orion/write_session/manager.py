@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from orion.errors import OrionError, SnapshotError
 from orion.write_session.journal import Journal
+from orion.write_session.operations import WriteResult
 from orion.write_session.plan import WritePlan, check_plan
 from orion.write_session.session import (SessionSummary, WriteSession, lifecycle_key,
                                          session_dir)
@@ -28,6 +29,9 @@ class SessionManager:
     def __init__(self, runtime: Runtime):
         self.runtime = runtime
         self.sessions: list[WriteSession] = []
+        #: Every write this runtime made (sessions and ``WritePlanTool_execute``), in order:
+        #: what ``orion run`` reports as its own.
+        self.writes: list[WriteResult] = []
 
     @property
     def active(self) -> WriteSession | None:
@@ -162,7 +166,7 @@ class SessionManager:
         """Release the journals of sessions still open (flushed, lock removed), as a process
         that ends does: ``orion sessions`` and the next start then see them as orphans."""
         for session in self.sessions:
-            session.journal.close()
+            session.release()
 
 
 def instruction(target: str, terminator: str) -> str:

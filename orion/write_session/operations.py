@@ -18,9 +18,13 @@ they do to the bytes:
 * **Markers again.** The markers (and ``search``) are matched once more on the exact bytes
   being edited; if they no longer occur as required, :class:`PlanRejected` says so.
 
-:func:`write_atomically` writes a temp file next to the target, fsyncs it, gives it the old
-file's permission bits and renames it over the target, then fsyncs the directory: readers see
-the old file or the new one, never a mix, and a failure leaves the old file and no temp file.
+:func:`execute` writes through directory descriptors (:mod:`orion.confined`): a temp file next
+to the target is written, fsynced, given the old file's permission bits and renamed over the
+target, then the directory is fsynced: readers see the old file or the new one, never a mix, a
+failure leaves the old file and no temp file, and no symbolic link swapped into the path after
+the check can redirect the write. It holds the directory's lock while it reads, compares with
+the bytes the plan was checked against (:class:`TargetChanged` when someone else changed them)
+and replaces. :func:`write_atomically` does the same by path, for files Orion owns.
 """
 
 from __future__ import annotations
@@ -28,18 +32,19 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import secrets
 import shutil
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from orion.confined import TEMP_MARK, Parent, open_parent, temp_name
+from orion.errors import OrionError
 from orion.write_session.plan import (BOM, CheckedPlan, Operation, PlanRejected, line_ending,
                                       match_plan, recheck, split_bom, with_line_ending)
 
-#: Temp files are named ``.{name}.orion-tmp-{random}`` in the target's directory.
-TEMP_MARK = ".orion-tmp-"
+__all__ = ["TEMP_MARK", "TargetChanged", "WriteResult", "apply_operation", "backup_path",
+           "count_lines", "describe", "execute", "save_backup", "write_atomically"]
 #: Where backups go, under the state directory: ``backups/<session_id>/<relative path>``.
 BACKUPS = "backups"
 #: From this size on, the SHA-256 of the new content is computed in a thread during the write.
@@ -154,7 +159,7 @@ def write_atomically(target: Path, data: bytes, *, mode: int | None = None) -> N
     fsynced. On any failure the temp file is removed and the error re-raised: the target keeps
     its old content and no temp file is left behind."""
     target = Path(target)
-    temp = target.parent / f".{target.name[:200]}{TEMP_MARK}{secrets.token_hex(6)}"
+    temp = target.parent / temp_name(target.name)
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
                  0o666)
     try:
@@ -204,7 +209,7 @@ def save_backup(target: Path, *, state_dir: Path, session_id: str,
     if dest.exists():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
-    temp = dest.parent / f".{dest.name[:200]}{TEMP_MARK}{secrets.token_hex(6)}"
+    temp = dest.parent / temp_name(dest.name)
     try:
         shutil.copy2(target, temp)
         os.replace(temp, dest)
@@ -252,22 +257,79 @@ def describe(checked: CheckedPlan, before: bytes | None, after: bytes, content: 
     return text + ("; backup saved" if backup is not None else "")
 
 
+class TargetChanged(OrionError):
+    """The target's bytes are not those the plan was checked against: another program (or
+    another Orion process) changed it meanwhile. Nothing was written."""
+
+
+def _store_backup(data: bytes, info: os.stat_result, dest: Path) -> Path:
+    """Keep ``data`` (the pre-image, read under the lock) at ``dest`` with its mode and times;
+    a backup already there is the session's first pre-image and is kept."""
+    if dest.exists():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    temp = dest.parent / temp_name(dest.name)
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, stat_mode(info))
+        finally:
+            os.close(fd)
+        os.utime(temp, ns=(info.st_atime_ns, info.st_mtime_ns))
+        os.replace(temp, dest)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return dest
+
+
+def stat_mode(info: os.stat_result) -> int:
+    return info.st_mode & 0o7777
+
+
+def changed_message(relative: str) -> str:
+    return (f"{relative} changed since the plan was checked (another program or another Orion "
+            "process wrote it); nothing written, so that change is not lost")
+
+
 def execute(checked: CheckedPlan, content: bytes, *, state_dir: Path,
             session_id: str) -> WriteResult:
-    """Finalize a write: :func:`~orion.write_session.plan.recheck` the plan, read the file,
-    :func:`apply_operation`, :func:`save_backup` the pre-image, :func:`write_atomically` (with
-    the file's mode; missing parent directories of a new file are created) and report."""
+    """Finalize a write: :func:`~orion.write_session.plan.recheck` the plan; then, holding the
+    lock on the target's directory (see :mod:`orion.confined`), read the file through directory
+    descriptors, refuse with :class:`TargetChanged` when its bytes are not those the plan was
+    checked against (``checked.sha256``), :func:`apply_operation`, keep the pre-image as a
+    backup, replace the file atomically (with its mode; missing parent directories of a new
+    file are created, never through a symbolic link) and report."""
+    first = checked
     checked = recheck(checked)
-    existing = checked.target.read_bytes() if checked.exists else None
+    if checked.relative != first.relative:
+        raise TargetChanged(f"{first.relative} now leads to {checked.relative} (a symbolic link "
+                            "changed since the plan was checked); nothing written")
+    with open_parent(checked.workspace, checked.relative, create=not checked.exists) as parent, \
+            parent.locked():
+        return _execute_locked(first, checked, parent, content, state_dir, session_id)
+
+
+def _execute_locked(first: CheckedPlan, checked: CheckedPlan, parent: Parent, content: bytes,
+                    state_dir: Path, session_id: str) -> WriteResult:
+    existing = parent.read()
+    if first.exists and first.sha256 is not None:
+        if existing is None or hashlib.sha256(existing).hexdigest() != first.sha256:
+            raise TargetChanged(changed_message(checked.relative))
+    elif not first.exists and existing is not None:
+        raise TargetChanged(changed_message(checked.relative))
     after = apply_operation(checked, existing, content)
     backup = None
     if existing is not None:
-        backup = save_backup(checked.target, state_dir=state_dir, session_id=session_id,
-                             relative=checked.relative)
-    else:
-        checked.target.parent.mkdir(parents=True, exist_ok=True)
+        info = parent.stat()
+        assert info is not None  # read() found it, under the lock
+        backup = _store_backup(existing, info, backup_path(
+            state_dir=state_dir, session_id=session_id, relative=checked.relative))
     digest = _sha256(after)
-    write_atomically(checked.target, after, mode=checked.mode)
+    parent.replace(after, mode=checked.mode)
     lines = count_lines(after)
     report = describe(checked, existing, after, content, backup, lines=lines)
     return WriteResult(path=checked.target, relative=checked.relative, bytes=len(after),

@@ -48,6 +48,7 @@ under the state directory may be written (both compared as resolved paths).
 from __future__ import annotations
 
 import codecs
+import hashlib
 import os
 import stat
 from dataclasses import dataclass
@@ -205,6 +206,9 @@ class CheckedPlan:
     exists: bool
     mode: int | None
     state_dir: Path
+    #: SHA-256 (hex) of the target's bytes at the check (None for a new file): the write
+    #: refuses to go ahead when the file no longer has them (someone else changed it).
+    sha256: str | None = None
 
 
 @dataclass(frozen=True)
@@ -381,7 +385,7 @@ def check_plan(plan: WritePlan, *, workspace: Path, state_dir: Path) -> CheckedP
     try:
         with open(target, "rb") as handle:
             head = handle.read(SNIFF_BYTES)
-            data = head + handle.read() if OPERATION_FIELDS[op] else head
+            data = head + handle.read()
     except OSError as exc:
         raise PlanRejected(f"{shown} cannot be read: {exc.strerror}.",
                            field="target_file") from exc
@@ -391,7 +395,8 @@ def check_plan(plan: WritePlan, *, workspace: Path, state_dir: Path) -> CheckedP
                            field="target_file")
     if OPERATION_FIELDS[op]:
         match_plan(plan, split_bom(data)[1], relative)
-    return CheckedPlan(plan, root, target, relative, True, stat.S_IMODE(info.st_mode), state)
+    return CheckedPlan(plan, root, target, relative, True, stat.S_IMODE(info.st_mode), state,
+                       hashlib.sha256(data).hexdigest())
 
 
 def recheck(checked: CheckedPlan) -> CheckedPlan:

@@ -30,12 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 from orion.errors import OrionError
 from orion.validation import ValidationRequest, collect_issues
-from orion.write_session.journal import CONTENT, METADATA, STATE, Journal
-from orion.write_session.operations import (apply_operation, backup_path, count_lines, execute,
-                                            write_atomically)
+from orion.confined import TEMP_MARK, open_parent
+from orion.write_session.journal import CONTENT, METADATA, STATE, STATUS, Journal
+from orion.write_session.operations import (apply_operation, backup_path, count_lines, execute)
 from orion.write_session.plan import CheckedPlan, PlanRejected, WritePlan, check_plan
 from orion.write_session.repair import safe_replacement
-from orion.write_session.session import undo_record_path
+from orion.write_session.undo import prune as prune_backups
+from orion.write_session.undo import (record_paths, replace_json, undo_record_path,
+                                      write_undo_record)
 from orion.workspace import PathOutsideWorkspace, resolve_inside
 
 if TYPE_CHECKING:
@@ -115,6 +117,10 @@ class Orphan:
     corrections: int = 0
     finalizing: dict[str, Any] | None = None
     degraded: str | None = None
+    #: Where the content was written when neither the journal nor the target took it.
+    rescued: str | None = None
+    #: How many bytes the session had received when its journal failed (None: it did not).
+    received_bytes: int | None = None
     problems: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict, repr=False)
     saved_state: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -169,6 +175,7 @@ class Orphan:
             "age_ms": self.age_ms, "live": self.live, "status": self.status,
             "state": self.state, "continuations": self.continuations,
             "corrections": self.corrections, "degraded": self.degraded,
+            "rescued": self.rescued, "received_bytes": self.received_bytes,
             "problems": list(self.problems)}
 
 
@@ -239,6 +246,7 @@ def load(directory: Path, *, now_ms: float | None = None) -> Orphan:
         pass
     except OSError as exc:
         problems.append(f"{CONTENT} cannot be read: {exc.strerror or exc}")
+    _load_status(orphan)
     resume = directory / RESUME
     if resume.exists():
         orphan.status = "resume"
@@ -256,6 +264,28 @@ def load(directory: Path, *, now_ms: float | None = None) -> Orphan:
     orphan.age_ms = None if activity is None else max(0.0, now - activity)
     orphan.live = Journal.is_live(directory)
     return orphan
+
+
+def _load_status(orphan: Orphan) -> None:
+    """The reserved ``degraded`` file: why the journal went memory-only, how much it had
+    received, where the content was rescued to."""
+    try:
+        text = (orphan.directory / STATUS).read_bytes().strip()
+    except OSError:
+        return
+    if not text:
+        return
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return
+    if not isinstance(record, dict):
+        return
+    orphan.degraded = _str(record.get("reason")) or orphan.degraded or "the disk failed"
+    orphan.rescued = _str(record.get("rescued"))
+    received = record.get("bytes")
+    if isinstance(received, int) and received > orphan.bytes:
+        orphan.received_bytes = received
 
 
 def resolve_id(state_dir: str | os.PathLike[str], session_id: str, *,
@@ -358,14 +388,11 @@ def already_written(orphan: Orphan, workspace: str | os.PathLike[str],
 def _write_undo_record(state_dir: Path, orphan: Orphan, relative: str, operation: str,
                        data: bytes, status: str, written_at_ms: float) -> Path:
     """The record ``orion sessions undo`` reads (the format of the session's own)."""
-    path = undo_record_path(state_dir, orphan.id)
     backup = backup_path(state_dir=state_dir, session_id=orphan.id, relative=relative)
-    record = {"session_id": orphan.id, "target_file": relative, "operation": operation,
-              "sha256": _sha(data), "backup": str(backup) if backup.is_file() else None,
-              "written_at_ms": written_at_ms, "status": status}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _replace_json(path, record)
-    return path
+    return write_undo_record(state_dir, session_id=orphan.id, relative=relative,
+                             operation=operation, sha256=_sha(data),
+                             backup=backup if backup.is_file() else None,
+                             written_at_ms=written_at_ms, status=status)
 
 
 def _finish_cleanup(orphan: Orphan, workspace: Path, state_dir: Path, status: str,
@@ -378,6 +405,7 @@ def _finish_cleanup(orphan: Orphan, workspace: Path, state_dir: Path, status: st
                            checked.target.read_bytes(), status,
                            orphan.last_save_ms if orphan.last_save_ms is not None else now_ms)
     shutil.rmtree(orphan.directory, ignore_errors=True)
+    remove_temp_leftovers(checked.target.parent)
     return checked.relative
 
 
@@ -410,6 +438,7 @@ def startup(runtime: Runtime) -> list[StartupAction]:
         ttl = DEFAULT_TTL_MS
     now = runtime.clock.now_ms()
     actions: list[StartupAction] = []
+    _housekeeping(runtime)
     try:
         orphans = scan(runtime.state_dir, now_ms=now)
     except OSError as exc:
@@ -428,6 +457,115 @@ def startup(runtime: Runtime) -> list[StartupAction]:
         _trace(runtime, orphan, action)
     runtime.drain_outboxes()
     return actions
+
+
+def _housekeeping(runtime: Runtime) -> None:
+    """At start: temp files a killed write left beside its target go, and backups beyond
+    ``keep_backups`` are pruned. A failure here only costs a notice."""
+    try:
+        removed = sweep_temp_leftovers(runtime.workspace, runtime.state_dir)
+    except OSError as exc:
+        runtime.reporter.notice(f"could not look for leftover temp files: {exc}")
+        removed = []
+    if removed:
+        runtime.reporter.notice(f"removed {len(removed)} temp file(s) an interrupted write left "
+                                f"behind: {', '.join(removed[:5])}"
+                                + (" ..." if len(removed) > 5 else ""))
+    try:
+        keep = int(runtime.definition("write_session").settings.get("keep_backups", 100))
+    except OrionError:
+        keep = 100
+    try:
+        open_ids = {entry.name for entry in os.scandir(sessions_dir(runtime.state_dir))}
+    except OSError:
+        open_ids = set()
+    try:
+        prune_backups(runtime.state_dir, keep, open_sessions=open_ids)
+    except OSError as exc:
+        runtime.reporter.notice(f"could not prune old backups: {exc}")
+
+
+#: Directories the leftover sweep never enters: Orion's state, version control, and trees of
+#: generated files that are large and never a write's target.
+SWEEP_SKIPPED = frozenset({".git", ".hg", ".svn", ".orion", "node_modules", ".venv", "venv",
+                           "__pycache__", ".tox", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+#: The sweep looks at most at this many directories (a huge tree costs a bounded listing).
+SWEEP_MAX_DIRS = 5000
+#: A temp file without a pid in its name (an older Orion) is removed once it is this old.
+LEGACY_TEMP_AGE_S = 600
+_TEMP_PID = re.compile(r"(\d+)-[0-9a-f]+")
+
+
+def remove_temp_leftovers(directory: Path) -> list[str]:
+    """Remove the ``.NAME.orion-tmp-PID-RANDOM`` files in ``directory`` whose process is gone
+    (a write in progress in another running process is left alone); their names."""
+    removed = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        name = entry.name
+        if not name.startswith(".") or TEMP_MARK not in name:
+            continue
+        try:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            match = _TEMP_PID.fullmatch(name.rsplit(TEMP_MARK, 1)[1])
+            if match is not None:
+                if _pid_alive(int(match.group(1))):
+                    continue
+            elif time.time() - entry.stat(follow_symlinks=False).st_mtime < LEGACY_TEMP_AGE_S:
+                continue
+            os.unlink(entry.path)
+        except OSError:
+            continue
+        removed.append(name)
+    return removed
+
+
+def sweep_temp_leftovers(workspace: Path, state_dir: Path) -> list[str]:
+    """:func:`remove_temp_leftovers` in every directory of the workspace, listing names only
+    (no file is read), never entering :data:`SWEEP_SKIPPED` directories, the state directory
+    or a symbolic link, and at most :data:`SWEEP_MAX_DIRS` directories. Paths removed,
+    relative to the workspace."""
+    root = Path(workspace).resolve()
+    state = Path(state_dir).resolve()
+    removed: list[str] = []
+    pending = [root]
+    seen = 0
+    while pending and seen < SWEEP_MAX_DIRS:
+        directory = pending.pop()
+        seen += 1
+        relative = directory.relative_to(root)
+        removed += [(relative / name).as_posix() for name in remove_temp_leftovers(directory)]
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name in SWEEP_SKIPPED:
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    path = Path(entry.path)
+                    if path != state:
+                        pending.append(path)
+            except OSError:
+                continue
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # it exists, it belongs to someone else
+    return True
 
 
 def _startup_one(runtime: Runtime, manager: Any, orphan: Orphan, ttl: int,
@@ -526,6 +664,14 @@ def recover_finalize(workspace: str | os.PathLike[str], state_dir: str | os.Path
                               f"{relative} was already written by session {orphan.short}; "
                               "cleaned up", len(data), count_lines(data), _sha(data))
     _refuse_a_second_edit(orphan, plan, workspace, state_dir)
+    if orphan.received_bytes is not None:
+        where = (f"; the whole content was written to {orphan.rescued}" if orphan.rescued
+                 else "")
+        raise RecoveryError(
+            f"write session {orphan.short} holds only {orphan.bytes} of the "
+            f"{orphan.received_bytes} bytes it received: its journal could not be written "
+            f"({orphan.degraded}){where}. Nothing written; discard it with orion sessions "
+            f"discard {orphan.short} once the content is safe")
     try:
         checked = check_plan(plan, workspace=workspace, state_dir=state_dir)
     except PlanRejected as exc:
@@ -565,6 +711,7 @@ def recover_finalize(workspace: str | os.PathLike[str], state_dir: str | os.Path
     _write_undo_record(state_dir, orphan, result.relative, plan.operation.value,
                        result.path.read_bytes(), "recovered", _wall_ms())
     journal.remove()
+    remove_temp_leftovers(result.path.parent)
     report = result.report
     if not orphan.complete:
         report += " (the model had not finished: the content may be incomplete)"
@@ -678,16 +825,9 @@ def undo(workspace: str | os.PathLike[str], state_dir: str | os.PathLike[str],
     restore the backup atomically, or delete a file the session created. Refuses with
     :class:`UndoRefused` otherwise."""
     workspace, state_dir = Path(workspace).resolve(), Path(state_dir).resolve()
-    backups = state_dir / "backups"
-    records: dict[str, Path] = {}
-    try:
-        for entry in backups.iterdir():
-            if (entry / "undo.json").is_file():
-                records[entry.name] = entry / "undo.json"
-    except (FileNotFoundError, NotADirectoryError):
-        pass
-    path = _pick(session_id.strip(), records, "undo record of a write session", backups)
-    full_id = path.parent.name
+    path = _pick(session_id.strip(), record_paths(state_dir), "undo record of a write session",
+                 state_dir / "undo")
+    full_id = path.stem if path.name != "undo.json" else path.parent.name
     short = full_id[:8]
     record, problem = _read_json(path)
     if problem or not isinstance(record, dict):
@@ -703,22 +843,30 @@ def undo(workspace: str | os.PathLike[str], state_dir: str | os.PathLike[str],
     except PathOutsideWorkspace as exc:
         raise RecoveryError(f"the undo record of session {short} names {relative!r}, which is "
                             f"not inside {workspace}: {exc}") from exc
-    current = target.read_bytes() if target.is_file() else None
-    if current is None or _sha(current) != record.get("sha256"):
-        what = "was deleted" if current is None else "changed"
-        raise UndoRefused(f"{relative} {what} since session {short} wrote it; nothing undone")
     backup_name = record.get("backup")
-    if backup_name is None and record.get("operation") == "create":
-        target.unlink()
-        action, report = "deleted", f"deleted {relative} (session {short} had created it)"
-    else:
+    backup = None
+    if not (backup_name is None and record.get("operation") == "create"):
         backup = Path(backup_name) if isinstance(backup_name, str) else backup_path(
             state_dir=state_dir, session_id=full_id, relative=relative)
         if not backup.is_file():
             raise UndoRefused(f"the backup of {relative} from session {short} is missing "
                               f"({backup}); nothing undone")
-        write_atomically(target, backup.read_bytes(), mode=backup.stat().st_mode & 0o7777)
-        action, report = "restored", f"restored {relative} as it was before session {short}"
+    # Read, compare and put back under the directory's lock, through directory descriptors:
+    # another Orion process cannot write in between, and no swapped link redirects the undo.
+    with open_parent(workspace, target.relative_to(workspace).as_posix()) as parent, \
+            parent.locked():
+        current = parent.read()
+        if current is None or _sha(current) != record.get("sha256"):
+            what = "was deleted" if current is None else "changed"
+            raise UndoRefused(f"{relative} {what} since session {short} wrote it; nothing "
+                              "undone")
+        if backup is None:
+            parent.unlink()
+            action, report = "deleted", f"deleted {relative} (session {short} had created it)"
+        else:
+            parent.replace(backup.read_bytes(), mode=backup.stat().st_mode & 0o7777)
+            action, report = ("restored",
+                              f"restored {relative} as it was before session {short}")
     record.update(undone=True, undone_at_ms=_wall_ms() if now_ms is None else now_ms)
     _replace_json(path, record)
     return UndoResult(full_id, relative, action, report)
@@ -795,9 +943,7 @@ def _read_json(path: Path) -> tuple[Any, str | None]:
 
 
 def _replace_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
-    os.replace(tmp, path)
+    replace_json(path, data)
 
 
 def _mtime_ms(path: Path) -> float | None:

@@ -10,7 +10,7 @@ Only message boundaries become triggers: ``content``, ``message_end``, ``truncat
 from __future__ import annotations
 
 import hashlib
-import json
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,10 +22,12 @@ from orion.runtime.report import Progress
 from orion.trace.events import Kind, TraceEvent
 from orion.validation import Issue, StreamedLines, ValidationRequest, collect_issues
 from orion.write_session.journal import Journal
-from orion.write_session.operations import WriteResult, apply_operation, execute
-from orion.write_session.plan import (CheckedPlan, Operation, line_ending, match_plan, recheck,
+from orion.write_session.operations import (TargetChanged, WriteResult, apply_operation,
+                                            execute)
+from orion.write_session.plan import (CheckedPlan, Operation, line_ending, match_plan,
                                       split_bom)
 from orion.write_session.protocol import EndMarker
+from orion.write_session.undo import write_undo_record
 from orion.write_session.repair import (LINE_BREAK, apply_corrections, correction_prompt,
                                         line_spans, parse_corrections, safe_replacement,
                                         text_lines)
@@ -322,7 +324,8 @@ class WriteSession:
         if self.lifecycle.has_tag("continuing"):
             n = self.lifecycle.context["continuations"]
             limit = self.lifecycle.settings["max_continuations"]
-            self.runtime.reporter.notice(f"part {before + 1} saved ({lines} lines), "
+            saved = "received, in memory only" if self.journal.degraded else "saved"
+            self.runtime.reporter.notice(f"part {before + 1} {saved} ({lines} lines), "
                                          f"continuing {n}/{limit}")
             self.runtime.reporter.progress(self.progress())
         elif self.lifecycle.has_tag("finalizing"):
@@ -443,9 +446,11 @@ class WriteSession:
         """Run by the ``finalize`` action: the plan, executed once, atomically."""
         content = self.content()
         self.journal.flush(self._journal_state(finalizing=True))
-        result = execute(recheck(self.plan), content, state_dir=self.runtime.state_dir,
+        result = execute(self.plan, content, state_dir=self.runtime.state_dir,
                          session_id=self.id)
         self.result = result
+        from orion.write_session.manager import manager_for
+        manager_for(self.runtime).writes.append(result)
         if self.lifecycle.context.get("status") == "incomplete":
             self.status = "incomplete"
         else:
@@ -495,15 +500,43 @@ class WriteSession:
     def _failed(self, cause: BaseException) -> None:
         self.status = "failed"
         reason = str(cause).rstrip().rstrip(".")
-        message = (f"Could not write {self.plan.relative}: {reason}. The content is saved in "
-                   f"write session {self.id[:8]}; `orion sessions recover {self.id[:8]} "
-                   "--finalize` writes it once the problem is fixed.")
+        short = self.id[:8]
+        kept = self._keep_content()
+        if kept is None:
+            saved = (f"The content is saved in write session {short}; "
+                     f"`orion sessions recover {short} --finalize` writes it")
+            saved += (" onto the file as it is now" if isinstance(cause, TargetChanged)
+                      else " once the problem is fixed")
+        elif kept.startswith("/"):
+            saved = (f"The write session's journal could not be saved ({self.journal.degraded})"
+                     f", so the content ({self.journal.lines} lines) was written to {kept} "
+                     "instead; copy it from there")
+        else:
+            saved = (f"The content ({self.journal.lines} lines) could not be saved anywhere "
+                     f"({kept}); it is lost when this process ends")
+        retry = (" To retry, read the file again and call WritePlanTool_begin with a new plan."
+                 if isinstance(cause, TargetChanged) else "")
+        message = f"Could not write {self.plan.relative}: {reason}. {saved}.{retry}"
         self.runtime.reporter.notice(message)
         self._trace(Kind.ERROR, "write failed", {"orion.where": "write session",
                                                  "orion.error": str(cause)})
         self.runtime.inject(message)
         self.journal.close()
         self._detach()
+
+    def _keep_content(self) -> str | None:
+        """Make sure the content survives the failed write: None when the journal holds all
+        of it on disk; else the path of a rescue file it was written to, or (no path) why
+        nothing could hold it."""
+        if self.journal.secure():
+            return None
+        places = [self.runtime.state_dir / "rescued", Path(tempfile.gettempdir()),
+                  Path.home()]
+        try:
+            rescued = self.journal.rescue(places, f"{self.id[:8]}-{self.plan.target.name}")
+        except OSError as exc:
+            return f"{exc.strerror or exc}"
+        return str(rescued)
 
     def _abandon(self, why: str) -> None:
         self.status = "abandoned"
@@ -523,16 +556,40 @@ class WriteSession:
         self.status = "set_aside"
         self.runtime.reporter.progress_done()
         self.checkpoint()
+        kept = self._keep_content()
         self.journal.close()  # state.json keeps the snapshot of the open session
         self.lifecycle.trigger("discard", reason="set aside")  # ends it here: no timer fires
         self._trace(Kind.WRITE_REPORT, f"set aside {self.plan.relative}", {
             "orion.target": self.plan.relative, "orion.status": "set_aside", "orion.why": why,
             "orion.lines": self.journal.lines, "orion.bytes": self.journal.bytes})
-        self.runtime.reporter.notice(
-            f"write session {self.id[:8]} for {self.plan.relative} was set aside ({why}); its "
-            f"{self.journal.lines} lines are kept: `orion sessions recover {self.id[:8]} "
-            "--finalize` writes them, `--continue` lets the next run go on with the model")
+        if kept is None:
+            self.runtime.reporter.notice(
+                f"write session {self.id[:8]} for {self.plan.relative} was set aside ({why}); "
+                f"its {self.journal.lines} lines are kept: `orion sessions recover "
+                f"{self.id[:8]} --finalize` writes them, `--continue` lets the next run go on "
+                "with the model")
+        else:
+            self.runtime.reporter.notice(self._unsaved(f"was set aside ({why})", kept))
         self._detach()
+
+    def release(self) -> None:
+        """The process ends with the session open: close the journal, so the next start sees
+        an orphan; content the journal could not save goes to a rescue file, and the user is
+        told where (or that it could not be saved anywhere)."""
+        if self.status == "active" and self.journal.degraded is not None:
+            kept = self._keep_content()
+            if kept is not None:
+                self.runtime.reporter.notice(self._unsaved("is still open as Orion ends",
+                                                            kept))
+        self.journal.close()
+
+    def _unsaved(self, what: str, kept: str) -> str:
+        where = (f"its content ({self.journal.lines} lines) was written to {kept}"
+                 if kept.startswith("/") else
+                 f"its content ({self.journal.lines} lines) could not be saved anywhere "
+                 f"({kept})")
+        return (f"write session {self.id[:8]} for {self.plan.relative} {what}; its journal "
+                f"could not be saved ({self.journal.degraded}), so {where}")
 
     def _detach(self) -> None:
         if self.feed in self.runtime.text_sinks:
@@ -541,14 +598,17 @@ class WriteSession:
 
     def _record_undo(self, result: WriteResult) -> None:
         """What ``orion sessions undo`` needs once the journal is gone: the target, the hash
-        it was written with, and the pre-image (none for a created file)."""
-        record = undo_record_path(self.runtime.state_dir, self.id)
-        record.parent.mkdir(parents=True, exist_ok=True)
-        record.write_text(json.dumps({
-            "session_id": self.id, "target_file": result.relative,
-            "operation": self.plan.plan.operation.value, "sha256": result.sha256,
-            "backup": str(result.backup) if result.backup else None,
-            "written_at_ms": self.runtime.clock.now_ms()}, indent=2), encoding="utf-8")
+        it was written with, and the pre-image (none for a created file). The write is done
+        when this runs: a disk that refuses the record costs only the undo, and says so."""
+        try:
+            write_undo_record(self.runtime.state_dir, session_id=self.id,
+                              relative=result.relative, operation=self.plan.plan.operation.value,
+                              sha256=result.sha256, backup=result.backup,
+                              written_at_ms=self.runtime.clock.now_ms())
+        except OSError as exc:
+            self.runtime.reporter.notice(
+                f"{result.relative} is written, but its undo record could not be saved "
+                f"({exc.strerror or exc}); orion sessions undo cannot undo this write")
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -688,10 +748,6 @@ def _content_offset(checked: CheckedPlan, existing: bytes, content: bytes) -> in
 
 def session_dir(state_dir: Path, session_id: str) -> Path:
     return state_dir / "write_sessions" / session_id
-
-
-def undo_record_path(state_dir: Path, session_id: str) -> Path:
-    return state_dir / "backups" / session_id / "undo.json"
 
 
 def lifecycle_key(session_id: str) -> str:

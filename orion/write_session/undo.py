@@ -1,0 +1,134 @@
+"""Undo records: what ``orion sessions undo`` and ``orion sessions history`` read once a
+write is done and its journal is gone.
+
+Every write (a write session's, a ``WritePlanTool_execute``, a recovery) leaves
+``<state_dir>/undo/<id>.json``: the target, the operation, the SHA-256 it was written with and
+where its pre-image was kept (``<state_dir>/backups/<id>/<relative path>``, none for a created
+file). Records and backups live in different trees, so a workspace file named ``undo.json``
+has a backup that never meets a record. Older state directories kept the record as
+``backups/<id>/undo.json``; those are still read.
+
+:func:`prune` keeps the newest ``keep_backups`` records with their backups.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orion.confined import temp_name
+
+__all__ = ["UNDO", "UndoRecord", "prune", "records", "undo_record_path", "write_undo_record"]
+
+UNDO = "undo"
+BACKUPS = "backups"
+LEGACY_NAME = "undo.json"
+
+
+def undo_record_path(state_dir: Path, session_id: str) -> Path:
+    return Path(state_dir) / UNDO / f"{session_id}.json"
+
+
+def write_undo_record(state_dir: Path, *, session_id: str, relative: str, operation: str,
+                      sha256: str, backup: Path | None, written_at_ms: float,
+                      status: str = "written") -> Path:
+    """Write the record atomically (temp file and rename); ``OSError`` when the disk refuses."""
+    path = undo_record_path(state_dir, session_id)
+    replace_json(path, {"session_id": session_id, "target_file": relative,
+                        "operation": operation, "sha256": sha256,
+                        "backup": str(backup) if backup else None,
+                        "written_at_ms": written_at_ms, "status": status})
+    return path
+
+
+def replace_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(temp_name(path.name))
+    try:
+        temp.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+@dataclass
+class UndoRecord:
+    id: str
+    path: Path
+    data: dict[str, Any]
+
+    @property
+    def written_at_ms(self) -> float:
+        value = self.data.get("written_at_ms")
+        return float(value) if isinstance(value, int | float) else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "target_file": self.data.get("target_file"),
+                "operation": self.data.get("operation"),
+                "written_at_ms": self.data.get("written_at_ms"),
+                "status": "undone" if self.data.get("undone") else self.data.get("status",
+                                                                                  "written"),
+                "backup": self.data.get("backup"), "record": str(self.path)}
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def record_paths(state_dir: Path) -> dict[str, Path]:
+    """Every undo record by session id (the new location wins over a legacy one). Cheap: only
+    names are listed, nothing is read."""
+    found: dict[str, Path] = {}
+    try:
+        for entry in os.scandir(Path(state_dir) / BACKUPS):
+            legacy = Path(entry.path) / LEGACY_NAME
+            if entry.is_dir(follow_symlinks=False) and legacy.is_file():
+                data = _load(legacy)
+                # Only a record: a backed-up workspace file named undo.json is no record.
+                if data is not None and data.get("session_id") == entry.name:
+                    found[entry.name] = legacy
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    try:
+        for entry in os.scandir(Path(state_dir) / UNDO):
+            if entry.name.endswith(".json") and entry.is_file(follow_symlinks=False):
+                found[entry.name[:-len(".json")]] = Path(entry.path)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    return found
+
+
+def records(state_dir: Path) -> list[UndoRecord]:
+    """Every readable undo record, newest write first."""
+    found = []
+    for session_id, path in record_paths(state_dir).items():
+        data = _load(path)
+        if data is not None:
+            found.append(UndoRecord(session_id, path, data))
+    found.sort(key=lambda r: (r.written_at_ms, r.id), reverse=True)
+    return found
+
+
+def prune(state_dir: Path, keep: int, *, open_sessions: set[str] = frozenset()) -> list[str]:
+    """Remove all but the newest ``keep`` undo records with their backups (``keep`` 0: keep
+    everything); a session whose journal is still there (``open_sessions``) keeps its backup.
+    Returns the ids removed."""
+    if keep <= 0:
+        return []
+    removed = []
+    for record in records(state_dir)[keep:]:
+        if record.id in open_sessions:
+            continue
+        shutil.rmtree(Path(state_dir) / BACKUPS / record.id, ignore_errors=True)
+        record.path.unlink(missing_ok=True)
+        removed.append(record.id)
+    return removed
