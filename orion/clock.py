@@ -86,19 +86,31 @@ class VirtualClock:
         return sorted(t.deadline for t in self._heap if not t.cancelled)
 
     def advance(self, ms: float) -> int:
-        """Move time forward by ``ms`` and fire what falls due; return how many fired."""
+        """Move time forward by ``ms`` and fire what falls due; return how many fired.
+
+        A callback that raises does not stop the others: every timer due by the target still
+        fires at its own deadline, time ends at the target, and then the first error is raised
+        (later ones are added to it as notes)."""
         if ms < 0:
             raise ValueError("time cannot go backwards")
         if not math.isfinite(ms):
             raise ValueError(f"cannot advance by {ms!r} ms: the amount must be finite")
         target = self._now + ms
         fired = 0
+        errors: list[Exception] = []
         while self._heap and self._heap[0].deadline <= target:
             timer = heapq.heappop(self._heap)
             if timer.cancelled:
                 continue
             self._now = timer.deadline
             fired += 1
-            timer.callback()
+            try:
+                timer.callback()
+            except Exception as exc:
+                errors.append(exc)
         self._now = target
+        if errors:
+            for later in errors[1:]:
+                errors[0].add_note(f"then, from a later timer: {later!r}")
+            raise errors[0]
         return fired

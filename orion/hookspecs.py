@@ -58,6 +58,15 @@ def lifecycle_transition(lifecycle: Lifecycle, transition: Transition) -> None:
 
 
 @hookspec
+def lifecycle_event_discarded(lifecycle: Lifecycle, trigger: str, payload: dict[str, Any],
+                              reason: str) -> None:
+    """A queued trigger (sent while another was being processed, a timer's, or a
+    ``done.state.<id>`` completion event) was dropped when its turn came: no transition
+    answered it in the active state, every guard said no, the lifecycle had finished, or an
+    action failed before it. ``reason`` says which. A direct ``trigger()`` raises instead."""
+
+
+@hookspec
 def lifecycle_finished(lifecycle: Lifecycle) -> None:
     """The lifecycle entered a top-level final state. Its timers are cancelled and it accepts
     no more triggers."""

@@ -81,6 +81,11 @@ def load_yaml(source: str | Path, *, text: str | None = None) -> SourceDocument:
                                           f"malformed YAML: {_yaml_message(exc)}")]) from exc
     except yaml.YAMLError as exc:  # pragma: no cover - PyYAML marks nearly everything
         raise YamlSourceError([Diagnostic(path, 1, 1, f"malformed YAML: {exc}")]) from exc
+    except RecursionError:
+        # PyYAML composes nested collections recursively; report where it gave up.
+        mark = loader.get_mark()
+        raise YamlSourceError([Diagnostic(path, mark.line + 1, mark.column + 1,
+                                          "YAML nested too deeply to read")]) from None
     finally:
         loader.dispose()
     return _document(path, loader, root)
@@ -127,7 +132,12 @@ def _document(path: str, loader: Any, root: yaml.Node | None = None) -> SourceDo
     if root is None or _is_empty(root):
         raise YamlSourceError([Diagnostic(path, 1, 1, "the file is empty")])
     builder = _Builder(path, loader)
-    data = builder.build(root, ())
+    try:
+        data = builder.build(root, ())
+    except RecursionError:
+        line, col = next(reversed(builder.positions.values()), (1, 1))  # the last one reached
+        raise YamlSourceError([Diagnostic(path, line, col,
+                                          "YAML nested too deeply to read")]) from None
     if builder.problems:
         raise YamlSourceError(builder.problems)
     return SourceDocument(path, data, builder.positions, builder.key_positions)

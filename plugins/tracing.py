@@ -14,6 +14,15 @@ def lifecycle_transition(lifecycle, transition):
         runtime.tracer.emit(events.transition(lifecycle, transition, runtime.conversation.id))
 
 
+@hookimpl
+def lifecycle_event_discarded(lifecycle, trigger, payload, reason):
+    runtime = lifecycle.owner
+    tracer = getattr(runtime, "tracer", None)
+    if tracer is not None:
+        tracer.emit(events.discarded_event(lifecycle, trigger, payload, reason,
+                                           lifecycle.clock.now_ms(), runtime.conversation.id))
+
+
 class TraceSystem:
     """Hands the events of this request to the trace stores."""
 

@@ -142,21 +142,23 @@ def test_non_finite_deadline_is_an_error():
     assert clock.pending() == []
 
 
-def test_a_failing_callback_propagates_and_later_timers_stay_armed():
+def test_a_failing_callback_propagates_after_time_and_later_timers_moved_on():
     clock = VirtualClock()
-    fired: list[str] = []
+    fired: list[tuple[str, float]] = []
 
     def bad():
         raise RuntimeError("callback failed")
 
     clock.call_at(10, bad)
-    clock.call_at(20, lambda: fired.append("after"))
+    clock.call_at(20, lambda: fired.append(("after", clock.now_ms())))
+    clock.call_at(50, lambda: fired.append(("later", clock.now_ms())))
     with pytest.raises(RuntimeError, match="callback failed"):
         clock.advance(30)
-    assert clock.now_ms() == 10.0  # stopped where the failure happened
-    assert clock.pending() == [20.0]
+    assert clock.now_ms() == 30.0  # the time asked for, not where the failure happened
+    assert fired == [("after", 20.0)]  # due timers still fired, each at its own deadline
+    assert clock.pending() == [50.0]
     assert clock.advance(20) == 1
-    assert fired == ["after"]
+    assert fired[-1] == ("later", 50.0)
 
 
 # -- RealClock ------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
-"""Compile a checked statechart into a ``transitions`` machine, once per file.
+"""Compile a checked statechart once per file: its states, timers, actions, and an index of
+its transitions by state and trigger (see :mod:`orion.statechart.semantics`).
 
-One machine serves every instance of a definition: instances are plain objects whose ``state``
-attribute the machine reads and writes, so creating one costs microseconds.
+One definition serves every instance: instances are plain objects holding their active leaf,
+context and timers, so creating one costs microseconds.
 """
 
 from __future__ import annotations
@@ -14,29 +15,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from transitions.extensions.nesting import HierarchicalMachine, NestedState
-
 from orion.clock import Clock, VirtualClock
 from orion.errors import ActionError, StatechartError
 from orion.registry import Registered, Registry
 from orion.statechart import checks
 from orion.statechart.contract import state_tagged, tags_by_state
 from orion.statechart.lifecycle import Lifecycle
-from orion.statechart.schema import WILDCARD, StatechartSpec
+from orion.statechart.schema import WILDCARD, StatechartSpec, _Edge
+from orion.statechart.semantics import CompiledTransition, entry_path, transition_domain
 from orion.statechart.settings import resolve
 from orion.statechart.tree import SEPARATOR, StateNode, flatten, lineage, settle
 from orion.yamlsource import SourceDocument, YamlSourceError, load_yaml
-
-
-class DotState(NestedState):
-    """Nested states addressed as ``parent.child``. A subclass, so the library's global
-    default separator (``_``, which breaks on names like ``session_active``) is untouched."""
-
-    separator = SEPARATOR
-
-
-class DotMachine(HierarchicalMachine):
-    state_cls = DotState
 
 
 class _Action:
@@ -55,20 +44,6 @@ class _Action:
             raise ActionError(lifecycle.name, self.name, self.where, exc) from exc
 
 
-class _TransitionActions:
-    """The ``actions`` of a transition, run after its guards pass and before any state exits,
-    so an action that fails leaves the lifecycle where it was."""
-
-    __slots__ = ("actions",)
-
-    def __init__(self, actions: tuple[_Action, ...]):
-        self.actions = actions
-
-    def __call__(self, event_data: Any) -> None:
-        for action in self.actions:
-            action(event_data.model)
-
-
 class _Guard:
     """Fails closed: a guard that raises is reported and counts as ``False``."""
 
@@ -77,8 +52,7 @@ class _Guard:
     def __init__(self, registered: Registered):
         self.name, self.function, self.plugin = registered.name, registered.function, registered.plugin
 
-    def __call__(self, event_data: Any) -> bool:
-        lifecycle = event_data.model
+    def __call__(self, lifecycle: Lifecycle) -> bool:
         try:
             return bool(self.function(lifecycle, lifecycle.current))
         except Exception as exc:
@@ -96,7 +70,7 @@ class Definition:
         self.plugins = plugins
         self.settings = settings
         self.name = spec.statechart
-        canonical = json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        canonical = json.dumps(_canonical(spec), sort_keys=True, separators=(",", ":"))
         self.hash = hashlib.sha256(canonical.encode()).hexdigest()
         self.nodes: dict[str, StateNode] = flatten(spec)
         self.leaves = frozenset(p for p, n in self.nodes.items() if not n.compound)
@@ -110,9 +84,6 @@ class Definition:
         registry: Registry = plugins.registry
         self.registry = registry  # the guards and actions this definition was compiled with
         self.timers: dict[str, tuple[tuple[str, float], ...]] = {}
-        #: The machine event of each ``after`` entry (parallel to ``timers``): a timer takes its
-        #: own delayed transition even when another timer or a deeper state shares its trigger.
-        self.timer_events: dict[str, tuple[str, ...]] = {}
         self.entry: dict[str, tuple[_Action, ...]] = {}
         self.exit: dict[str, tuple[_Action, ...]] = {}
         for path, node in self.nodes.items():
@@ -120,18 +91,21 @@ class Definition:
                 self.timers[path] = tuple(
                     (a.trigger, float(settings[a.ms] if isinstance(a.ms, str) else a.ms))
                     for a in node.spec.after)
-                self.timer_events[path] = tuple(f"after:{path}:{k}"
-                                                for k in range(len(node.spec.after)))
             if node.spec.entry:
                 self.entry[path] = tuple(_Action(registry.actions[n], f"on entry to {path!r}")
                                          for n in node.spec.entry)
             if node.spec.exit:
                 self.exit[path] = tuple(_Action(registry.actions[n], f"on exit from {path!r}")
                                         for n in node.spec.exit)
-        self.triggers = frozenset([t.trigger for t in spec.transitions]
-                                  + [a.trigger for n in self.nodes.values() for a in n.spec.after])
-        self._allowed = {leaf: self._compute_allowed(leaf) for leaf in self.leaves}
-        self.machine = self._compile(registry)
+        #: Each state's transitions by trigger, in document order (its ``transitions`` entries,
+        #: then its ``after`` entries); the root's (``*``) under ``None``.
+        self.by_state: dict[str | None, dict[str, list[CompiledTransition]]] = {}
+        #: The delayed transition of each ``after`` entry, by ``(state, index)``: a timer takes
+        #: its own transition even when another timer or a deeper state shares its trigger.
+        self.timer_transitions: dict[tuple[str, int], CompiledTransition] = {}
+        self._compile(registry)
+        self.triggers = frozenset(t for table in self.by_state.values() for t in table)
+        self._allowed: dict[str, list[str]] = {}
 
     # -- instances ----------------------------------------------------------------------------
 
@@ -166,61 +140,75 @@ class Definition:
         return state_tagged(self.nodes, tag)
 
     def allowed_triggers(self, leaf: str) -> list[str]:
-        return self._allowed[leaf]
+        """The triggers some transition of ``leaf``, an ancestor or the root answers."""
+        allowed = self._allowed.get(leaf)
+        if allowed is None:
+            found: set[str] = set(self.by_state.get(None, ()))
+            for path in lineage(leaf):
+                found.update(self.by_state.get(path, ()))
+            allowed = self._allowed[leaf] = sorted(found)
+        return allowed
 
-    def _compute_allowed(self, leaf: str) -> list[str]:
-        active = set(lineage(leaf))
-        found = {t.trigger for t in self.spec.transitions
-                 if WILDCARD in t.source or active.intersection(t.source)}
-        found.update(a.trigger for p in active for a in self.nodes[p].spec.after)
-        return sorted(found)
+    def candidates(self, leaf: str, trigger: str) -> list[CompiledTransition]:
+        """The transitions ``trigger`` may take in ``leaf``, in priority order: the leaf's own
+        first, then each ancestor's outwards, then the root's (``*``); document order within
+        a state."""
+        found: list[CompiledTransition] = []
+        for path in reversed(lineage(leaf)):
+            found.extend(self.by_state.get(path, {}).get(trigger, ()))
+        found.extend(self.by_state.get(None, {}).get(trigger, ()))
+        return found
 
     # -- compilation --------------------------------------------------------------------------
 
-    def _compile(self, registry: Registry) -> DotMachine:
-        def state_config(node: StateNode) -> dict[str, Any]:
-            config: dict[str, Any] = {"name": node.name}
-            path = node.path
-            if path in self.timers or path in self.entry:
-                config["on_enter"] = [lambda event_data, p=path: event_data.model._enter(p)]
-            if path in self.timers or path in self.exit:
-                config["on_exit"] = [lambda event_data, p=path: event_data.model._exit(p)]
-            if node.compound:
-                config["children"] = [state_config(self.nodes[c]) for c in node.children]
-                config["initial"] = node.spec.initial
-            return config
+    def _compile(self, registry: Registry) -> None:
+        def compiled(edge: _Edge, trigger: str, source: str | None,
+                     where: str) -> CompiledTransition:
+            domain: str | None = None
+            enter: tuple[str, ...] = ()
+            if edge.dest is not None:
+                domain = transition_domain(self.nodes, source, edge.dest,
+                                           edge.type == "internal")
+                enter = entry_path(self.nodes, domain, edge.dest)
+            return CompiledTransition(
+                trigger, source, edge.dest,
+                tuple(_Guard(registry.guards[g]) for g in edge.guards),
+                tuple(_Guard(registry.guards[g]) for g in edge.unless),
+                tuple(_Action(registry.actions[a], where) for a in edge.actions),
+                where, domain, enter)
 
-        def transition_config(trigger: str, source: list[str] | str, dest: str | None,
-                              guards: list[str], unless: list[str], actions: list[str],
-                              where: str) -> dict[str, Any]:
-            config: dict[str, Any] = {"trigger": trigger, "source": source, "dest": dest}
-            if guards:
-                config["conditions"] = [_Guard(registry.guards[g]) for g in guards]
-            if unless:
-                config["unless"] = [_Guard(registry.guards[g]) for g in unless]
-            if actions:
-                config["before"] = [_TransitionActions(tuple(
-                    _Action(registry.actions[a], where) for a in actions))]
-            return config
+        def add(source: str | None, transition: CompiledTransition) -> None:
+            self.by_state.setdefault(source, {}).setdefault(transition.trigger,
+                                                            []).append(transition)
 
-        transitions = []
         for t in self.spec.transitions:
-            source = WILDCARD if WILDCARD in t.source else list(t.source)
-            transitions.append(transition_config(t.trigger, source, t.dest, t.guards, t.unless,
-                                                 t.actions, f"on {t.trigger!r}"))
+            # ``*`` makes the transition the root's, whatever else the list names.
+            sources: list[str | None] = [None] if WILDCARD in t.source \
+                else list(dict.fromkeys(t.source))
+            for source in sources:
+                add(source, compiled(t, t.trigger, source, f"on {t.trigger!r}"))
         for path, node in self.nodes.items():
-            for a, event in zip(node.spec.after, self.timer_events.get(path, ())):
-                where = f"on timer {a.trigger!r} of {path!r}"
-                # Sent by code, the trigger behaves like any other: innermost state first.
-                transitions.append(transition_config(a.trigger, path, a.dest, a.guards, a.unless,
-                                                     a.actions, where))
-                # Fired by the timer, it takes exactly this delayed transition.
-                transitions.append(transition_config(event, path, a.dest, a.guards, a.unless,
-                                                     a.actions, where))
-        top = [state_config(n) for n in self.nodes.values() if n.parent is None]
-        return DotMachine(model=None, states=top, transitions=transitions,
-                          initial=self.spec.initial, auto_transitions=False, send_event=True,
-                          ignore_invalid_triggers=False, name=f"{self.name}: ")
+            for index, a in enumerate(node.spec.after):
+                transition = compiled(a, a.trigger, path,
+                                      f"on timer {a.trigger!r} of {path!r}")
+                add(path, transition)  # sent by code, it competes like any other transition
+                self.timer_transitions[(path, index)] = transition
+
+def _canonical(spec: StatechartSpec) -> dict[str, Any]:
+    """The spec as JSON data for the hash, without the default ``type: external`` of each
+    transition: a chart written before ``type`` existed keeps its hash, so its snapshots still
+    restore."""
+    data = spec.model_dump(mode="json")
+    edges = list(data["transitions"])
+    states = list(data["states"].values())
+    while states:  # a loop, not recursion: nesting depth is bounded by the checks, not here
+        state = states.pop()
+        edges.extend(state["after"])
+        states.extend(state["states"].values())
+    for edge in edges:
+        if edge.get("type") == "external":
+            del edge["type"]
+    return data
 
 
 # -- loading ----------------------------------------------------------------------------------

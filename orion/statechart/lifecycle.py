@@ -1,7 +1,8 @@
 """A running lifecycle: one cheap instance per session, over a compiled :class:`Definition`.
 
 Triggers run to completion: a trigger sent while another is being processed (from an action,
-or from a timer callback) is queued and processed right after it, in order.
+or from a timer callback) is queued and processed right after it, in order. Which transition a
+trigger takes, and which states it exits and enters, is :mod:`orion.statechart.semantics`.
 """
 
 from __future__ import annotations
@@ -11,15 +12,15 @@ import math
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from transitions.core import MachineError
 
 from orion.clock import Clock, TimerHandle
-from orion.errors import SnapshotError, TriggerNotAllowed, UnknownTrigger
+from orion.errors import ActionError, SnapshotError, TriggerNotAllowed, UnknownTrigger
+from orion.statechart.semantics import CompiledTransition, done_event, exit_path
 
 if TYPE_CHECKING:
     from orion.plugins import PluginManager
@@ -95,7 +96,7 @@ class Lifecycle:
         #: Whatever runs this lifecycle (the runtime), for plugins that need it; not snapshotted.
         self.owner: Any = None
         self._timers: dict[str, list[_Timer]] = {}
-        self._queue: deque[tuple[str, dict[str, Any]]] = deque()
+        self._queue: deque[tuple[str, CompiledTransition | None, dict[str, Any]]] = deque()
         self._busy = False
         self._current: Transition | None = None
         self._hook = plugins.hook
@@ -146,63 +147,109 @@ class Lifecycle:
         return self
 
     def _enter_initial(self) -> None:
-        for path in self.definition.lineage(self.state):
-            self._enter(path)
+        errors: list[ActionError] = []
+        self._enter_states(self.definition.lineage(self.state), errors)
         self._hook.lifecycle_started(lifecycle=self)
         if self.state in self.definition.finals:
             self._finish()
+        _raise_first(errors)
 
     def trigger(self, trigger: str, **payload: Any) -> bool | None:
         """Process ``trigger``. Returns whether a transition was taken (``False`` when every
         guard said no), or ``None`` when queued behind the trigger being processed.
 
-        Raises :class:`UnknownTrigger` or :class:`TriggerNotAllowed` (never passes silently).
+        Raises :class:`UnknownTrigger` for a name the statechart does not define, and
+        :class:`TriggerNotAllowed` when no transition of the active states (or the finished
+        lifecycle) answers it. A queued trigger never raises: see :meth:`_step`.
         """
         if trigger not in self.definition.triggers:
             raise UnknownTrigger(self.name, trigger, self.state, sorted(self.definition.triggers))
-        return self._send(trigger, trigger, payload)
+        return self._send(trigger, None, payload, direct=True)
 
     send = trigger
 
-    def _send(self, trigger: str, event: str, payload: dict[str, Any]) -> bool | None:
-        """Process machine ``event``, recorded as ``trigger`` (they differ for timers)."""
+    def _send(self, trigger: str, timer: CompiledTransition | None, payload: dict[str, Any],
+              *, direct: bool = False) -> bool | None:
+        """Process ``trigger`` (a timer's passes the one delayed transition it takes)."""
         if self._busy:
-            self._queue.append((trigger, event, payload))
+            self._queue.append((trigger, timer, payload))
             return None
-        return self._to_completion(lambda: self._step(trigger, event, payload))
+        return self._to_completion(lambda: self._step(trigger, timer, payload, direct=direct))
 
     def _to_completion(self, first: Callable[[], Any]) -> Any:
-        """Run ``first``, then every trigger it (or what follows it) queued, in order."""
+        """Run ``first``, then every trigger it (or what follows it) queued, in order. When an
+        action fails, the triggers still queued are discarded (each reported) and the error
+        is raised."""
         self._busy = True
         try:
             result = first()
             while self._queue:
                 self._step(*self._queue.popleft())
+        except ActionError:
+            while self._queue:
+                trigger, _, payload = self._queue.popleft()
+                self._discard(trigger, payload, "an action failed before it was processed")
+            raise
         finally:
             self._queue.clear()
             self._busy = False
         return result
 
-    def _step(self, trigger: str, event: str, payload: dict[str, Any]) -> bool:
+    def _step(self, trigger: str, timer: CompiledTransition | None, payload: dict[str, Any],
+              direct: bool = False) -> bool:
+        """One macrostep. A ``direct`` trigger (the caller's own ``trigger()``) raises when no
+        transition answers it; a queued one is discarded and reported instead, because the call
+        that queued it has already completed (SCXML discards such events silently)."""
         if self.finished:
-            raise TriggerNotAllowed(self.name, trigger, self.state, [])
+            if direct:
+                raise TriggerNotAllowed(self.name, trigger, self.state, [])
+            self._discard(trigger, payload, "the lifecycle has finished")
+            return False
+        if timer is not None:
+            if not self.is_in(timer.source or ""):
+                self._discard(trigger, payload, f"its timer's state {timer.source!r} was exited")
+                return False
+            candidates = [timer]
+        else:
+            candidates = self.definition.candidates(self.state, trigger)
+        if not candidates:
+            if direct:
+                raise TriggerNotAllowed(self.name, trigger, self.state, self.allowed_triggers())
+            self._discard(trigger, payload, f"no transition answers it in {self.state!r}")
+            return False
         record = Transition(self.name, self.id, trigger, self.state, None, payload,
                             self.clock.now_ms())
         self._current = record
         started = time.perf_counter()
-        try:
-            taken = self.definition.machine.trigger_event(self, event)
-        except MachineError:
-            raise TriggerNotAllowed(self.name, trigger, self.state,
-                                    self.allowed_triggers()) from None
-        if not taken:
+        chosen = next((t for t in candidates if self._enabled(t)), None)
+        if chosen is None:
+            if not direct:
+                self._discard(trigger, payload, f"every guard said no in {self.state!r}")
             return False
+        # Transition actions run before any state is exited (Orion differs from SCXML here):
+        # one that fails leaves the lifecycle exactly as it was.
+        for action in chosen.actions:
+            action(self)
+        errors: list[ActionError] = []
+        if chosen.dest is not None:
+            for path in exit_path(self.state, chosen.domain):
+                self._exit(path, errors)
+            self._enter_states(chosen.enter, errors)
         record.dest = self.state
         record.duration_ms = (time.perf_counter() - started) * 1000.0
         self._hook.lifecycle_transition(lifecycle=self, transition=record)
         if self.state in self.definition.finals:
             self._finish()
+        _raise_first(errors)
         return True
+
+    def _enabled(self, transition: CompiledTransition) -> bool:
+        return all(g(self) for g in transition.guards) \
+            and not any(g(self) for g in transition.unless)
+
+    def _discard(self, trigger: str, payload: dict[str, Any], reason: str) -> None:
+        self._hook.lifecycle_event_discarded(lifecycle=self, trigger=trigger, payload=payload,
+                                             reason=reason)
 
     def _finish(self) -> None:
         self.finished = True
@@ -210,18 +257,31 @@ class Lifecycle:
             self._cancel_timers(path)
         self._hook.lifecycle_finished(lifecycle=self)
 
-    # -- called by the compiled machine -------------------------------------------------------
+    # -- exiting and entering states ----------------------------------------------------------
+    #
+    # A failing exit or entry action does not stop the transition (as in SCXML, where an error
+    # abandons the rest of that block of executable content and raises ``error.execution``):
+    # the rest of that state's actions are skipped, every other state is still exited or
+    # entered, and the first error is raised once the configuration is complete. So the active
+    # states are always one path from a top-level state to ``self.state``, and exactly the
+    # active states have their timers armed.
 
-    def _enter(self, path: str) -> None:
-        for index, (trigger, delay) in enumerate(self.definition.timers.get(path, ())):
-            self._arm(path, index, trigger, self.clock.now_ms() + delay)
-        for action in self.definition.entry.get(path, ()):
-            action(self)
+    def _enter_states(self, paths: Iterable[str], errors: list[ActionError]) -> None:
+        for path in paths:
+            self.state = path
+            for index, (trigger, delay) in enumerate(self.definition.timers.get(path, ())):
+                self._arm(path, index, trigger, self.clock.now_ms() + delay)
+            _run(self.definition.entry.get(path, ()), self, errors)
+            done = done_event(self.definition.nodes, path)
+            if done is not None:
+                self._queue.append((done, None, {}))
 
-    def _exit(self, path: str) -> None:
+    def _exit(self, path: str, errors: list[ActionError]) -> None:
+        # The state is still active while its exit actions run; its timers go with it after.
+        _run(self.definition.exit.get(path, ()), self, errors)
         self._cancel_timers(path)
-        for action in self.definition.exit.get(path, ()):
-            action(self)
+        parent = self.definition.nodes[path].parent
+        self.state = parent if parent is not None else ""
 
     def _arm(self, path: str, index: int, trigger: str, deadline: float) -> None:
         timer = _Timer(path, index, trigger, deadline, None)  # type: ignore[arg-type]
@@ -241,7 +301,8 @@ class Lifecycle:
             del self._timers[timer.state]
         # The timer's own delayed transition, even when a deeper state or another of this
         # state's timers uses the same trigger name (every ``after`` defaults to ``timeout``).
-        self._send(timer.trigger, self.definition.timer_events[timer.state][timer.index], {})
+        self._send(timer.trigger, self.definition.timer_transitions[(timer.state, timer.index)],
+                   {})
 
     # -- snapshots ----------------------------------------------------------------------------
 
@@ -320,6 +381,24 @@ class Lifecycle:
         for deadline, state, index, trigger in sorted(armed, key=lambda a: a[0]):
             lifecycle._arm(state, index, trigger, deadline)
         return lifecycle
+
+
+def _run(actions: Any, lifecycle: Lifecycle, errors: list[ActionError]) -> None:
+    """Run one state's entry or exit actions; the first that fails ends the block."""
+    for action in actions:
+        try:
+            action(lifecycle)
+        except ActionError as exc:
+            errors.append(exc)
+            return
+
+
+def _raise_first(errors: list[ActionError]) -> None:
+    if errors:
+        first = errors[0]
+        for later in errors[1:]:
+            first.add_note(f"then: {later}")
+        raise first
 
 
 def _copy_data(value: Any) -> Any:

@@ -14,6 +14,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 STATE_NAME = r"^[A-Za-z][A-Za-z0-9_-]*$"
 STATE_PATH = r"^[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z][A-Za-z0-9_-]*)*$"
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+#: A trigger: an identifier, or a completion event ``done.state.<state path>`` (SCXML naming).
+TRIGGER = r"^([A-Za-z_][A-Za-z0-9_]*|done\.state\.[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z][A-Za-z0-9_-]*)*)$"
 PLUGIN_NAME = r"^[A-Za-z_][A-Za-z0-9_.:-]*$"
 WILDCARD = "*"
 
@@ -64,7 +66,12 @@ class _Edge(_Strict):
     """What every transition has besides its trigger: where it goes and what it checks and does."""
 
     dest: str | None = Field(default=None, pattern=STATE_PATH,
-                             description="absolute state path; omit for an internal transition")
+                             description="absolute state path; omit for a targetless transition "
+                                         "(actions only, nothing exited or entered)")
+    type: Literal["external", "internal"] = Field(
+        default="external",
+        description="as in SCXML: an internal transition from a compound state into one of its "
+                    "descendants does not exit and re-enter its source")
     guards: Names = Field(default_factory=list)
     unless: Names = Field(default_factory=list)
     actions: Names = Field(default_factory=list)
@@ -104,7 +111,8 @@ class TransitionSpec(_Edge):
     id: str | None = Field(default=None, pattern=IDENTIFIER,
                            description="how an overlay names this transition (default: its "
                                        "trigger, when no other transition has that trigger)")
-    trigger: str = Field(pattern=IDENTIFIER)
+    trigger: str = Field(pattern=TRIGGER,
+                         description="an event name, or done.state.<compound state path>")
     source: SourceNames
 
 

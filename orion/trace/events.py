@@ -29,6 +29,7 @@ TOOL_CALL_ID = "gen_ai.tool.call.id"
 
 class Kind(StrEnum):
     TRANSITION = "transition"
+    DISCARDED_EVENT = "discarded_event"
     MODEL_REQUEST = "model_request"
     TOOL_CALL = "tool_call"
     POLICY_DENIAL = "policy_denial"
@@ -70,6 +71,16 @@ def transition(lifecycle: Any, record: Any, conversation_id: str) -> TraceEvent:
          "orion.source": record.source, "orion.dest": record.dest,
          "orion.payload": record.payload},
         record.duration_ms)
+
+
+def discarded_event(lifecycle: Any, trigger: str, payload: dict[str, Any], reason: str,
+                    at_ms: float, conversation_id: str) -> TraceEvent:
+    """A queued lifecycle trigger that no transition took (see ``lifecycle_event_discarded``)."""
+    return TraceEvent(
+        Kind.DISCARDED_EVENT, f"{lifecycle.name} {trigger} discarded", at_ms, conversation_id,
+        lifecycle.id,
+        {"orion.lifecycle": lifecycle.name, "orion.event": trigger, "orion.state": lifecycle.state,
+         "orion.reason": reason, "orion.payload": payload})
 
 
 def model_request(model: str, number: int, finish: Any, usage: Any, *, at_ms: float,

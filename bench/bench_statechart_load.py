@@ -1,0 +1,156 @@
+"""Statechart load benchmark: parsing, checking and compiling charts of 100, 1,000 and 10,000
+states, against reading the same YAML alone, in one process.
+
+Run from the repository root with the project's virtualenv::
+
+    .venv/bin/python bench/bench_statechart_load.py            # prints figures, always exits 0
+    .venv/bin/python bench/bench_statechart_load.py --check    # exits 1 when a target is missed
+
+The generated chart has ``N`` states: compound groups of ten leaves (two levels deep, every
+tenth group nested one level further), a ``next`` transition from each leaf to the following
+one, a ``back`` transition from each group to the first leaf, an ``after`` timer in every group
+and a ``*`` reset. For each size it reports:
+
+- ``yaml``: :func:`orion.yamlsource.load_yaml` alone (PyYAML plus the positions Orion keeps
+  for its diagnostics): the baseline, as every load starts with it;
+- ``check+compile``: :func:`orion.statechart.checks.check` on the parsed document (schema and
+  every static check, plugin names included), compiling the
+  :class:`~orion.statechart.definition.Definition`, creating one instance and taking one
+  transition;
+- ``load+check``: the two together, what ``orion check`` and ``load_definition`` pay;
+- the ratio of check+compile to yaml, and the growth of check+compile from one size to the
+  next (10x more states: near-linear means close to 10x).
+
+Targets: the 10,000-state chart loads and checks in under 10 s, and check+compile grows at
+most 15x from 1,000 to 10,000 states (linear would be 10x; the per-leaf scans this replaced
+grew about 100x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from orion.clock import VirtualClock
+from orion.plugins import make_plugin_manager
+from orion.statechart import checks
+from orion.statechart.definition import Definition
+from orion.statechart.settings import resolve
+from orion.yamlsource import load_yaml
+
+SIZES = (100, 1_000, 10_000)
+MAX_SECONDS_10K = 10.0
+MAX_GROWTH = 15.0
+
+
+def chart(states: int) -> str:
+    """A chart of about ``states`` states (groups of ten leaves plus the group states)."""
+    groups = max(1, states // 11)
+    lines = ["statechart: generated", "initial: g0",
+             "settings:", "  wait_ms: {type: int, default: 1000}", "states:"]
+    leaves: list[str] = []
+    for g in range(groups):
+        nested = g % 10 == 9
+        lines += [f"  g{g}:", "    initial: " + ("inner" if nested else "s0"),
+                  "    after: [{ms: wait_ms, trigger: tick, dest: " + f"g{(g + 1) % groups}" + "}]",
+                  "    states:"]
+        indent, prefix = "      ", f"g{g}"
+        if nested:
+            lines += ["      inner:", "        initial: s0", "        states:"]
+            indent, prefix = "          ", f"g{g}.inner"
+        for s in range(10):
+            lines.append(f"{indent}s{s}: {{}}")
+            leaves.append(f"{prefix}.s{s}")
+    lines += ["  end:", "    final: true", "transitions:"]
+    for i, leaf in enumerate(leaves):
+        lines.append(f"  - {{trigger: next, source: {leaf}, dest: {leaves[(i + 1) % len(leaves)]}}}")
+    for g in range(groups):
+        lines.append(f"  - {{trigger: back, source: g{g}, dest: g{g}, type: internal}}")
+    lines.append("  - {trigger: finish, source: '*', dest: end}")
+    return "\n".join(lines) + "\n"
+
+
+def best_of(fn, reps: int) -> float:
+    """The best of ``reps`` runs, the garbage collector off inside each (as ``timeit`` does):
+    its full collections scan every object alive, which would charge the chart's size twice."""
+    best = float("inf")
+    for _ in range(reps):
+        gc.collect()
+        gc.disable()
+        try:
+            start = time.perf_counter()
+            fn()
+            best = min(best, time.perf_counter() - start)
+        finally:
+            gc.enable()
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--reps", type=int, default=3, help="runs per size; the best counts")
+    args = parser.parse_args(argv)
+
+    plugins = make_plugin_manager(entrypoints=False)
+    print(f"Statechart load benchmark: python {platform.python_version()}; "
+          f"best of {args.reps} runs per size")
+    results: dict[int, float] = {}
+    yaml_10k = 0.0
+    names = checks.Names(plugins.registry.guards, plugins.registry.actions)
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in SIZES:
+            text = chart(size)
+            path = Path(tmp) / f"chart_{size}.yaml"
+            path.write_text(text, encoding="utf-8")
+            doc = load_yaml(path, text=text)
+
+            def yaml_only() -> None:
+                load_yaml(path, text=text)
+
+            def check_and_compile() -> None:
+                spec, diagnostics = checks.check(doc, names)
+                assert spec is not None and not diagnostics, diagnostics[:3]
+                definition = Definition(spec, source=str(path), plugins=plugins,
+                                        settings=resolve(spec, None, {}))
+                lifecycle = definition.create(clock=VirtualClock())
+                assert lifecycle.trigger("next") is True
+
+            spec, _ = checks.check(doc, names)
+            count = sum(1 for _ in _states(spec))
+            base = best_of(yaml_only, args.reps)
+            own = best_of(check_and_compile, args.reps)
+            results[size] = own
+            if size == 10_000:
+                yaml_10k = base
+            growth = "" if size == SIZES[0] else \
+                f"   growth x{own / results[size // 10]:.1f} for 10x states"
+            print(f"{count:>6,} states   yaml {base * 1000:8.1f} ms   check+compile "
+                  f"{own * 1000:8.1f} ms   load+check {(base + own) * 1000:8.1f} ms   "
+                  f"check+compile/yaml {own / base:4.2f}x{growth}")
+    total_10k = results[10_000] + yaml_10k
+    ok_time = total_10k < MAX_SECONDS_10K
+    ok_growth = results[10_000] / results[1_000] <= MAX_GROWTH
+    print(f"10,000 states loaded and checked in {total_10k:.2f} s "
+          f"(target < {MAX_SECONDS_10K:g} s)   "
+          f"{'OK' if ok_time else 'MISS'}")
+    print(f"check+compile growth 1,000 -> 10,000 states x{results[10_000] / results[1_000]:.1f} "
+          f"(target <= {MAX_GROWTH:g}x)   {'OK' if ok_growth else 'MISS'}")
+    return 1 if args.check and not (ok_time and ok_growth) else 0
+
+
+def _states(spec):
+    pending = list(spec.states.values())
+    while pending:
+        state = pending.pop()
+        yield state
+        pending.extend(state.states.values())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
