@@ -45,6 +45,20 @@ def temp_name(name: str) -> str:
     return f".{name[:200]}{TEMP_MARK}{os.getpid()}-{secrets.token_hex(6)}"
 
 
+def write_and_close(fd: int, data: bytes, mode: int | None) -> None:
+    """Write all of ``data`` to the new temp file ``fd``, fsync it, give it ``mode`` (if not
+    None) and close it, also on failure."""
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+        if mode is not None:
+            os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
 def _parts(relative: str) -> list[str]:
     path = PurePosixPath(relative)
     if not relative or path.is_absolute() or "\x00" in relative \
@@ -110,15 +124,7 @@ class Parent:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
                      | getattr(os, "O_CLOEXEC", 0), 0o666, dir_fd=self.fd)
         try:
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
-                if mode is not None:
-                    os.fchmod(fd, mode)
-            finally:
-                os.close(fd)
+            write_and_close(fd, data, mode)
             os.replace(temp, self.name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
         except BaseException:
             try:

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from orion.confined import TEMP_MARK, Parent, open_parent, temp_name
+from orion.confined import TEMP_MARK, Parent, open_parent, temp_name, write_and_close
 from orion.errors import OrionError
 from orion.write_session.plan import (BOM, CheckedPlan, Operation, PlanRejected, line_ending,
                                       match_plan, recheck, split_bom, with_line_ending)
@@ -163,15 +163,7 @@ def write_atomically(target: Path, data: bytes, *, mode: int | None = None) -> N
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
                  0o666)
     try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-            if mode is not None:
-                os.chmod(fd, mode)
-        finally:
-            os.close(fd)
+        write_and_close(fd, data, mode)
         os.replace(temp, target)
     except BaseException:
         try:
