@@ -106,8 +106,10 @@ def hook_costs(workspace: Path, loops: int) -> tuple[dict[str, float], str]:
                       workspace=workspace, clock=VirtualClock(), env={})
     assert plan_service_for(runtime).plan_work_active
     tools = list(runtime.plugins.registry.tools.values())
-    context = ContextRequest(runtime.conversation.id, runtime.states(), {"runtime": runtime})
-    gate = GateRequest(runtime.conversation.id, runtime.states(), {"runtime": runtime})
+    context = ContextRequest(runtime.conversation.id, runtime.states(), tags=runtime.tags(),
+                             runtime=runtime)
+    gate = GateRequest(runtime.conversation.id, runtime.states(), tags=runtime.tags(),
+                       runtime=runtime)
     call = ToolCall("plan_get", {}, "call_1")
     block = plan_plugin.build_context(context)
     assert block is not None
