@@ -9,6 +9,7 @@ import asyncio
 import difflib
 import json
 import os
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -792,7 +793,15 @@ def main() -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    cli(prog_name="orion")
+    try:
+        cli(prog_name="orion")
+    except sqlite3.Error as exc:
+        # `orion traces` and `orion plan` read the state directory's database; a damaged,
+        # locked or unwritable one is a one-line error, as any other bad input.
+        click.echo(f"error: the state directory's orion.db cannot be used ({exc}); move it "
+                   "aside to start afresh (write sessions and files do not depend on it)",
+                   err=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -163,7 +163,10 @@ def authorize_tool_call(call, request):
         return Decision.deny(f"{call.name} needs plan work, which is not active (the user "
                              "starts it with /plan on)")
     service = plan_service_for(runtime)
-    plan = service.active_plan  # now, not as the request saw it
+    try:
+        plan = service.active_plan  # now, not as the request saw it
+    except PlanCommandError as exc:
+        return Decision.deny(str(exc))
     if plan is None:
         return Decision.deny(f"{call.name} needs plan work, which is not active (the user "
                              "starts it with /plan on)")
@@ -218,6 +221,13 @@ USAGE = ("use /plan on [TITLE], /plan approve, /plan done, /plan show [REVISION]
 
 
 def plan_command(runtime, args: str) -> str:
+    try:
+        return _plan_command(runtime, args)
+    except PlanCommandError as exc:  # also a plan store that cannot be used: said, not raised
+        return str(exc)
+
+
+def _plan_command(runtime, args: str) -> str:
     service = plan_service_for(runtime)
     action, _, rest = args.strip().partition(" ")
     action = action.lower()
@@ -254,6 +264,9 @@ def register_slash_commands(register):
 
 @hookimpl
 def conversation_reset(runtime):
-    message = plan_service_for(runtime).done(reason="reset")
+    try:
+        message = plan_service_for(runtime).done(reason="reset")
+    except PlanCommandError as exc:
+        message = str(exc)
     if message:
         runtime.reporter.notice(message)

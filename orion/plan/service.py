@@ -8,6 +8,8 @@ brought in line with the store whenever it is used.
 
 from __future__ import annotations
 
+import sqlite3
+import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
     from orion.statechart.lifecycle import Lifecycle
 
 SERVICE = "plan"
+#: After the plan store failed to open, how long plan work stays unavailable before the next try.
+REOPEN_AFTER_S = 30.0
 LIFECYCLE = "plan_mode"
 #: The tag of the state that each status of the active plan puts the lifecycle in (no plan:
 #: ``plan_off``). The chart says which state that is, so a team may rename its states.
@@ -32,28 +36,77 @@ class PlanCommandError(OrionError):
     """A plan command that cannot be carried out now; the message says why."""
 
 
+class PlanStoreUnavailable(PlanCommandError):
+    """The plan store cannot be opened or read (a damaged, locked or unwritable database):
+    plan work is unavailable, and only plan work: writes and the rest of a turn go on."""
+
+
 class PlanService:
     def __init__(self, runtime: Runtime):
         self.runtime = runtime
-        self.store = PlanStore.for_state_dir(runtime.state_dir)
+        self._store: PlanStore | None = None
+        self._failure: tuple[float, PlanStoreUnavailable] | None = None
+        self._warned = False
         self._definition: Definition | None = None
         self._seen_key: tuple[int, int] | None = None
         self._seen: Plan | None = None
+
+    # -- the store: opened at first use; its faults stop plan work only --------------------------
+
+    @property
+    def store(self) -> PlanStore:
+        if self._store is None:
+            # A store that could not be opened is not tried again on every request: opening
+            # a locked database waits for its busy timeout each time.
+            failed = self._failure
+            if failed is not None and time.monotonic() - failed[0] < REOPEN_AFTER_S:
+                raise failed[1]
+            try:
+                self._store = PlanStore.for_state_dir(self.runtime.state_dir)
+            except (sqlite3.Error, OSError) as exc:
+                error = self._unavailable(exc)
+                self._failure = (time.monotonic(), error)
+                raise error from exc
+        return self._store
+
+    def _unavailable(self, exc: BaseException) -> PlanStoreUnavailable:
+        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        return PlanStoreUnavailable(
+            f"plan work is unavailable: the plan store {self.runtime.state_dir}/orion.db "
+            f"cannot be used ({reason})")
+
+    def _warn_once(self, error: PlanStoreUnavailable) -> None:
+        if not self._warned:
+            self._warned = True
+            self.runtime.reporter.notice(f"{error}; everything else goes on")
 
     # -- state, derived from the store --------------------------------------------------------
 
     @property
     def active_plan(self) -> Plan | None:
-        """The active plan, read from the store now."""
-        return self.store.active()
+        """The active plan, read from the store now (:class:`PlanStoreUnavailable` when the
+        store cannot be read)."""
+        try:
+            return self.store.active()
+        except sqlite3.Error as exc:
+            raise self._unavailable(exc) from exc
 
     def plan_for_request(self) -> Plan | None:
         """The active plan as the current model request sees it: read once per request (and
         again after this runtime changed it), so the context block and the tool gating of one
         request agree and share one read. Authorization does not use it: it reads now."""
+        try:
+            return self._plan_for_request()
+        except PlanStoreUnavailable as error:
+            # Gating and the context block ask here: without a store there is no plan work,
+            # said once, and the turn goes on.
+            self._warn_once(error)
+            return None
+
+    def _plan_for_request(self) -> Plan | None:
         key = (self.runtime.requests, self.store.writes)
         if key != self._seen_key:
-            plan = self._seen = self.store.active()
+            plan = self._seen = self.active_plan
             self._seen_key = key
             if plan is not None or LIFECYCLE in self.runtime.lifecycles:
                 # What other plugins see in ``states`` follows the store (after a restart,
@@ -198,15 +251,20 @@ class PlanService:
         return plan
 
     def report(self) -> dict[str, Any] | None:
-        """``orion run --json``'s ``plan``: the active plan, else the newest, else null."""
-        plan = self.active_plan or next(iter(self.store.history(1)), None)
+        """``orion run --json``'s ``plan``: the active plan, else the newest, else null (and
+        ``{"error": ...}`` when the plan store cannot be read)."""
+        try:
+            plan = self.active_plan or next(iter(self.store.history(1)), None)
+        except (PlanStoreUnavailable, sqlite3.Error) as exc:
+            return {"error": str(exc)}
         if plan is None:
             return None
         return {"id": plan.id, "active": plan.active, "status": plan.status.value,
                 "revision": plan.revision, "title": plan.title, "bytes": plan.bytes}
 
     def close(self) -> None:
-        self.store.close()
+        if self._store is not None:
+            self._store.close()
 
 
 #: What each status asks of the user, after ``/plan``'s status line.

@@ -1,0 +1,137 @@
+"""Observers never block work: whatever is wrong with the state directory's ``orion.db`` (which
+holds traces and plans), ``orion run`` still writes every file, says once that traces or plan
+work are unavailable, and ``orion traces`` / ``orion plan`` answer with one error line.
+
+Every fault is real: the database file is really damaged, replaced or locked by another process.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ORION = str(Path(sys.executable).parent / "orion")
+
+
+def orion(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([ORION, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def files_of(workspace: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(workspace)): p.read_bytes() for p in sorted(workspace.rglob("*"))
+            if p.is_file() and ".orion" not in p.relative_to(workspace).parts}
+
+
+@pytest.fixture(scope="module")
+def healthy(tmp_path_factory) -> dict[str, bytes]:
+    """What the shipped `operations` example leaves in a workspace with a sound state dir."""
+    workspace = tmp_path_factory.mktemp("healthy")
+    proc = orion("run", "operations", "--workspace", str(workspace))
+    assert proc.returncode == 0, proc.stderr
+    return files_of(workspace)
+
+
+def _garbage(db: Path) -> None:
+    db.write_bytes(bytes(range(256)) * 20)
+
+
+def _truncated(db: Path) -> None:
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE filler (x TEXT)")
+        conn.executemany("INSERT INTO filler VALUES (?)", [("x" * 500,)] * 200)
+    data = db.read_bytes()
+    db.write_bytes(data[: len(data) // 3])
+
+
+def _directory(db: Path) -> None:
+    db.mkdir()
+    (db / "something").write_text("not a database")
+
+
+def _wrong_schema(db: Path) -> None:
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE plans (name TEXT)")
+        conn.execute("CREATE TABLE trace_events (what TEXT)")
+
+
+DAMAGE = {"garbage": _garbage, "truncated": _truncated, "directory": _directory,
+          "wrong schema": _wrong_schema}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_damaged_database_stops_neither_the_run_nor_a_write(damage, tmp_path, healthy):
+    workspace = tmp_path / "ws"
+    (workspace / ".orion").mkdir(parents=True)
+    DAMAGE[damage](workspace / ".orion" / "orion.db")
+    proc = orion("run", "operations", "--workspace", str(workspace))
+    said = proc.stdout + proc.stderr
+    assert "Traceback" not in said, said[-3000:]
+    assert proc.returncode == 0, said[-3000:]
+    assert files_of(workspace) == healthy  # every write happened, byte for byte
+    # said once each, not once per request
+    assert said.count("plan work is unavailable") <= 1
+    assert said.count("cannot store traces") <= 1
+    assert "plan work is unavailable" in said or "cannot store traces" in said
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+@pytest.mark.parametrize("command", [["traces"], ["traces", "stats"], ["plan", "show"],
+                                     ["plan", "history"]], ids=" ".join)
+def test_reading_commands_answer_a_damaged_database_with_one_error_line(damage, command,
+                                                                         tmp_path):
+    workspace = tmp_path / "ws"
+    (workspace / ".orion").mkdir(parents=True)
+    DAMAGE[damage](workspace / ".orion" / "orion.db")
+    proc = orion(*command, "--workspace", str(workspace))
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    if proc.returncode == 0:  # a wrong schema may read as "nothing recorded": fine, no crash
+        return
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith("error: "), \
+        proc.stderr
+
+
+def test_a_database_locked_by_another_process_stops_no_write(tmp_path, healthy):
+    # Another process holds an exclusive transaction on orion.db for the whole run.
+    workspace = tmp_path / "ws"
+    (workspace / ".orion").mkdir(parents=True)
+    db = workspace / ".orion" / "orion.db"
+    sqlite3.connect(db).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sqlite3, sys, time\n"
+         "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+         "c.execute('BEGIN EXCLUSIVE')\n"
+         "print('locked', flush=True)\n"
+         "time.sleep(120)\n", str(db)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        proc = orion("run", "operations", "--workspace", str(workspace), timeout=300)
+    finally:
+        holder.kill()
+        holder.wait()
+    said = proc.stdout + proc.stderr
+    assert "Traceback" not in said, said[-3000:]
+    assert proc.returncode == 0, said[-3000:]
+    assert files_of(workspace) == healthy
+
+
+def test_the_run_after_the_damage_is_moved_aside_records_again(tmp_path, healthy):
+    # The error message's advice works: move the file aside, and traces and plans come back.
+    workspace = tmp_path / "ws"
+    (workspace / ".orion").mkdir(parents=True)
+    db = workspace / ".orion" / "orion.db"
+    _garbage(db)
+    assert orion("traces", "--workspace", str(workspace)).returncode == 1
+    shutil.move(db, workspace / "orion.db.damaged")
+    proc = orion("run", "hello", "--workspace", str(workspace))
+    assert proc.returncode == 0, proc.stderr
+    traces = orion("traces", "--workspace", str(workspace))
+    assert traces.returncode == 0 and traces.stdout.strip(), traces.stderr
