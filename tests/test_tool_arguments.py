@@ -305,3 +305,30 @@ def test_aliases_are_what_the_model_is_told():
     error = reject('{"fileName": "a", "file_name": "b"}', spec)
     assert error.problems == [
         "field 'file_name': Extra inputs are not permitted (allowed fields: 'fileName')"]
+
+
+# -- hostile arguments: refused with a tool error, never a crash --------------------------------
+
+
+def test_arguments_nested_100k_deep_are_refused_before_parsing():
+    error = reject('{"target_file": "a.md", "spans": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    assert error.kind == "invalid_arguments"
+    assert "100,001 levels deep; at most 64" in error.for_model
+
+
+def test_nesting_up_to_the_limit_is_parsed():
+    # 64 levels is far more than any tool's schema needs, and is still read and validated.
+    error = reject('{"target_file": "a.md", "spans": ' + "[" * 63 + "]" * 63 + "}")
+    assert "levels deep" not in error.for_model and error.problems
+
+
+def test_an_integer_of_5000_digits_is_refused_with_a_tool_error():
+    error = reject('{"target_file": "a.md", "spans": [{"line": ' + "9" * 5000 + "}]}")
+    assert error.kind == "invalid_arguments"
+    assert "a number that cannot be read" in error.for_model
+
+
+def test_arguments_over_a_mebibyte_are_refused():
+    error = reject('{"target_file": "a.md", "content": "' + "x" * (1 << 20) + '"}')
+    assert error.kind == "invalid_arguments"
+    assert "at most 1,048,576 are accepted" in error.for_model

@@ -51,6 +51,11 @@ LARGE_CONTENT_CHARS = 4096
 LARGE_CONTENT_NEWLINES = 20
 #: The tool that starts a write session, where large content belongs.
 LARGE_CONTENT_TOOL = "WritePlanTool_begin"
+#: The deepest nesting of objects and arrays accepted in arguments (deeper is refused before
+#: parsing: a parser or validator would recurse that deep).
+MAX_DEPTH = 64
+#: The longest raw arguments accepted, in characters.
+MAX_CHARS = 1 << 20
 #: How much of the arguments to show on each side of a JSON error.
 EXCERPT_CHARS = 40
 #: How much of a rejected value to quote in a schema error.
@@ -105,12 +110,25 @@ def parse_arguments(raw: str, spec: ToolSpec, *,
         else:
             raise fail(INVALID_JSON, f"The arguments of {spec.name} are empty; expected a JSON "
                                      f"object with {_describe_fields(spec.args_model)}.")
+    elif len(raw) > MAX_CHARS:
+        raise fail(INVALID_ARGUMENTS, f"The arguments of {spec.name} are {len(raw):,} "
+                                      f"characters long; at most {MAX_CHARS:,} are accepted.")
+    elif scan.max_depth > MAX_DEPTH:
+        raise fail(INVALID_ARGUMENTS, f"The arguments of {spec.name} nest objects and arrays "
+                                      f"{scan.max_depth:,} levels deep; at most {MAX_DEPTH} "
+                                      "are accepted.")
     else:
         try:
             data = json.loads(raw)
         except json.JSONDecodeError as exc:
             text, truncated = _explain_json_error(spec.name, raw, exc, scan, large)
             raise fail(INVALID_JSON, text, truncated=truncated) from None
+        except ValueError as exc:  # an integer beyond Python's digit limit for conversion
+            raise fail(INVALID_ARGUMENTS, f"The arguments of {spec.name} hold a number that "
+                                          f"cannot be read ({exc}).") from None
+        except RecursionError:  # not expected below MAX_DEPTH; never a crash all the same
+            raise fail(INVALID_ARGUMENTS, f"The arguments of {spec.name} nest too deeply."
+                       ) from None
     if not isinstance(data, dict):
         text = (f"The arguments of {spec.name} must be a JSON object with "
                 f"{_describe_fields(spec.args_model)}; got {_json_type(data)}.")
@@ -140,6 +158,7 @@ class _Scan:
     in_string: bool
     open_brackets: str
     max_newlines: int
+    max_depth: int = 0
 
     @property
     def unclosed(self) -> bool:
@@ -154,7 +173,7 @@ class _Scan:
 def _scan(raw: str) -> _Scan:
     stack: list[str] = []
     in_string = escaped = False
-    newlines = most = 0
+    newlines = most = deepest = 0
     for ch in raw:
         if in_string:
             if escaped:
@@ -172,11 +191,12 @@ def _scan(raw: str) -> _Scan:
             in_string = True
         elif ch in "{[":
             stack.append(ch)
+            deepest = max(deepest, len(stack))
         elif ch in "}]" and stack:
             stack.pop()
     if in_string:
         most = max(most, newlines)
-    return _Scan(in_string, "".join(stack), most)
+    return _Scan(in_string, "".join(stack), most, deepest)
 
 
 def _is_cut_off(raw: str, exc: json.JSONDecodeError, scan: _Scan) -> bool:

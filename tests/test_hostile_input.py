@@ -1,0 +1,36 @@
+"""Hostile model output is bounded: tool arguments nested 100,000 deep or holding a 5,000-digit
+integer end as a tool error the model reads, and the run goes on (they used to end it with a
+RecursionError or ValueError traceback)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ORION = str(Path(sys.executable).parent / "orion")
+
+
+def test_orion_run_answers_hostile_tool_arguments_with_tool_errors(tmp_path):
+    deep = '{"intent": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    digits = '{"intent": ' + "9" * 5000 + "}"
+    conversation = [
+        {"user": "Write the notes."},
+        {"model": {"tool_calls": [{"name": "WritePlanTool_begin", "arguments": deep}]}},
+        {"model": {"tool_calls": [{"name": "WritePlanTool_begin", "arguments": digits}]}},
+        {"model": {"text": "I could not start the write."}},
+    ]
+    script = tmp_path / "hostile.yaml"
+    script.write_text(json.dumps({"description": "hostile arguments",
+                                  "conversation": conversation}))
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    proc = subprocess.run([ORION, "run", str(script), "--workspace", str(workspace)],
+                          capture_output=True, text=True, timeout=120)
+    said = proc.stdout + proc.stderr
+    assert "Traceback" not in said, said[-3000:]
+    assert proc.returncode == 0, said[-3000:]
+    assert "100,001 levels deep; at most 64" in said
+    assert "hold a number that cannot be read" in said
+    assert "I could not start the write." in said  # the conversation went on to its end
