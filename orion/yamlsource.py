@@ -138,6 +138,12 @@ def _document(path: str, loader: Any, root: yaml.Node | None = None) -> SourceDo
         line, col = next(reversed(builder.positions.values()), (1, 1))  # the last one reached
         raise YamlSourceError([Diagnostic(path, line, col,
                                           "YAML nested too deeply to read")]) from None
+    except _AliasesExpandTooFar as exc:
+        line, col = _Builder._pos(exc.node)
+        raise YamlSourceError([Diagnostic(
+            path, line, col, f"aliases expand this document by more than {MAX_ALIAS_VALUES:,} "
+                             "values (an alias of an alias multiplies them); write the values "
+                             "out or use fewer aliases")]) from None
     if builder.problems:
         raise YamlSourceError(builder.problems)
     return SourceDocument(path, data, builder.positions, builder.key_positions)
@@ -198,6 +204,17 @@ _SEQ_TAG = "tag:yaml.org,2002:seq"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
+#: How many values aliases may add to a document (each use of an alias builds its node again):
+#: real files use a few; nested aliases of aliases grow exponentially (a 450-byte "billion
+#: laughs" document would build 10**9 values).
+MAX_ALIAS_VALUES = 100_000
+
+
+class _AliasesExpandTooFar(Exception):
+    def __init__(self, node: yaml.Node):
+        self.node = node
+
+
 class _Builder:
     def __init__(self, path: str, loader: yaml.SafeLoader):
         self.path = path
@@ -206,6 +223,8 @@ class _Builder:
         self.key_positions: dict[Loc, tuple[int, int]] = {}
         self.problems: list[Diagnostic] = []
         self._open: set[int] = set()  # ids of the collections being built, to catch cycles
+        self._seen: set[int] = set()  # ids of the nodes built so far
+        self._repeats = 0  # values built again through an alias
 
     @staticmethod
     def _pos(node: yaml.Node) -> tuple[int, int]:
@@ -216,6 +235,12 @@ class _Builder:
         self.problems.append(Diagnostic(self.path, line, col, message))
 
     def build(self, node: yaml.Node, loc: Loc) -> Any:
+        if id(node) in self._seen:
+            self._repeats += 1
+            if self._repeats > MAX_ALIAS_VALUES:
+                raise _AliasesExpandTooFar(node)
+        else:
+            self._seen.add(id(node))
         self.positions[loc] = self._pos(node)
         if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
             if id(node) in self._open:

@@ -381,3 +381,22 @@ def test_deep_nesting_never_reaches_libyamls_unbounded_composer(tmp_path):
          "    print(type(exc).__name__)\n", str(deep)],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+
+
+def test_an_alias_bomb_is_a_located_error_not_a_billion_values():
+    # 342 bytes whose aliases of aliases would build 9**9 (387 million) values.
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for prev, name in zip("abcdefgh", "bcdefghi"):
+        lines.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+    with pytest.raises(YamlSourceError) as info:
+        load_yaml("bomb.yaml", text="\n".join(lines) + "\n")
+    (diagnostic,) = info.value.diagnostics
+    assert diagnostic.path == "bomb.yaml" and diagnostic.line >= 1
+    assert "aliases expand this document by more than 100,000 values" in diagnostic.message
+
+
+def test_aliases_used_as_files_use_them_still_load():
+    text = ("defaults: &defaults {idle_ms: 2000, flush_lines: 50}\n"
+            + "".join(f"s{i}: *defaults\n" for i in range(200)))
+    doc = load_yaml("ok.yaml", text=text)
+    assert doc.data["s199"] == {"idle_ms": 2000, "flush_lines": 50}
