@@ -69,9 +69,11 @@ def _catalog(pm: PluginManager, config: WorkspaceConfig | None) -> Catalog:
         raise ConfigurationError(str(exc)) from exc
 
 
-def _check_lifecycles(catalog: Catalog) -> None:
+def _check_lifecycles(catalog: Catalog, config: WorkspaceConfig | None = None) -> None:
     """Before anything runs: each lifecycle a plugin or the workspace changed resolves and keeps
-    its contract; else its findings, and exit 1 (as ``orion check``)."""
+    its contract, else its findings and exit 1 (as ``orion check``); and the settings of every
+    lifecycle are valid where the workspace and the environment override them, else exit 2 (a
+    bad ``flush_lines: 0`` would otherwise surface mid-write as a tool error)."""
     findings = []
     for name in catalog.names():
         source = catalog.winner(name)
@@ -82,6 +84,17 @@ def _check_lifecycles(catalog: Catalog) -> None:
             click.echo(str(finding))
         err.print("[red]the workspace's statecharts have errors; nothing was run[/red]")
         sys.exit(1)
+    if config is None:
+        return
+    for name in catalog.names():
+        spec = catalog.resolve(catalog.winner(name)).spec
+        if spec is None:
+            continue
+        try:
+            resolve_settings(spec, config.overrides(spec.statechart), os.environ,
+                             origin=config.origin(spec.statechart))
+        except ConfigError as exc:
+            raise ConfigurationError(f"{exc}; nothing was run") from None
 
 
 def _statechart_files(paths: tuple[str, ...]) -> list[Path]:
@@ -320,7 +333,7 @@ def run(script: str, workspace: str, state_dir: str | None, as_json: bool) -> No
     except ConfigError as exc:
         raise ConfigurationError(str(exc)) from exc
     pm = _plugins(config)
-    _check_lifecycles(_catalog(pm, config))
+    _check_lifecycles(_catalog(pm, config), config)
     reporter = Reporter() if as_json else ConsoleReporter()
     try:
         result = asyncio.run(play(loaded, workspace=Path(workspace), plugins=pm,
@@ -350,7 +363,7 @@ def chat(base_url: str | None, model_name: str | None, workspace: str) -> None:
 
     config = _config(workspace)
     pm = _plugins(config)
-    _check_lifecycles(_catalog(pm, config))
+    _check_lifecycles(_catalog(pm, config), config)
     try:
         code = asyncio.run(run_chat(config, pm, base_url=base_url, model_name=model_name))
     except ConfigError as exc:

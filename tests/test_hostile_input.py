@@ -34,3 +34,28 @@ def test_orion_run_answers_hostile_tool_arguments_with_tool_errors(tmp_path):
     assert "100,001 levels deep; at most 64" in said
     assert "hold a number that cannot be read" in said
     assert "I could not start the write." in said  # the conversation went on to its end
+
+
+def test_a_setting_of_10_to_the_400_is_a_located_error_of_orion_check_and_orion_run(tmp_path):
+    (tmp_path / "orion.yaml").write_text("settings:\n  write_session:\n    idle_ms: 1"
+                                         + "0" * 400 + "\n")
+    check = subprocess.run([ORION, "check", "--workspace", str(tmp_path)], capture_output=True,
+                           text=True, timeout=120)
+    assert check.returncode == 1, check.stdout + check.stderr
+    assert "orion.yaml:3:5: write_session.idle_ms: a 401-digit number is beyond the largest " \
+           "number a setting takes" in check.stdout
+    run = subprocess.run([ORION, "run", "hello", "--workspace", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert "idle_ms" in run.stderr and "nothing was run" in run.stderr
+
+
+def test_an_invalid_setting_stops_orion_run_before_anything_runs(tmp_path):
+    (tmp_path / "orion.yaml").write_text("settings:\n  write_session:\n    flush_lines: 0\n")
+    run = subprocess.run([ORION, "run", "hello", "--workspace", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2, run.stdout + run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert lines == [f"error: {tmp_path / 'orion.yaml'}:3:5: write_session.flush_lines: 0 is "
+                     "below the minimum 1; nothing was run"]
+    assert "Hello" not in run.stdout  # the conversation never started

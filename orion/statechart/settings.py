@@ -15,6 +15,8 @@ from typing import Any
 from orion.errors import ConfigError
 from orion.statechart.schema import SettingSpec, StatechartSpec
 
+#: The largest int a setting takes: every int up to it is exact as a float (timers use floats).
+MAX_INT = 2**53
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -51,14 +53,25 @@ def coerce(setting: SettingSpec, value: Any, where: str, *, strict: bool = False
             if not isinstance(value, str):
                 raise ValueError
             result = value
-    except (TypeError, ValueError):
-        raise ValueError(f"{where}: expected {kind}, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{where}: expected {kind}, got {_short(value)}") from None
+    if kind == "int" and abs(result) > MAX_INT:
+        # Beyond this an int cannot become a float of milliseconds for a timer exactly, and a
+        # number like 10**400 cannot become one at all.
+        raise ValueError(f"{where}: {_short(result)} is beyond the largest number a setting "
+                         f"takes (2**53)")
     if kind in ("int", "float"):
         if setting.min is not None and result < setting.min:
             raise ValueError(f"{where}: {result} is below the minimum {setting.min:g}")
         if setting.max is not None and result > setting.max:
             raise ValueError(f"{where}: {result} is above the maximum {setting.max:g}")
     return result
+
+
+def _short(value: Any) -> str:
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 \
+        else f"a {len(str(abs(value)))}-digit number"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def env_names(spec: StatechartSpec, name: str) -> list[str]:
