@@ -800,7 +800,18 @@ def demo(workspace: str | None) -> None:
     sys.exit(run_demo(workspace))
 
 
+def _console_never_fails() -> None:
+    """Model text can hold what no console encoding can (a lone surrogate a gateway sent as
+    ``\ud800``): the console shows a replacement character instead of ending the program.
+    The journal keeps what the model sent, and the validators report it."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="replace")
+
+
 def main() -> None:
+    _console_never_fails()
     try:
         _plugins().hook.register_commands(cli=cli)
     except click.ClickException as exc:

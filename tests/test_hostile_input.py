@@ -59,3 +59,23 @@ def test_an_invalid_setting_stops_orion_run_before_anything_runs(tmp_path):
     assert lines == [f"error: {tmp_path / 'orion.yaml'}:3:5: write_session.flush_lines: 0 is "
                      "below the minimum 1; nothing was run"]
     assert "Hello" not in run.stdout  # the conversation never started
+
+
+def test_a_lone_surrogate_from_the_model_does_not_end_orion_chat(tmp_path):
+    # A gateway can send "\ud800" (valid JSON, not valid text): the console shows a
+    # replacement character, the chat goes on to the next line.
+    import os
+
+    from sse_server import SSEServer, finish_chunk, stream, text_chunk, text_stream
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ORION_"))}
+    with SSEServer([stream([text_chunk("broken \ud800 text"), finish_chunk("stop")]),
+                    stream(text_stream("still here"))]) as server:
+        proc = subprocess.run(
+            [ORION, "chat", "--base-url", server.base_url, "--model", "test-model",
+             "--workspace", str(tmp_path)],
+            input="first\nsecond\n/quit\n", capture_output=True, text=True, timeout=60,
+            env={**clean, "OPENAI_API_KEY": "test-key", "PYTHONIOENCODING": "utf-8"})
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "broken" in proc.stdout and "still here" in proc.stdout, (proc.stdout, proc.stderr)

@@ -7,6 +7,7 @@ whatever it carries (plan mode, the write-session protocol) survives compaction.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -16,6 +17,18 @@ Role = Literal["user", "assistant", "tool"]
 #: Bumped whenever a field of an existing message changes (a write's content replaced by its
 #: history reference): the conversation's cached request form and token total start again.
 _edits = 0
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _sendable(text: str | None) -> str | None:
+    """``text`` with lone surrogates (valid in the model's JSON, not in UTF-8) replaced by
+    U+FFFD: the history is sent back with every request, and one such character would make
+    every later request fail to encode. A write session's journal keeps what was sent."""
+    if not text or text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub("\ufffd", text)
 
 
 @dataclass
@@ -115,6 +128,7 @@ class Conversation:
 
     def add_assistant(self, text: str, tool_calls: list[dict[str, Any]] | None = None,
                       reasoning: str | None = None) -> Message:
+        text, reasoning = _sendable(text), _sendable(reasoning)
         return self.add(Message("assistant", text or None if tool_calls else text,
                                 tool_calls=tool_calls or None, reasoning_content=reasoning))
 
