@@ -135,3 +135,19 @@ def test_the_run_after_the_damage_is_moved_aside_records_again(tmp_path, healthy
     assert proc.returncode == 0, proc.stderr
     traces = orion("traces", "--workspace", str(workspace))
     assert traces.returncode == 0 and traces.stdout.strip(), traces.stderr
+
+
+def test_two_runs_starting_at_once_in_a_fresh_workspace_both_record(tmp_path):
+    # Both set up orion.db (WAL, migrations) at the same moment; SQLite refuses one of two
+    # schema writers at once, so the set-up is serialized. Bounded: six pairs.
+    for pair in range(6):
+        workspace = tmp_path / f"ws{pair}"
+        workspace.mkdir()
+        procs = [subprocess.Popen([ORION, "run", "hello", "--workspace", str(workspace)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for _ in range(2)]
+        outputs = [(proc.communicate(timeout=120)[0], proc.returncode) for proc in procs]
+        for output, code in outputs:
+            assert code == 0, output
+            for trouble in ("locked", "unavailable", "cannot store", "Traceback"):
+                assert trouble not in output, output

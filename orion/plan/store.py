@@ -30,6 +30,7 @@ from typing import Any
 from sqlite_utils import Database, Migrations
 
 from orion.errors import OrionError
+from orion.statedb import setting_up
 
 DB_NAME = "orion.db"
 BUSY_TIMEOUT_MS = 5000  # a plan write waits for a trace batch; it never drops
@@ -181,8 +182,9 @@ class PlanStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.db = Database(self.path)
         self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        self.db.enable_wal()
-        migrations.apply(self.db)
+        with setting_up(self.path):
+            self.db.enable_wal()
+            migrations.apply(self.db)
         self._conn = self.db.conn
         #: Writes this store committed; callers that cache a read compare it.
         self.writes = 0

@@ -52,6 +52,8 @@ from typing import Any
 
 from sqlite_utils import Database, Migrations
 
+from orion.statedb import setting_up
+
 from orion.trace.events import TraceEvent
 
 log = logging.getLogger("orion.trace")
@@ -294,11 +296,12 @@ class TraceStore:
                 raise
         db = self._db
         db.conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
-        db.enable_wal()
-        if db.execute("PRAGMA synchronous").fetchone()[0] != 1:
-            db.execute("PRAGMA synchronous = NORMAL")
-        if migrations.pending(db):
-            migrations.apply(db)
+        with setting_up(self.path):
+            db.enable_wal()
+            if db.execute("PRAGMA synchronous").fetchone()[0] != 1:
+                db.execute("PRAGMA synchronous = NORMAL")
+            if migrations.pending(db):
+                migrations.apply(db)
         self._ready = True
 
     @property
