@@ -393,7 +393,7 @@ def _trace_store(workspace: str, state_dir: str | None):
 @click.option("--kind", help="Only this kind: transition, model_request, tool_call, "
               "policy_denial, validation_issue, write_report, recovery, error.")
 @click.option("--since", help="Only newer events: 10m, 2h, 1d, or an ISO 8601 date or time.")
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1, max=1_000_000), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the events as JSON.")
 @click.pass_context
 def traces(ctx: click.Context, workspace: str, state_dir: str | None,
@@ -481,7 +481,7 @@ def _echo_markdown(markdown: str) -> None:
 
 @plan.command("show")
 @click.argument("plan_id", metavar="[ID]", required=False)
-@click.option("--revision", "number", type=click.IntRange(min=1), default=None, metavar="N",
+@click.option("--revision", "number", type=click.IntRange(min=1, max=2**62), default=None, metavar="N",
               help="Revision N of the plan's line of revisions (default: its newest).")
 @WORKSPACE
 @STATE_DIR
@@ -586,7 +586,7 @@ def plan_revisions(plan_id: str | None, workspace: str, state_dir: str | None,
 @plan.command("history")
 @WORKSPACE
 @STATE_DIR
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1, max=1_000_000), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the plans as JSON.")
 def plan_history(workspace: str, state_dir: str | None, limit: int, as_json: bool) -> None:
     """Every plan, newest first: status, revision, and the plan each revision supersedes."""

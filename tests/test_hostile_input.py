@@ -79,3 +79,12 @@ def test_a_lone_surrogate_from_the_model_does_not_end_orion_chat(tmp_path):
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "broken" in proc.stdout and "still here" in proc.stdout, (proc.stdout, proc.stderr)
+
+
+def test_a_limit_of_10_to_the_20_is_a_usage_error_not_an_overflow(tmp_path):
+    for command in (["traces"], ["plan", "history"], ["sessions", "history"]):
+        proc = subprocess.run([ORION, *command, "--limit", str(10**20), "--workspace",
+                               str(tmp_path)], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, (command, proc.stderr)
+        assert "Traceback" not in proc.stderr
+        assert "is not in the range" in proc.stderr, proc.stderr
