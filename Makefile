@@ -35,6 +35,10 @@ CUCUMBER_JSON ?= reports/cucumber.json
 TEAM_EXAMPLE := examples/team-customization
 
 test: $(STAMP)
+	@# orion chat is tested in a real terminal: tmux, from Debian's packages where it is missing
+	@command -v tmux >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
+		(apt-get update -qq && apt-get install -y -qq tmux) >/dev/null 2>&1; } || \
+		echo "tmux is not installed: the terminal test of orion chat is skipped"
 	$(BIN)/orion check
 	@mkdir -p $(dir $(CUCUMBER_JSON))
 	$(BIN)/pytest --cucumber-json=$(CUCUMBER_JSON) $(PYTEST_ARGS)

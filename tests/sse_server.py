@@ -76,6 +76,7 @@ Chunk builders (each returns a ``chat.completion.chunk`` dict):
 from __future__ import annotations
 
 import json
+import time
 import socket
 import threading
 from collections import deque
@@ -411,8 +412,19 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
 
+@dataclass(frozen=True)
+class Pause:
+    """A stream item: the server waits ``seconds`` before the next piece (a model that is
+    still writing, for a test that interrupts it)."""
+
+    seconds: float
+
+
 def _sse_pieces(response: StreamResponse) -> Iterator[str]:
     for item in response.items:
+        if isinstance(item, Pause):
+            time.sleep(item.seconds)
+            continue
         yield item if isinstance(item, str) else f"data: {json.dumps(item)}\n\n"
     if response.done:
         yield "data: [DONE]\n\n"

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
+import threading
+from typing import Any
 
 from rich.markup import escape
 
@@ -32,12 +35,50 @@ def make_model(config: WorkspaceConfig, *, base_url: str | None,
                                  temperature=settings.temperature)
 
 
-async def _read_line(prompt: str) -> str | None:
-    if sys.stdin.isatty():
-        sys.stderr.write(prompt)
-        sys.stderr.flush()
-    line = await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
-    return line if line else None  # "" is end of input
+class _Keyboard:
+    """Lines from standard input, read by a daemon thread (a thread of the default executor
+    blocked in ``readline`` would keep the program alive until Enter), and Ctrl-C as an event:
+    at the prompt it ends the chat at once; during a reply it stops the reply."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.lines: asyncio.Queue[str | None] = asyncio.Queue()
+        self.reply: asyncio.Task[Any] | None = None
+        self.interrupted = False
+        threading.Thread(target=self._read, name="orion-chat-stdin", daemon=True).start()
+        try:
+            self.loop.add_signal_handler(signal.SIGINT, self._interrupt)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+            pass
+
+    def _read(self) -> None:
+        while True:
+            try:
+                line = sys.stdin.readline()
+            except (OSError, ValueError):
+                line = ""
+            self.loop.call_soon_threadsafe(self.lines.put_nowait, line or None)
+            if not line:
+                return
+
+    def _interrupt(self) -> None:
+        if self.reply is not None and not self.reply.done():
+            self.interrupted = True
+            self.reply.cancel()
+        else:
+            self.lines.put_nowait(None)  # at the prompt: the chat ends now
+
+    async def read_line(self, prompt: str) -> str | None:
+        if sys.stdin.isatty():
+            sys.stderr.write(prompt)
+            sys.stderr.flush()
+        return await self.lines.get()
+
+    def close(self) -> None:
+        try:
+            self.loop.remove_signal_handler(signal.SIGINT)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
 
 
 async def run_chat(config: WorkspaceConfig, plugins: PluginManager, *, base_url: str | None,
@@ -57,21 +98,57 @@ async def run_chat(config: WorkspaceConfig, plugins: PluginManager, *, base_url:
 
 
 async def _loop(runtime: Runtime, reporter: ConsoleReporter) -> int:
-    if runtime.pending:  # an adopted write session asks the model to continue
-        code = await _guarded(runtime, reporter, runtime.pump())
-        if code is not None:
-            return code
-    while not runtime.closing:
-        line = await _read_line("you> ")
-        if line is None:
-            break
-        line = line.strip()
-        if not line:
-            continue
-        code = await _guarded(runtime, reporter, runtime.handle(line))
-        if code is not None:
-            return code
-    return 0
+    keyboard = _Keyboard()
+    try:
+        if runtime.pending:  # an adopted write session asks the model to continue
+            code = await _reply(keyboard, runtime, reporter, runtime.pump())
+            if code is not None:
+                return code
+        while not runtime.closing:
+            line = await keyboard.read_line("you> ")
+            if line is None:
+                break
+            line = line.strip()
+            if not line:
+                continue
+            code = await _reply(keyboard, runtime, reporter, runtime.handle(line))
+            if code is not None:
+                return code
+        return 0
+    finally:
+        keyboard.close()
+
+
+async def _reply(keyboard: _Keyboard, runtime: Runtime, reporter: ConsoleReporter,
+                 work) -> int | None:
+    """Run one reply; Ctrl-C stops it (not the chat) and says where an open write stands."""
+    keyboard.reply = asyncio.ensure_future(_guarded(runtime, reporter, work))
+    try:
+        return await keyboard.reply
+    except asyncio.CancelledError:
+        if not keyboard.interrupted:
+            raise
+        keyboard.interrupted = False
+        reporter.notice(_stopped(runtime))
+        return None
+    finally:
+        keyboard.reply = None
+
+
+def _stopped(runtime: Runtime) -> str:
+    """What Ctrl-C during a reply left behind, for the user."""
+    from orion.write_session.manager import manager_for
+
+    session = manager_for(runtime).active
+    if session is None:
+        return "reply stopped"
+    session.checkpoint()
+    journal, short = session.journal, session.id[:8]
+    if journal.degraded is not None:
+        return (f"reply stopped; write session {short} holds {journal.lines} lines in memory "
+                f"only ({journal.degraded}): they are lost if this chat ends")
+    return (f"reply stopped; write session {short} saved ({journal.lines} lines); it stays "
+            f"open here, and `orion sessions recover {short}` finishes it from another shell")
 
 
 async def _guarded(runtime: Runtime, reporter: ConsoleReporter, work) -> int | None:

@@ -1,0 +1,105 @@
+"""`orion chat` in a real terminal (tmux): Ctrl-C during a reply stops the reply, not the chat,
+and names the write session it saved; Ctrl-C at the prompt ends the chat at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sse_server import (Pause, SSEServer, finish_chunk, stream, text_chunk, text_stream,
+                        tool_call_chunk)
+
+ORION = str(Path(sys.executable).parent / "orion")
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
+                                reason="tmux is not installed (apt-get install tmux)")
+
+
+class Terminal:
+    """One tmux server of its own (a private socket), one window running ``command``."""
+
+    def __init__(self, command: str, name: str):
+        self.socket = f"orion-test-{os.getpid()}-{name}"
+        self.tmux("new-session", "-d", "-x", "160", "-y", "48", "-s", "chat", command)
+        self.tmux("set-option", "-t", "chat", "remain-on-exit", "on")
+
+    def tmux(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
+                              text=True, timeout=30, check=True).stdout
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-J", "-S", "-200", "-t", "chat")
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", "-t", "chat", *keys)
+
+    def wait_for(self, text: str, deadline_s: float = 30.0) -> str:
+        # Polls the screen until ``text`` shows; the deadline only bounds a broken run.
+        end = time.monotonic() + deadline_s
+        while True:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            if time.monotonic() > end:
+                raise AssertionError(f"{text!r} never appeared; the screen:\n{screen}")
+            time.sleep(0.1)
+
+    def dead(self) -> tuple[bool, str]:
+        out = self.tmux("display-message", "-p", "-t", "chat", "#{pane_dead} #{pane_dead_status}")
+        dead, _, status = out.strip().partition(" ")
+        return dead == "1", status
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True,
+                       timeout=30)
+
+
+def test_ctrl_c_stops_the_reply_names_the_saved_session_and_ctrl_c_again_exits(tmp_path):
+    begin = stream([tool_call_chunk(0, id="call_1", name="WritePlanTool_begin",
+                                    arguments=json.dumps({"intent": "notes",
+                                                          "target_file": "notes.md",
+                                                          "operation": "create"})),
+                    finish_chunk("tool_calls")])
+    # The model streams three lines, then keeps writing (slowly) until interrupted.
+    slow = stream([text_chunk("first line\nsecond line\nthird line\n"), Pause(20),
+                   text_chunk("never shown\n"), finish_chunk("stop")])
+    with SSEServer([begin, slow, stream(text_stream("unused"))]) as server:
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ORION_"))}
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in
+                       {**clean, "OPENAI_API_KEY": "test-key", "TERM": "xterm"}.items()
+                       if k.isidentifier())
+        command = (f"env -i {env} {shlex.quote(ORION)} chat --base-url {server.base_url} "
+                   f"--model test-model --workspace {shlex.quote(str(tmp_path))}")
+        terminal = Terminal(command, "ctrl-c")
+        try:
+            terminal.wait_for("you>")
+            terminal.keys("Write the notes.", "Enter")
+            terminal.wait_for("third line")
+            terminal.keys("C-c")
+            screen = terminal.wait_for("reply stopped; write session")
+            assert "saved (3 lines)" in screen, screen
+            assert "Traceback" not in screen and "Aborted" not in screen
+            assert not terminal.dead()[0], screen  # the chat goes on
+            terminal.wait_for("you>")
+            terminal.keys("C-c")  # at the prompt: the chat ends at once, without Enter
+            end = time.monotonic() + 30
+            while not terminal.dead()[0]:
+                assert time.monotonic() < end, terminal.screen()
+                time.sleep(0.1)
+            dead, status = terminal.dead()
+            screen = terminal.screen()
+            assert status == "0", screen
+            assert "Traceback" not in screen and "Aborted" not in screen
+        finally:
+            terminal.close()
+    sessions = list((tmp_path / ".orion" / "write_sessions").iterdir())
+    (session,) = [s for s in sessions if s.is_dir()]
+    assert (session / "content.txt").read_text() == "first line\nsecond line\nthird line\n"
+    assert f"write session {session.name[:8]} saved (3 lines)" in screen, screen
