@@ -88,3 +88,22 @@ def test_a_limit_of_10_to_the_20_is_a_usage_error_not_an_overflow(tmp_path):
         assert proc.returncode == 2, (command, proc.stderr)
         assert "Traceback" not in proc.stderr
         assert "is not in the range" in proc.stderr, proc.stderr
+
+
+def test_a_symbolic_link_loop_as_target_is_a_rejected_plan_not_a_plugin_failure(tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "loop").symlink_to("loop")
+    conversation = [
+        {"user": "Write loop."},
+        {"model": {"tool_calls": [{"name": "WritePlanTool_begin", "arguments": {
+            "intent": "x", "target_file": "loop", "operation": "create"}}]}},
+        {"model": {"text": "I will pick another name."}},
+    ]
+    script = tmp_path / "loop.yaml"
+    script.write_text(json.dumps({"description": "a link loop", "conversation": conversation}))
+    proc = subprocess.run([ORION, "run", str(script), "--workspace", str(workspace)],
+                          capture_output=True, text=True, timeout=120)
+    said = proc.stdout + proc.stderr
+    assert "Traceback" not in said and "plugin" not in said, said
+    assert "target_file 'loop' cannot be resolved" in said, said

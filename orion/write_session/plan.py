@@ -332,6 +332,10 @@ def check_plan(plan: WritePlan, *, workspace: Path, state_dir: Path) -> CheckedP
         raise PlanRejected(f"target_file {str(exc)}. Give a path inside the workspace, "
                            f"relative to its root, e.g. 'docs/guide.md'.",
                            field="target_file") from exc
+    except (RuntimeError, OSError) as exc:  # a symbolic link loop (RuntimeError in 3.11)
+        raise PlanRejected(f"target_file {name!r} cannot be resolved: {exc}. Give the path "
+                           "of a file, not of a symbolic link that leads to itself.",
+                           field="target_file") from exc
     relative = target.relative_to(root).as_posix()
     if target == root:
         raise PlanRejected(f"target_file {name!r} is the workspace root itself; give the path "
