@@ -87,7 +87,7 @@ def test_ctrl_c_stops_the_reply_names_the_saved_session_and_ctrl_c_again_exits(t
             assert "saved (3 lines)" in screen, screen
             assert "Traceback" not in screen and "Aborted" not in screen
             assert not terminal.dead()[0], screen  # the chat goes on
-            terminal.wait_for("you>")
+            terminal.wait_for("from another shell\nyou>")  # the prompt after the notice
             terminal.keys("C-c")  # at the prompt: the chat ends at once, without Enter
             end = time.monotonic() + 30
             while not terminal.dead()[0]:

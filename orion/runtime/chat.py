@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import codecs
 import os
 import signal
 import sys
@@ -36,30 +37,52 @@ def make_model(config: WorkspaceConfig, *, base_url: str | None,
 
 
 class _Keyboard:
-    """Lines from standard input, read by a daemon thread (a thread of the default executor
-    blocked in ``readline`` would keep the program alive until Enter), and Ctrl-C as an event:
-    at the prompt it ends the chat at once; during a reply it stops the reply."""
+    """Lines from standard input, and Ctrl-C as an event: at the prompt it ends the chat at
+    once; during a reply it stops the reply. A terminal or a pipe is read by the event loop
+    when it has input (a thread blocked in ``readline`` would keep the program from ending
+    until Enter, and from exiting cleanly at all); a regular file by a thread, at once."""
 
     def __init__(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.lines: asyncio.Queue[str | None] = asyncio.Queue()
         self.reply: asyncio.Task[Any] | None = None
         self.interrupted = False
-        threading.Thread(target=self._read, name="orion-chat-stdin", daemon=True).start()
+        self._fd: int | None = None
+        self._pending = ""
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        try:
+            fd = sys.stdin.fileno()
+            self.loop.add_reader(fd, self._readable, fd)
+            self._fd = fd
+        except (OSError, ValueError, NotImplementedError, AttributeError):
+            threading.Thread(target=self._read_file, name="orion-chat-stdin",
+                             daemon=True).start()
         try:
             self.loop.add_signal_handler(signal.SIGINT, self._interrupt)
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
             pass
 
-    def _read(self) -> None:
-        while True:
-            try:
-                line = sys.stdin.readline()
-            except (OSError, ValueError):
-                line = ""
-            self.loop.call_soon_threadsafe(self.lines.put_nowait, line or None)
-            if not line:
-                return
+    def _readable(self, fd: int) -> None:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:
+            data = b""
+        if not data:  # end of input (Ctrl-D at the start of a line, a closed pipe)
+            self.loop.remove_reader(fd)
+            self._fd = None
+            tail = self._pending + self._decoder.decode(b"", final=True)
+            if tail:
+                self.lines.put_nowait(tail)
+            self.lines.put_nowait(None)
+            return
+        *complete, self._pending = (self._pending + self._decoder.decode(data)).split("\n")
+        for line in complete:
+            self.lines.put_nowait(line + "\n")
+
+    def _read_file(self) -> None:
+        for line in sys.stdin or ():  # no standard input at all: end of input
+            self.loop.call_soon_threadsafe(self.lines.put_nowait, line)
+        self.loop.call_soon_threadsafe(self.lines.put_nowait, None)
 
     def _interrupt(self) -> None:
         if self.reply is not None and not self.reply.done():
@@ -69,12 +92,14 @@ class _Keyboard:
             self.lines.put_nowait(None)  # at the prompt: the chat ends now
 
     async def read_line(self, prompt: str) -> str | None:
-        if sys.stdin.isatty():
+        if sys.stdin is not None and sys.stdin.isatty():
             sys.stderr.write(prompt)
             sys.stderr.flush()
         return await self.lines.get()
 
     def close(self) -> None:
+        if self._fd is not None:
+            self.loop.remove_reader(self._fd)
         try:
             self.loop.remove_signal_handler(signal.SIGINT)
         except (NotImplementedError, RuntimeError, ValueError):
