@@ -303,11 +303,15 @@ def disk_is_full(orion_world: World) -> None:
     if not Path("/dev/full").exists():
         pytest.skip("needs /dev/full")
     assert orion_world.plugins is not None
-    orion_world.plugins.register(_FullDisk(), "orion-testing-full-disk")
+    orion_world.plugins.register(ContentOn("/dev/full"), "orion-testing-full-disk")
 
 
-class _FullDisk:
-    """A plugin that puts each new write session's ``content.txt`` on a full device."""
+class ContentOn:
+    """A plugin that points each new write session's ``content.txt`` at ``target`` (a full
+    device, a file the kernel refuses): the journal then meets that fault for real."""
+
+    def __init__(self, target: str | Path):
+        self.target = target
 
     @hookimpl
     def lifecycle_started(self, lifecycle):
@@ -315,7 +319,7 @@ class _FullDisk:
             return
         directory = Path(lifecycle.owner.state_dir) / "write_sessions" / lifecycle.id
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / "content.txt").symlink_to("/dev/full")
+        (directory / "content.txt").symlink_to(self.target)
 
 
 # -- the user and time -----------------------------------------------------------------------

@@ -27,7 +27,7 @@ import pytest
 from pytest_bdd import given, parsers, then, when
 
 from orion import hookimpl
-from orion.testing.steps import PATH, TEXT, _book, lines_of, unescape
+from orion.testing.steps import PATH, TEXT, ContentOn, _book, lines_of, unescape
 from orion.testing.world import World
 
 #: How long a command may take before the step fails (it never sleeps; this bounds a hang).
@@ -190,20 +190,8 @@ def journals_permission_denied(orion_world: World) -> None:
         os.close(fd)
         pytest.skip(f"{PERMISSION_DENIED_FILE} is writable here")
     assert orion_world.plugins is not None
-    orion_world.plugins.register(_PermissionDenied(), "orion-testing-permission-denied")
-
-
-class _PermissionDenied:
-    """A plugin that points each new write session's ``content.txt`` at a file the kernel
-    refuses to open for writing."""
-
-    @hookimpl
-    def lifecycle_started(self, lifecycle):
-        if lifecycle.name != "write_session" or lifecycle.owner is None:
-            return
-        directory = Path(lifecycle.owner.state_dir) / "write_sessions" / lifecycle.id
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / "content.txt").symlink_to(PERMISSION_DENIED_FILE)
+    orion_world.plugins.register(ContentOn(PERMISSION_DENIED_FILE),
+                                 "orion-testing-permission-denied")
 
 
 # -- traces ------------------------------------------------------------------------------------
