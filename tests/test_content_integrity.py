@@ -10,103 +10,42 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import textwrap
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from sse_server import (SSEServer, chunk, finish_chunk, retryable, stream, text_chunk,
                         text_stream, tool_call_chunk)
 
 from orion.clock import VirtualClock
 from orion.models.openai_compat import OpenAICompatibleModel
-from orion.models.script import load_script
-from orion.models.scripted import ScriptedModel
 from orion.plugins import make_plugin_manager
-from orion.runtime import runner
-from orion.runtime.report import Reporter
-from orion.runtime.runner import RunResult, play
 from orion.runtime.runtime import Runtime
+from write_harness import Capture, Played, begin, make_runner, say
 
 DONE_PROMPT = "If you're finished, reply with DONE on its own line; otherwise continue."
 CUT_PROMPT = "Your output was cut off."
 NOT_ADDED = "Your last reply did not end with a line DONE, so it was not added"
 
 
-class Capture(Reporter):
-    def __init__(self) -> None:
-        self.notices: list[str] = []
-
-    def notice(self, text: str) -> None:
-        self.notices.append(text)
-
-
-class Recording(ScriptedModel):
-    """The scripted model, kept so the test can read the requests it received."""
-
-    last: ScriptedModel | None = None
-
-    def __init__(self, cursor) -> None:
-        super().__init__(cursor)
-        Recording.last = self
-
-
-@dataclass
-class Played:
-    result: RunResult
-    workspace: Path
-    reporter: Capture
-    model: ScriptedModel
-
-    def text(self, relative: str) -> str:
-        return (self.workspace / relative).read_text(encoding="utf-8")
-
-    def sent(self, request: int) -> list[dict[str, Any]]:
-        return self.model.log[request - 1].sent.messages
-
-    def events(self, kind: str) -> list[dict[str, Any]]:
-        with sqlite3.connect(self.workspace / ".orion" / "orion.db") as db:
-            rows = db.execute("SELECT kind, name, attributes FROM trace_events ORDER BY id")
-            return [{"name": n, "attributes": json.loads(a)} for k, n, a in rows if k == kind]
-
-
 @pytest.fixture
 def run(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner, "ScriptedModel", Recording)
-    counter = iter(range(1, 100))
+    """``run(conversation, settings=..., files=...)``: the write-session harness
+    (tests/write_harness.py) playing a script of these entries."""
+    play_script = make_runner(tmp_path, monkeypatch)
 
     def _run(conversation: list[dict], *, settings: dict | None = None,
              files: dict | None = None) -> Played:
-        workspace = tmp_path / f"ws{next(counter)}"
-        workspace.mkdir()
         script: dict[str, Any] = {"conversation": conversation}
         if settings:
             script["settings"] = {"write_session": settings}
         if files:
             script["files"] = files
-        path = tmp_path / "script.yaml"
-        path.write_text(yaml.safe_dump(script, sort_keys=False, width=1 << 20),
-                        encoding="utf-8")
-        reporter = Capture()
-        result = asyncio.run(play(load_script(path), workspace=workspace, reporter=reporter,
-                                  plugins=make_plugin_manager(entrypoints=False, env={})))
-        assert Recording.last is not None
-        return Played(result, workspace, reporter, Recording.last)
+        return play_script(script)
     return _run
-
-
-def begin(target: str) -> dict:
-    return {"model": {"tool_calls": [{"name": "WritePlanTool_begin", "arguments": {
-        "intent": "a test write", "target_file": target, "operation": "create"}}]}}
-
-
-def say(text: str, **reply: Any) -> dict:
-    return {"model": {"text": text, **reply}}
 
 
 def lines(path: str, first: int, last: int) -> str:
