@@ -16,13 +16,16 @@ def _turn_starts(messages) -> list[int]:
 
 @hookimpl(trylast=True)
 def compact_conversation(messages, budget):
-    starts = _turn_starts(messages)
-    kept = list(messages)
-    for start in starts[1:]:
-        if not budget.exceeded_by(kept):
+    # One pass: the totals of what is kept shrink as whole turns are dropped from the front,
+    # instead of summing the rest of the conversation again for every turn dropped.
+    tokens = [m.approx_tokens() for m in messages]
+    remaining, cut = sum(tokens), 0
+    for start in _turn_starts(messages)[1:]:
+        if not budget.exceeded(len(messages) - cut, remaining):
             break
-        kept = messages[start:]
-    return kept if len(kept) < len(messages) else None
+        remaining -= sum(tokens[cut:start])
+        cut = start
+    return messages[cut:] if cut else None
 
 
 @hookimpl

@@ -4,6 +4,8 @@ say now, whatever happened to the list or to a message since the last request.""
 
 from __future__ import annotations
 
+import random
+
 from orion.runtime.conversation import Budget, Conversation, Message
 
 
@@ -80,3 +82,53 @@ def test_the_budget_on_running_totals_agrees_with_the_budget_on_the_list():
     for budget in (Budget(10, 0), Budget(0, 500), Budget(0, 10_000), Budget(0, 0)):
         assert budget.exceeded(len(conversation.messages), conversation.approx_tokens()) == \
             budget.exceeded_by(conversation.messages)
+
+
+def test_the_request_starts_with_the_system_message_and_is_the_callers_own():
+    conversation = Conversation()
+    conversation.add_user("a")
+    system = {"role": "system", "content": "Be brief."}
+    sent = conversation.request_messages(system)
+    assert sent == [system, {"role": "user", "content": "a"}]
+    sent.append({"role": "user", "content": "added by a caller"})
+    conversation.add_assistant("b")
+    assert conversation.request_messages(system) == [system, {"role": "user", "content": "a"},
+                                                     {"role": "assistant", "content": "b"}]
+    assert len(sent) == 3 and sent[-1]["content"] == "added by a caller"
+
+
+def _drop_oldest_turns(messages: list[Message], budget: Budget) -> list[Message] | None:
+    # The rule the built-in compaction follows, the slow way: drop the oldest whole turn and
+    # measure the rest again, until it fits or only the newest turn is left.
+    starts = [i for i, m in enumerate(messages) if m.role == "user" and not m.injected]
+    kept = list(messages)
+    for start in starts[1:]:
+        if not budget.exceeded_by(kept):
+            break
+        kept = messages[start:]
+    return kept if len(kept) < len(messages) else None
+
+
+def test_the_builtin_compaction_keeps_what_dropping_the_oldest_turns_one_by_one_keeps():
+    from orion.plugins import make_plugin_manager
+
+    pm = make_plugin_manager(entrypoints=False, env={})
+    rng = random.Random(16)
+    for _ in range(300):
+        conversation = Conversation()
+        for _ in range(rng.randrange(0, 30)):
+            kind = rng.choice(("user", "user", "assistant", "tool", "inject"))
+            text = "x" * rng.randrange(0, 400)
+            if kind == "user":
+                conversation.add_user(text)
+            elif kind == "inject":
+                conversation.inject(text)
+            elif kind == "tool":
+                conversation.add_tool_result("c1", text)
+            else:
+                conversation.add_assistant(text)
+        budget = Budget(rng.choice((0, 1, 3, 10, 25)), rng.choice((0, 20, 200, 1000, 5000)))
+        messages = conversation.messages
+        expected = _drop_oldest_turns(messages, budget)
+        kept = pm.hook.compact_conversation(messages=list(messages), budget=budget)
+        assert kept == expected

@@ -152,14 +152,21 @@ class OpenAICompatibleModel:
 
     async def _stream(self, client: AsyncOpenAI,
                       request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        # The messages and tool definitions go in as they are, through ``extra_body`` (which
+        # the SDK merges into the body last): its typed-parameter transform walks every message
+        # and definition of every request, about 200 us a message (0.8 s of CPU for a request
+        # at turn 2,000) and 1.4 ms for the built-in tools, and returns Orion's plain-JSON
+        # dicts unchanged.
+        body: dict[str, Any] = {"messages": request.messages}
+        if request.tools:
+            body["tools"] = request.tools
         kwargs: dict[str, Any] = {
             "model": self.model,
-            "messages": request.messages,
+            "messages": [],
             "stream": True,
             "stream_options": {"include_usage": True},
+            "extra_body": body,
         }
-        if request.tools:
-            kwargs["tools"] = request.tools
         if self.max_tokens is not None:
             kwargs["max_tokens"] = self.max_tokens
         if self.temperature is not None:

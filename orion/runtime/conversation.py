@@ -149,6 +149,14 @@ class Conversation:
         self._catch_up()
         return self._wire.copy()
 
+    def request_messages(self, system: dict[str, Any]) -> list[dict[str, Any]]:
+        """``system`` followed by the messages, as one model request sends them: a new list,
+        built with one copy of the running request form (the dicts are shared)."""
+        self._catch_up()
+        request = [system]
+        request += self._wire
+        return request
+
     def approx_tokens(self) -> int:
         """The sum of the messages' :meth:`Message.approx_tokens`."""
         self._catch_up()
