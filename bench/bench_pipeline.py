@@ -14,8 +14,11 @@ the request's message list with a system prompt, read the reply's events, append
   system (events, reporter, text sinks) and the ``tools`` system.
 
 Both conversations are cleared every 50 turns, so their length (and cost) stays comparable. It
-prints microseconds per turn for both, Orion's overhead per turn, and the ratio. No target is
-set; the figure is tracked in the closing notes of the changes that touch the pipeline.
+prints microseconds per turn for both, Orion's overhead per turn, and the ratio (line 1, no
+target). Line 2 compares a turn late in one long conversation with an early one (target: O(1)
+amortized per turn), line 3 how much each side's turn grew meanwhile, and line 4 the same
+conversation through the OpenAI adapter and real HTTP, where every request sends the whole
+history (bench/README.md says what each line times).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import gc
 import asyncio
+import json
 import sqlite3
 import sys
 import tempfile
@@ -164,6 +168,49 @@ def bare_cost_by_length(turns: int, window: int) -> tuple[float, float]:
     return spans[10] / window * 1e6, spans[turns] / window * 1e6
 
 
+def adapter_cost_by_length(workspace: Path, turns: int, requests: int) -> tuple[float, ...]:
+    """Through the OpenAI adapter (a new SDK client per request, as ``orion chat`` makes) and
+    real HTTP to the loopback endpoint of the tests: this thread's CPU milliseconds per request
+    at turn 10 and at turn ``turns``, and the JSON encoding of the turn-``turns`` body alone.
+    The conversation is filled directly up to each point (the turns before are not what is
+    timed); the endpoint runs on other threads, so its CPU is not counted."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from sse_server import SSEServer, stream, text_stream
+
+    from orion.models.openai_compat import OpenAICompatibleModel
+
+    (workspace / "orion.yaml").write_text("runtime:\n  max_messages: 0\n  max_tokens: 0\n")
+    spans: list[float] = []
+    with SSEServer() as server:
+        model = OpenAICompatibleModel(model="bench", base_url=server.base_url, api_key="bench",
+                                      max_retries=0)
+        runtime = Runtime(model=model, plugins=make_plugin_manager(entrypoints=False, env={}),
+                          workspace=workspace, clock=VirtualClock(), env={})
+
+        async def main() -> None:
+            for at in (10, turns):
+                while len(runtime.conversation.messages) < 2 * at:
+                    runtime.conversation.add_user("hello")
+                    runtime.conversation.add_assistant(REPLY[0])
+                server.enqueue(*[stream(text_stream(*REPLY)) for _ in range(requests + 1)])
+                await runtime.handle("hello")  # warm-up: the running forms catch up here
+                gc.collect()
+                start = time.thread_time()
+                for _ in range(requests):
+                    await runtime.handle("hello")
+                spans.append((time.thread_time() - start) / requests * 1e3)
+
+        asyncio.run(main())
+        system = runtime.system_message([])
+        body = {"model": "bench", "messages": runtime.conversation.request_messages(system),
+                "stream": True}
+        runtime.close()
+    start = time.thread_time()
+    for _ in range(requests):
+        json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    return spans[0], spans[1], (time.thread_time() - start) / requests * 1e3
+
+
 def turn_cost_by_length(turns: int, window: int, reps: int) -> dict[str, tuple[float, float]]:
     """Best of ``reps`` fresh conversations, for each side and window."""
     best = {"orion": (inf, inf), "bare": (inf, inf)}
@@ -186,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"turns timed from turn 10 and from --long-turns ({WINDOW})")
     parser.add_argument("--long-reps", type=int, default=3,
                         help="fresh long conversations for line 2; the best counts (3)")
+    parser.add_argument("--adapter-requests", type=int, default=10,
+                        help="requests timed at each point of line 4 (10)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         n, bare_s, orion_s = compare(bare_turns, orion_turns(Path(tmp)), reps=args.reps,
@@ -204,6 +253,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[3] (info) growth from turn 10 to turn {args.long_turns:,}  orion {late - early:+7.1f} us"
           f"   bare loop {bare_late - bare_early:+7.1f} us (turn 10 {bare_early:.1f} us, "
           f"turn {args.long_turns:,} {bare_late:.1f} us)")
+    with tempfile.TemporaryDirectory() as tmp:
+        early, late, encode = adapter_cost_by_length(Path(tmp), args.long_turns,
+                                                     args.adapter_requests)
+    print(f"[4] (info) OpenAI adapter over loopback HTTP, CPU per request  turn 10 {early:6.2f} ms"
+          f"   turn {args.long_turns:,} {late:6.2f} ms   growth {late - early:+6.2f} ms   "
+          f"JSON encoding of the turn-{args.long_turns:,} body alone {encode:5.2f} ms")
     return 0
 
 

@@ -116,6 +116,27 @@ def test_the_request_carries_the_tools_and_stream_true(sse_server):
     assert request.headers["content-type"] == "application/json"
 
 
+def test_a_long_history_arrives_as_the_conversation_holds_it(sse_server):
+    # Every kind of message a conversation holds, many times over: tool calls with no text,
+    # their results, reasoning sent back, non-ASCII text, an injected prompt.
+    history = [{"role": "system", "content": "Be brief. — ok"}]
+    for i in range(300):
+        history += [
+            {"role": "user", "content": f"Read notes {i}, s'il vous plaît ✓"},
+            {"role": "assistant", "content": None, "reasoning_content": "Read it first.",
+             "tool_calls": [{"id": f"c{i}", "type": "function", "function": {
+                 "name": "read_file", "arguments": json.dumps({"path": f"n{i}.md"})}}]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": "line 1\nline 2\t€"},
+            {"role": "assistant", "content": f"Done {i}."},
+        ]
+    sse_server.enqueue(stream(text_stream("ok")))
+    run(make_model(sse_server), ModelRequest(messages=history, tools=TOOLS))
+    [request] = sse_server.requests
+    assert request.body["messages"] == history
+    assert request.body["tools"] == TOOLS
+    assert request.body["model"] == "test-model"
+
+
 def test_reasoning_content_becomes_reasoning_deltas(sse_server):
     sse_server.enqueue(stream([reasoning_chunk("The user "), reasoning_chunk("greets."),
                                chunk({"content": "Hello", "reasoning_content": None}),
