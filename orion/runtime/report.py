@@ -71,8 +71,12 @@ class ConsoleReporter(Reporter):
         self._live: Progress | None = None  # what the live line shows now
         self._printed: Progress | None = None  # the last plain progress line (no terminal)
 
+    def say(self, markup: str) -> None:
+        """One of Orion's lines (rich markup)."""
+        self.console.print(markup)
+
     def user(self, text: str) -> None:
-        self.console.print(f"[bold]user[/bold]   {escape(text)}")
+        self.say(f"[bold]user[/bold]   {escape(text)}")
 
     def text(self, delta: str) -> None:
         if self.stream and self.out is not None:
@@ -93,29 +97,29 @@ class ConsoleReporter(Reporter):
             lines = text.splitlines() or [""]
             first = lines[0][:100]
             more = f" … ({len(lines)} lines)" if len(lines) > 1 else ""
-            self.console.print(f"[cyan]model[/cyan]  {escape(first)}{more}")
+            self.say(f"[cyan]model[/cyan]  {escape(first)}{more}")
         if finish.truncated:
-            self.console.print(f"[cyan]model[/cyan]  [dim](cut off: finish reason "
+            self.say(f"[cyan]model[/cyan]  [dim](cut off: finish reason "
                                f"{escape(str(finish.raw or 'none'))})[/dim]")
 
     def tool(self, outcome) -> None:
         if outcome.ok:
-            self.console.print(f"[yellow]tool[/yellow]   {escape(outcome.name)} [green]ok[/green]")
+            self.say(f"[yellow]tool[/yellow]   {escape(outcome.name)} [green]ok[/green]")
             return
         try:
             reason = str(json.loads(outcome.content).get("error", ""))
         except (ValueError, AttributeError):
             reason = outcome.content
         first = reason.splitlines()[0] if reason else ""
-        self.console.print(f"[yellow]tool[/yellow]   {escape(outcome.name)} "
+        self.say(f"[yellow]tool[/yellow]   {escape(outcome.name)} "
                            f"[red]{outcome.kind}[/red]: {escape(first[:160])}")
 
     def prompt(self, text: str) -> None:
         first = text.splitlines()[0] if text else ""
-        self.console.print(f"[magenta]orion[/magenta]  {escape(first)}")
+        self.say(f"[magenta]orion[/magenta]  {escape(first)}")
 
     def notice(self, text: str) -> None:
-        self.console.print(f"[dim]{escape(text)}[/dim]")
+        self.say(f"[dim]{escape(text)}[/dim]")
 
     # A terminal gets one line rewritten in place; a log (not a TTY) gets a plain line when
     # the state changes and every PLAIN_EVERY_LINES lines, so it stays readable.
