@@ -109,7 +109,8 @@ class Orphan:
     age_ms: float | None = None
     live: bool = False
     #: ``open``, ``finalizing`` (state.json holds the finalizing record: the write may have
-    #: happened) or ``resume`` (marked by ``orion sessions recover ID --continue``).
+    #: happened), ``resume`` (marked by ``orion sessions recover ID --continue``) or
+    #: ``degraded`` (its journal went memory-only: the disk holds a part at most).
     status: str = "open"
     #: The lifecycle state of the last snapshot, e.g. ``session_active.awaiting_content``.
     state: str | None = None
@@ -257,6 +258,8 @@ def load(directory: Path, *, now_ms: float | None = None) -> Orphan:
             orphan.resume_ms = _mtime_ms(resume)
     elif orphan.finalizing is not None:
         orphan.status = "finalizing"
+    elif orphan.degraded is not None:
+        orphan.status = "degraded"  # its journal went memory-only: the notes say why
     if orphan.last_save_ms is None:
         orphan.last_save_ms = orphan.created_ms if orphan.created_ms is not None \
             else _mtime_ms(directory)
