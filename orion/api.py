@@ -5,7 +5,8 @@ receive and return, the host (the runtime a hook runs in) and its services, and 
 of write sessions. Orion's other modules are its implementation; a plugin that imports them
 may break with any release. Orion's built-in plugins use this module only (their own
 subsystem's package aside: the plan plugin drives ``orion.plan``, the trace stores
-``orion.trace``).
+``orion.trace``). A plugin that adds ``orion`` commands also imports :mod:`orion.commands`, the
+options and errors every command shares.
 
 The host is the runtime. A hook reaches it by name: ``request.runtime`` (context and gating
 requests), ``context.runtime`` (tools), ``turn.runtime`` (pipeline systems), ``runtime``
