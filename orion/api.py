@@ -79,7 +79,7 @@ def host_of(source: Any) -> Host | None:
     """The host of a lifecycle (in a guard or an action), a request, a tool context or a
     turn; ``None`` when there is none (a lifecycle run on its own, as in tests)."""
     if isinstance(source, Lifecycle):
-        return source.owner
+        return source.host
     return getattr(source, "runtime", None)
 
 

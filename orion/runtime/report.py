@@ -4,7 +4,6 @@ supplies one that prints."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
@@ -12,23 +11,7 @@ from rich.markup import escape
 if TYPE_CHECKING:
     from orion.models.events import Finish
     from orion.tools.executor import ToolOutcome
-
-
-@dataclass(frozen=True)
-class Progress:
-    """Where a streaming write stands: what the live line shows."""
-
-    target: str
-    lines: int
-    bytes: int
-    state: str
-    continuation: int = 0
-    max_continuations: int = 0
-
-    def line(self) -> str:
-        size = f"{self.bytes / 1024:.1f} KiB" if self.bytes >= 1024 else f"{self.bytes} B"
-        return (f"writing {self.target}: {self.lines} lines, {size}, {self.state}, "
-                f"continuation {self.continuation}/{self.max_continuations}")
+    from orion.write_session.progress import Progress
 
 
 class Reporter:

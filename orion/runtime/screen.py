@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from orion.runtime.report import ConsoleReporter, Progress
+from orion.runtime.report import ConsoleReporter
+from orion.write_session.progress import Progress
 
 CLEAR_LINE = "\r\x1b[2K"
 

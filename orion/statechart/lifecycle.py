@@ -77,7 +77,7 @@ class Snapshot(BaseModel):
 
 
 class Lifecycle:
-    __slots__ = ("definition", "id", "state", "context", "clock", "plugins", "finished", "owner",
+    __slots__ = ("definition", "id", "state", "context", "clock", "plugins", "finished", "host",
                  "_timers", "_queue", "_busy", "_current", "_hook")
 
     def __init__(self, definition: Definition, *, clock: Clock, plugins: PluginManager,
@@ -94,7 +94,7 @@ class Lifecycle:
         self.state = definition.initial_leaf
         self.finished = False
         #: Whatever runs this lifecycle (the runtime), for plugins that need it; not snapshotted.
-        self.owner: Any = None
+        self.host: Any = None
         self._timers: dict[str, list[_Timer]] = {}
         self._queue: deque[tuple[str, CompiledTransition | None, dict[str, Any]]] = deque()
         self._busy = False
@@ -149,7 +149,7 @@ class Lifecycle:
     def _enter_initial(self) -> None:
         errors: list[ActionError] = []
         self._enter_states(self.definition.lineage(self.state), errors)
-        self._hook.lifecycle_started(lifecycle=self)
+        self._hook.lifecycle_started(lifecycle=self, host=self.host)
         if self.state in self.definition.finals:
             self._finish()
         _raise_first(errors)
@@ -237,7 +237,7 @@ class Lifecycle:
             self._enter_states(chosen.enter, errors)
         record.dest = self.state
         record.duration_ms = (time.perf_counter() - started) * 1000.0
-        self._hook.lifecycle_transition(lifecycle=self, transition=record)
+        self._hook.lifecycle_transition(lifecycle=self, transition=record, host=self.host)
         if self.state in self.definition.finals:
             self._finish()
         _raise_first(errors)
@@ -249,13 +249,13 @@ class Lifecycle:
 
     def _discard(self, trigger: str, payload: dict[str, Any], reason: str) -> None:
         self._hook.lifecycle_event_discarded(lifecycle=self, trigger=trigger, payload=payload,
-                                             reason=reason)
+                                             reason=reason, host=self.host)
 
     def _finish(self) -> None:
         self.finished = True
         for path in list(self._timers):
             self._cancel_timers(path)
-        self._hook.lifecycle_finished(lifecycle=self)
+        self._hook.lifecycle_finished(lifecycle=self, host=self.host)
 
     # -- exiting and entering states ----------------------------------------------------------
     #

@@ -58,7 +58,7 @@ class SessionManager:
                 "another")
         checked = check_plan(plan, workspace=runtime.workspace, state_dir=runtime.state_dir)
         definition = runtime.definition("write_session")
-        lifecycle = definition.create(clock=runtime.lifecycle_clock, owner=runtime)
+        lifecycle = definition.create(clock=runtime.lifecycle_clock, host=runtime)
         settings = lifecycle.settings
         journal = Journal.create(
             session_dir(runtime.state_dir, lifecycle.id),
@@ -137,11 +137,11 @@ class SessionManager:
                                                 "outbox": [], "asked": False}}
             try:
                 return definition.restore(snapshot, clock=runtime.lifecycle_clock,
-                                          owner=runtime)
+                                          host=runtime)
             except SnapshotError:
                 pass
         lifecycle = definition.create(clock=runtime.lifecycle_clock, instance_id=orphan.id,
-                                      owner=runtime, context={
+                                      host=runtime, context={
                                           "continuations": orphan.continuations,
                                           "corrections": orphan.corrections})
         lifecycle.trigger("begin", target_file=orphan.target_file, operation=orphan.operation)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from orion.errors import ActionError, OrionError
 from orion.models.events import CONNECTION_LOST, Finish
-from orion.runtime.report import Progress
+from orion.write_session.progress import Progress
 from orion.trace.events import Kind, TraceEvent
 from orion.validation import Issue, StreamedLines, ValidationRequest, collect_issues
 from orion.write_session.journal import Journal
