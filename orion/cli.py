@@ -5,35 +5,31 @@ Exit codes: 0 ok, 1 failed (invalid statecharts, a failed run), 2 usage or confi
 
 from __future__ import annotations
 
-import asyncio
-import difflib
 import json
 import os
-import sqlite3
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.markup import escape
 
 from orion import __version__
-from orion.commands import (STATE_DIR, WORKSPACE, ConfigurationError, load_config,
-                            load_plugins)
-from orion.config import WorkspaceConfig, unknown_settings
-from orion.console import console
-from orion.errors import ConfigError, PluginError
-from orion.plugins import PluginManager
-from orion.statechart.catalog import BUILTIN, Catalog, Resolved
-from orion.statechart.diagram import mermaid
-from orion.statechart.tree import flatten
-from orion.statechart.schema import json_schema
-from orion.statechart.settings import resolve as resolve_settings
+from orion.commands import (STATE_DIR, WORKSPACE, ConfigurationError, escape, load_config,
+                            load_plugins, say, show)
 
-err = console(stderr=True)
+if TYPE_CHECKING:
+    from orion.config import WorkspaceConfig
+    from orion.plugins import PluginManager
+    from orion.statechart.catalog import Catalog, Resolved
+
+# Each command imports what it uses: `orion --help` and `orion --version` import little.
+
 
 
 def _catalog(pm: PluginManager, config: WorkspaceConfig | None) -> Catalog:
+    from orion.errors import PluginError
+    from orion.statechart.catalog import Catalog
+
     try:
         return Catalog(pm, config)
     except PluginError as exc:
@@ -45,6 +41,10 @@ def _check_lifecycles(catalog: Catalog, config: WorkspaceConfig | None = None) -
     its contract, else its findings and exit 1 (as ``orion check``); and the settings of every
     lifecycle are valid where the workspace and the environment override them, else exit 2 (a
     bad ``flush_lines: 0`` would otherwise surface mid-write as a tool error)."""
+    from orion.errors import ConfigError
+    from orion.statechart.catalog import BUILTIN
+    from orion.statechart.settings import resolve as resolve_settings
+
     findings = []
     for name in catalog.names():
         source = catalog.winner(name)
@@ -53,7 +53,7 @@ def _check_lifecycles(catalog: Catalog, config: WorkspaceConfig | None = None) -
     if findings:
         for finding in findings:
             click.echo(str(finding))
-        err.print("[red]the workspace's statecharts have errors; nothing was run[/red]")
+        say("[red]the workspace's statecharts have errors; nothing was run[/red]")
         sys.exit(1)
     if config is None:
         return
@@ -84,6 +84,8 @@ def _statechart_files(paths: tuple[str, ...]) -> list[Path]:
 
 def _resolve_chart(catalog: Catalog, name_or_path: str) -> Resolved:
     """A file path, or the name of a lifecycle (``write_session``), resolved in the catalog."""
+    import difflib
+
     path = Path(name_or_path)
     if path.is_file():
         return catalog.resolve_file(path)
@@ -138,6 +140,10 @@ def check(files: tuple[str, ...], workspace: str, as_json: bool) -> None:
     Setting overrides from orion.yaml and the environment are checked too. Prints each finding
     as path:line:col: message. Exits 1 when any file has errors.
     """
+    from orion.config import unknown_settings
+    from orion.errors import ConfigError
+    from orion.statechart.settings import resolve as resolve_settings
+
     config = load_config(workspace)
     pm = load_plugins(config)
     catalog = _catalog(pm, config)
@@ -182,13 +188,15 @@ def check(files: tuple[str, ...], workspace: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(results, indent=2))
     elif failed:
-        err.print(f"[red]{failed} of {len(results)} file(s) failed[/red]")
+        say(f"[red]{failed} of {len(results)} file(s) failed[/red]")
     sys.exit(1 if failed else 0)
 
 
 @cli.command()
 def schema() -> None:
     """Print the JSON Schema of the statechart format (for editors and CI)."""
+    from orion.statechart.schema import json_schema
+
     click.echo(json.dumps(json_schema(), indent=2))
 
 
@@ -199,6 +207,11 @@ def schema() -> None:
 def diagram(name: str, highlight: str | None, workspace: str) -> None:
     """Print a Mermaid stateDiagram-v2 of NAME (a lifecycle name or a file), as it runs in the
     workspace: overlays merged, the workspace's settings applied."""
+    from orion.errors import ConfigError
+    from orion.statechart.diagram import mermaid
+    from orion.statechart.settings import resolve as resolve_settings
+    from orion.statechart.tree import flatten
+
     config = load_config(workspace)
     pm = load_plugins(config)
     resolved = _resolve_chart(_catalog(pm, config), name)
@@ -246,7 +259,7 @@ def statechart_show(name: str, resolved: bool, workspace: str) -> None:
     config = load_config(workspace)
     found = _resolve_chart(_catalog(load_plugins(config), config), name)
     if not resolved:
-        err.print(f"# {escape(str(found.source.path))}")
+        say(f"# {escape(str(found.source.path))}")
         click.echo(found.source.path.read_text(encoding="utf-8"), nl=False)
         return
     if found.spec is None or found.diagnostics:
@@ -288,7 +301,7 @@ def plugins(as_json: bool, workspace: str) -> None:
     table = Table("plugin", "kind", "version", "hooks")
     for row in rows:
         table.add_row(row["name"], row["kind"], row["version"] or "", ", ".join(row["hooks"]))
-    console().print(table)
+    show(table)
 
 
 def _resolve_script(name_or_path: str) -> Path:
@@ -315,6 +328,9 @@ def _resolve_script(name_or_path: str) -> Path:
 def run(script: str, workspace: str, state_dir: str | None, as_json: bool) -> None:
     """Play a scripted conversation (see docs/scripts.md) through the real runtime. SCRIPT is
     a file, or the name of a shipped example: tools, plan_mode, write_guide, ..."""
+    import asyncio
+
+    from orion.errors import ConfigError
     from orion.models.script import load_script
     from orion.runtime.report import ConsoleReporter, Reporter
     from orion.runtime.runner import play
@@ -337,10 +353,10 @@ def run(script: str, workspace: str, state_dir: str | None, as_json: bool) -> No
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
         for report in result.files:
-            err.print(f"[green]wrote[/green] {report.path} ({report.bytes} bytes)")
+            say(f"[green]wrote[/green] {report.path} ({report.bytes} bytes)")
         for error in result.errors:
-            err.print(f"[red]error:[/red] {escape(error)}")
-        err.print("[green]ok[/green]" if result.ok else "[red]failed[/red]")
+            say(f"[red]error:[/red] {escape(error)}")
+        say("[green]ok[/green]" if result.ok else "[red]failed[/red]")
     sys.exit(0 if result.ok else 1)
 
 
@@ -351,6 +367,9 @@ def run(script: str, workspace: str, state_dir: str | None, as_json: bool) -> No
 @WORKSPACE
 def chat(base_url: str | None, model_name: str | None, workspace: str) -> None:
     """Talk to a real model in the workspace. Slash commands: /help, /reset, /quit."""
+    import asyncio
+
+    from orion.errors import ConfigError
     from orion.runtime.chat import run_chat
 
     config = load_config(workspace)
@@ -388,7 +407,11 @@ def main() -> None:
     _console_never_fails()
     try:
         cli(prog_name="orion")
-    except sqlite3.Error as exc:
+    except Exception as exc:
+        import sqlite3
+
+        if not isinstance(exc, sqlite3.Error):
+            raise
         # `orion traces` and `orion plan` read the state directory's database; a damaged,
         # locked or unwritable one is a one-line error, as any other bad input.
         click.echo(f"error: the state directory's orion.db cannot be used ({exc}); move it "
