@@ -707,7 +707,8 @@ def _advertised(world: World) -> dict[str, dict[str, Any]]:
         runtime = world.runtime
         specs = advertised(runtime.plugins, list(runtime.plugins.registry.tools.values()),
                            GateRequest(conversation_id=runtime.conversation.id,
-                                       states=runtime.states(), extra={"runtime": runtime}))
+                                       states=runtime.states(), tags=runtime.tags(),
+                                       runtime=runtime))
         tools = [spec.openai_definition() for spec in specs]
     return {tool["function"]["name"]: tool["function"] for tool in tools}
 
