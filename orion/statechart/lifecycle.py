@@ -308,16 +308,19 @@ class Lifecycle:
 
     def snapshot(self) -> dict[str, Any]:
         """A JSON-safe dict: state, context, pending timers as absolute deadlines, and the
-        definition's name and hash. Raises :class:`SnapshotError` for non-JSON context."""
+        definition's name and hash. Raises :class:`SnapshotError` for non-JSON context.
+
+        Built as plain data (the :class:`Snapshot` model checks it on :meth:`restore`): a
+        write session takes one at every checkpoint."""
         problem = _json_problem(self.context, "context")
         if problem is not None:
             raise SnapshotError(f"{self.name}: cannot snapshot lifecycle {self.id}: {problem}")
-        context = json.loads(json.dumps(self.context, allow_nan=False))  # a deep, detached copy
-        return Snapshot(definition=self.name, definition_hash=self.definition.hash, id=self.id,
-                        state=self.state, finished=self.finished, context=context,
-                        timers=[TimerSnapshot(state=t.state, trigger=t.trigger,
-                                              deadline_ms=t.deadline_ms, index=t.index)
-                                for ts in self._timers.values() for t in ts]).model_dump()
+        return {"format": SNAPSHOT_FORMAT, "definition": self.name,
+                "definition_hash": self.definition.hash, "id": self.id, "state": self.state,
+                "finished": self.finished, "context": _json_copy(self.context),
+                "timers": [{"state": t.state, "trigger": t.trigger,
+                            "deadline_ms": float(t.deadline_ms), "index": t.index}
+                           for ts in self._timers.values() for t in ts]}
 
     @classmethod
     def restore(cls, definition: Definition, data: dict[str, Any], *, clock: Clock,
@@ -409,6 +412,16 @@ def _copy_data(value: Any) -> Any:
         return [_copy_data(v) for v in value]
     if isinstance(value, tuple):
         return tuple(_copy_data(v) for v in value)
+    return value
+
+
+def _json_copy(value: Any) -> Any:
+    """A detached copy of JSON data (checked by :func:`_json_problem`), tuples as lists: what a
+    JSON round trip would give, without the text in between."""
+    if isinstance(value, dict):
+        return {k: _json_copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_copy(v) for v in value]
     return value
 
 

@@ -1056,7 +1056,10 @@ def journal_metadata(orion_world: World, path: str, keys: str) -> None:
 
 @then(parsers.re(rf"the journal state of {PATH} records {COUNT} lines?"), converters=INT)
 def journal_state_lines(orion_world: World, path: str, count: int) -> None:
-    state = json.loads((_session_dir(orion_world, path) / "state.json").read_text())
+    from orion.write_session.journal import read_state
+
+    state, problem = read_state(_session_dir(orion_world, path))
+    assert state is not None, problem
     assert state["lines"] == count, state
 
 

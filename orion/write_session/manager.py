@@ -83,7 +83,7 @@ class SessionManager:
 
     def adopt(self, orphan: Orphan) -> WriteSession:
         """Take over a session a crashed process left behind and go on with it: reopen its
-        journal, restore the lifecycle from the snapshot in ``state.json``, make it this
+        journal, restore the lifecycle from its saved snapshot, make it this
         runtime's active session, and take the statechart's continuing path: ``truncated`` with
         the saved bytes, lines and last lines, so the model is asked to continue after the last
         saved line (the prompt waits in the outbox; the caller lets the runtime answer it).

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from orion.errors import OrionError
 from orion.validation import ValidationRequest, collect_issues
 from orion.confined import TEMP_MARK, open_parent
-from orion.write_session.journal import CONTENT, METADATA, STATE, STATUS, Journal
+from orion.write_session.journal import CONTENT, METADATA, STATUS, Journal, read_state
 from orion.write_session.operations import (apply_operation, backup_path, count_lines, execute)
 from orion.write_session.plan import CheckedPlan, PlanRejected, WritePlan, check_plan
 from orion.write_session.repair import safe_replacement
@@ -222,10 +222,10 @@ def load(directory: Path, *, now_ms: float | None = None) -> Orphan:
             WritePlan.model_validate(_raw_plan(metadata))
         except ValueError as exc:
             problems.append(f"{METADATA} holds no valid write plan ({_first_line(exc)})")
-    state, problem = _read_json(directory / STATE)
-    if problem and (directory / STATE).exists():
+    state, problem = read_state(directory)
+    if problem:
         problems.append(problem)
-    if isinstance(state, dict):
+    if state is not None:
         orphan.saved_state = state
         orphan.last_save_ms = _number(state.get("last_save_ms"))
         orphan.degraded = _str(state.get("degraded"))
@@ -237,8 +237,6 @@ def load(directory: Path, *, now_ms: float | None = None) -> Orphan:
         record = state.get("finalizing")
         if isinstance(record, dict):
             orphan.finalizing = record
-    elif state is not None:
-        problems.append(f"{STATE} is not a JSON object")
     try:
         with open(directory / CONTENT, "rb") as f:
             data = f.read()

@@ -691,7 +691,7 @@ class WriteSession:
         self.runtime.reporter.progress_done()
         self.checkpoint()
         kept = self._keep_content()
-        self.journal.close()  # state.json keeps the snapshot of the open session
+        self.journal.close()  # its saved state keeps the snapshot of the open session
         self.lifecycle.trigger("discard", reason="set aside")  # ends it here: no timer fires
         self._trace(Kind.WRITE_REPORT, f"set aside {self.plan.relative}", {
             "orion.target": self.plan.relative, "orion.status": "set_aside", "orion.why": why,
