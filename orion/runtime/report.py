@@ -50,9 +50,17 @@ class ConsoleReporter(Reporter):
         self.console = console or Console(stderr=True, highlight=False, soft_wrap=True)
         self.stream = stream
         self.out = out  # where streamed text goes (chat: stdout)
-        self._buffer: list[str] = []
+        # A message's summary needs only its first line and its line count: the text itself
+        # (a whole file, in a write session) is not kept here.
+        self._first: list[str] = []  # the start of the first line, up to SUMMARY_CHARS
+        self._first_done = False
+        self._newlines = 0
+        self._last_char = ""
         self._live: Progress | None = None  # what the live line shows now
         self._printed: Progress | None = None  # the last plain progress line (no terminal)
+
+    #: How much of a message's first line its summary shows.
+    SUMMARY_CHARS = 100
 
     def say(self, markup: str) -> None:
         """One of Orion's lines (rich markup)."""
@@ -65,8 +73,16 @@ class ConsoleReporter(Reporter):
         if self.stream and self.out is not None:
             self.out.write(delta)
             self.out.flush()
-        else:
-            self._buffer.append(delta)
+            return
+        if not delta:
+            return
+        self._newlines += delta.count("\n")
+        self._last_char = delta[-1]
+        if not self._first_done:
+            head = delta.split("\n", 1)[0]
+            self._first.append(head[:self.SUMMARY_CHARS])
+            self._first_done = len(head) < len(delta) or \
+                sum(map(len, self._first)) >= self.SUMMARY_CHARS
 
     def message_end(self, finish) -> None:
         if self.stream:
@@ -74,16 +90,16 @@ class ConsoleReporter(Reporter):
                 self.out.write("\n")
                 self.out.flush()
             return
-        text = "".join(self._buffer)
-        self._buffer.clear()
-        if text:
-            lines = text.splitlines() or [""]
-            first = lines[0][:100]
-            more = f" … ({len(lines)} lines)" if len(lines) > 1 else ""
+        first = "".join(self._first)[:self.SUMMARY_CHARS].rstrip("\r")
+        count = self._newlines + (self._last_char not in ("", "\n"))
+        had_text = bool(self._last_char)
+        self._first, self._first_done, self._newlines, self._last_char = [], False, 0, ""
+        if had_text:
+            more = f" … ({count} lines)" if count > 1 else ""
             self.say(f"[cyan]model[/cyan]  {escape(first)}{more}")
         if finish.truncated:
             self.say(f"[cyan]model[/cyan]  [dim](cut off: finish reason "
-                               f"{escape(str(finish.raw or 'none'))})[/dim]")
+                     f"{escape(str(finish.raw or 'none'))})[/dim]")
 
     def tool(self, outcome) -> None:
         if outcome.ok:
@@ -95,7 +111,7 @@ class ConsoleReporter(Reporter):
             reason = outcome.content
         first = reason.splitlines()[0] if reason else ""
         self.say(f"[yellow]tool[/yellow]   {escape(outcome.name)} "
-                           f"[red]{outcome.kind}[/red]: {escape(first[:160])}")
+                 f"[red]{outcome.kind}[/red]: {escape(first[:160])}")
 
     def prompt(self, text: str) -> None:
         first = text.splitlines()[0] if text else ""
