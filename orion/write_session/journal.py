@@ -22,6 +22,11 @@ A session directory holds::
                     overwritten in place so that even a full disk takes it
     lock            the owning process: its pid, and on Linux its start time (see is_live)
 
+Beside the directories, in ``write_sessions/`` itself, an empty ``.resume-<id>`` or
+``.finalizing-<id>`` file marks a session that needs attention at the next start (marked for
+``--continue``; crashed while its target was written): one listing of ``write_sessions/``
+finds them among any number of sessions, without opening each (:func:`marks`).
+
 "Crash-safe" means safe against the process dying (the CLI is killed, the machine sleeps):
 writes reach the operating system at each flush, without ``fsync``. After a crash,
 :meth:`Journal.open` takes the session over; ``content.txt`` is the truth, ``state.json`` only
@@ -57,7 +62,8 @@ from typing import Any
 
 from orion.errors import OrionError
 
-__all__ = ["Journal", "JournalLocked", "DEGRADING_ERRNOS", "ENCODING_ERRORS", "read_state"]
+__all__ = ["Journal", "JournalLocked", "DEGRADING_ERRNOS", "ENCODING_ERRORS", "mark", "marks",
+           "read_state", "remove_session", "unmark"]
 
 log = logging.getLogger("orion.write_session")
 
@@ -542,7 +548,7 @@ class Journal:
         self._close_fd()
         self._owns_lock = False
         self._closed = True
-        shutil.rmtree(self.directory, ignore_errors=True)
+        remove_session(self.directory)
 
     def __enter__(self) -> Journal:
         return self
@@ -742,3 +748,67 @@ def read_state(directory: str | os.PathLike[str]) -> tuple[dict[str, Any] | None
 def _seq(record: Mapping[str, Any]) -> int:
     seq = record.get("seq")
     return seq if isinstance(seq, int) else -1
+
+
+#: What a mark in ``write_sessions/`` says of a session: see :func:`mark`.
+MARKS = ("resume", "finalizing")
+
+
+def _mark_path(directory: Path, kind: str) -> Path:
+    return directory.parent / f".{kind}-{directory.name}"
+
+
+def mark(directory: str | os.PathLike[str], kind: str) -> bool:
+    """Mark the session in ``directory`` as needing attention at the next start (``kind`` is
+    one of :data:`MARKS`). ``False`` when the mark cannot be made (the session's own files
+    still say the same; only the start-up shortcut misses it)."""
+    if kind not in MARKS:
+        raise ValueError(f"unknown mark {kind!r}")
+    try:
+        os.close(os.open(_mark_path(Path(directory), kind), os.O_WRONLY | os.O_CREAT, 0o644))
+        return True
+    except OSError as exc:
+        log.info("cannot mark write session %s as %s: %s", directory, kind, exc)
+        return False
+
+
+def marks(sessions: str | os.PathLike[str]) -> tuple[list[os.DirEntry[str]], dict[str, set[str]]]:
+    """One listing of a ``write_sessions/`` directory: its session directories, and the ids
+    each mark names (marks whose session is gone are removed)."""
+    entries = list(os.scandir(sessions))
+    found = {kind: set() for kind in MARKS}  # type: dict[str, set[str]]
+    directories = [e for e in entries if not e.name.startswith(".") and e.is_dir()]
+    names = {e.name for e in directories}
+    for entry in entries:
+        if not entry.name.startswith("."):
+            continue
+        kind, _, session_id = entry.name[1:].partition("-")
+        if kind not in found or not session_id:
+            continue
+        if session_id in names:
+            found[kind].add(session_id)
+        else:
+            try:
+                os.unlink(entry.path)
+            except OSError:
+                pass
+    return directories, found
+
+
+def unmark(directory: str | os.PathLike[str], kind: str) -> None:
+    """Take a mark back (never raises: a stray mark costs one look at the next start)."""
+    try:
+        os.unlink(_mark_path(Path(directory), kind))
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.info("cannot remove the %s mark of %s: %s", kind, directory, exc)
+
+
+def remove_session(directory: str | os.PathLike[str], *, strict: bool = False) -> None:
+    """Delete a session directory and its marks (the marks first: a stray directory is an
+    ordinary orphan, a stray mark is cleaned up by :func:`marks`). With ``strict``, a
+    directory that cannot be deleted raises :class:`OSError`."""
+    for kind in MARKS:
+        unmark(directory, kind)
+    shutil.rmtree(directory, ignore_errors=not strict)

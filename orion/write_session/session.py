@@ -21,7 +21,7 @@ from orion.models.events import CONNECTION_LOST, Finish
 from orion.write_session.progress import Progress
 from orion.trace.events import Kind, TraceEvent
 from orion.validation import Issue, StreamedLines, ValidationRequest, collect_issues
-from orion.write_session.journal import Journal
+from orion.write_session.journal import Journal, mark
 from orion.write_session.operations import (TargetChanged, WriteResult, apply_operation,
                                             execute)
 from orion.write_session.plan import (CheckedPlan, Operation, line_ending, match_plan,
@@ -573,6 +573,7 @@ class WriteSession:
     def write(self) -> WriteResult:
         """Run by the ``finalize`` action: the plan, executed once, atomically."""
         content = self.content()
+        mark(self.journal.directory, "finalizing")  # a crash from here on is repaired at start
         self.journal.flush(self._journal_state(finalizing=True))
         result = execute(self.plan, content, state_dir=self.runtime.state_dir,
                          session_id=self.id)
