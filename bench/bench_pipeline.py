@@ -91,7 +91,7 @@ def orion_turns(workspace: Path):
     return run
 
 
-def turn_cost_by_length(workspace: Path, turns: int, window: int = 50) -> tuple[float, float]:
+def turn_cost_by_length(workspace: Path, turns: int, window: int = 400) -> tuple[float, float]:
     """Microseconds per turn around turn 10 and around turn ``turns`` of one conversation that
     is never reset, with no budget (no compaction: the conversation grows to twice ``turns``
     messages)."""

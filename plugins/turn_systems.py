@@ -43,7 +43,7 @@ class ModelSystem:
     async def run(self, turn) -> None:
         runtime = turn.runtime
         request = ModelRequest(
-            messages=[runtime.system_message(turn.blocks), *runtime.conversation.to_openai()],
+            messages=runtime.conversation.to_openai(runtime.system_message(turn.blocks)),
             tools=[tool.openai_definition() for tool in turn.tools], number=turn.number,
             newest_orion_message=runtime.conversation.newest_from_orion())
         turn.request = request
