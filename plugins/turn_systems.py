@@ -49,13 +49,16 @@ class ModelSystem:
         turn.request = request
         sinks = runtime.text_sinks
         reporter = runtime.reporter
+        # Bound once: this loop runs for every chunk of a reply (a long write: 100,000s).
+        keep, show = turn.text.append, reporter.text
         at_ms, started = runtime.clock.now_ms(), time.perf_counter()
         async for event in runtime.model.stream(request):
             if type(event) is TextDelta:
-                turn.text.append(event.text)
-                reporter.text(event.text)
+                text = event.text
+                keep(text)
+                show(text)
                 for sink in sinks:
-                    sink(event.text)
+                    sink(text)
             elif type(event) is ReasoningDelta:
                 turn.reasoning.append(event.text)
             elif type(event) is ToolCall:

@@ -114,8 +114,11 @@ def _wall_ms() -> float:
     return time.time() * 1000.0
 
 
+_monotonic = time.monotonic  # the hot path's clock, looked up once
+
+
 def _real_ms() -> float:
-    return time.monotonic() * 1000.0
+    return _monotonic() * 1000.0
 
 
 def _start_time(pid: int) -> str | None:
@@ -285,7 +288,7 @@ class Journal:
                 self._flush(False)
                 return
         if self._now_ms() - self._last_flush_ms >= self._interval \
-                or _real_ms() - self._last_flush_real >= self._interval:
+                or _monotonic() * 1000.0 - self._last_flush_real >= self._interval:
             self._flush(False)
 
     def flush(self, state: Mapping[str, Any] | None = None) -> None:

@@ -153,7 +153,8 @@ class WriteSession:
             if content:
                 self.journal.append(content)
                 if "\n" in content:
-                    self._live()
+                    if time.monotonic() - self._last_live >= LIVE_LINE_INTERVAL_S:
+                        self._live()
                     if self._streamed is not None and self._streamed.due(self.journal.bytes):
                         self._streamed.check(self.journal.read(self._streamed.checked))
         elif mode == "hold":
@@ -233,10 +234,9 @@ class WriteSession:
             "orion.where": "write session journal", "orion.error": reason})
 
     def _live(self) -> None:
-        now = time.monotonic()
-        if now - self._last_live >= LIVE_LINE_INTERVAL_S:
-            self._last_live = now
-            self.runtime.reporter.progress(self.progress())
+        """Update the live line (the caller checked that LIVE_LINE_INTERVAL_S has passed)."""
+        self._last_live = time.monotonic()
+        self.runtime.reporter.progress(self.progress())
 
     def progress(self) -> Progress:
         return Progress(self.plan.relative, self.journal.lines, self.journal.bytes, self.state,
