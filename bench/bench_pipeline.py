@@ -49,7 +49,7 @@ RESET_EVERY = 50
 #: Turn 2,000 of one conversation may cost at most this much more than turn 10.
 MAX_LONG_RATIO = 1.5
 #: Turns timed from each point of line 2: more than one periodic checkpoint of the trace log.
-WINDOW = 250
+WINDOW = 400
 
 
 class InstantModel:
@@ -202,7 +202,7 @@ def adapter_cost_by_length(workspace: Path, turns: int, requests: int) -> tuple[
 
         asyncio.run(main())
         system = runtime.system_message([])
-        body = {"model": "bench", "messages": runtime.conversation.request_messages(system),
+        body = {"model": "bench", "messages": runtime.conversation.to_openai(system),
                 "stream": True}
         runtime.close()
     start = time.thread_time()

@@ -25,9 +25,12 @@ validators find nothing in it (checked before timing), so the file is written.
   ``open(path, "wb").write(data)``. No fsync: the data may still be in the page cache when
   it returns. For comparison the same with ``os.fsync`` before close (**bare+fsync**).
 
-Target: orion costs at most 2x bare. Line 3 (info) times what ``orion sessions recover
+Target: orion costs at most 2x bare. Line 3 times what ``orion sessions recover
 --finalize`` does with a 50 MB journal, where nothing was checked while streaming: normalize,
-every check on the whole content, then ``execute``. Line 4 (info) times the parts on their
+every check on the whole content, then ``execute``; its target, at most 2x, is against
+**bare+fsync**: Orion's write is durable (the file and its directory are fsynced before it
+says "written"), and a floor that leaves the bytes in the page cache would count the disk's
+flush as Orion's overhead. The ratio against plain bare is printed beside it. Line 4 (info) times the parts on their
 own: each hook implementation on the whole content, the line checks in 256 KiB pieces as a
 session runs them while streaming, and ``execute``.
 
@@ -289,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     ratio = best["orion"] / best["bare"]
     ratio_fsync = best["orion"] / best["bare+fsync"]
     ratio_scratch = best["recover --finalize"] / best["bare"]
+    ratio_scratch_fsync = best["recover --finalize"] / best["bare+fsync"]
+    ok_scratch = ratio_scratch_fsync <= MAX_RATIO
     ok = ratio <= MAX_RATIO
     print(f"Orion write finalization benchmark: python {sys.version.split()[0]}; "
           f"{len(data) / 1e6:.1f} MB Markdown, {lines:,} lines, {non_ascii:,} non-ASCII "
@@ -298,12 +303,13 @@ def main(argv: list[str] | None = None) -> int:
           f"{'OK' if ok else 'MISS'}")
     print(f"[2] (info) against bare decode+write+fsync {best['bare+fsync']:7.3f} s   "
           f"ratio {ratio_fsync:5.2f}x")
-    print(f"[3] (info) recover --finalize (every check on the whole content, then execute) "
-          f"{best['recover --finalize']:7.3f} s   against bare decode+write   "
-          f"ratio {ratio_scratch:5.2f}x")
+    print(f"[3] recover --finalize (every check on the whole content, then execute) "
+          f"{best['recover --finalize']:7.3f} s   against bare decode+write+fsync   "
+          f"ratio {ratio_scratch_fsync:5.2f}x (target <= {MAX_RATIO}x)   "
+          f"{'OK' if ok_scratch else 'MISS'}   (against bare decode+write {ratio_scratch:5.2f}x)")
     print("[4] (info) parts  " + "   ".join(
         f"{name} {seconds:.3f} s" for name, seconds in best_part.items()))
-    return 1 if args.check and not ok else 0
+    return 1 if args.check and not (ok and ok_scratch) else 0
 
 
 if __name__ == "__main__":

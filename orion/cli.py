@@ -5,64 +5,31 @@ Exit codes: 0 ok, 1 failed (invalid statecharts, a failed run), 2 usage or confi
 
 from __future__ import annotations
 
-import asyncio
-import difflib
 import json
 import os
-import sqlite3
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.markup import escape
 
 from orion import __version__
-from orion.config import WorkspaceConfig, check_disabled, load_config, unknown_settings
-from orion.console import console
-from orion.errors import ConfigError, PluginError
-from orion.plugins import PluginManager, default_plugin_manager, make_plugin_manager
-from orion.statechart.catalog import BUILTIN, Catalog, Resolved
-from orion.statechart.diagram import mermaid
-from orion.statechart.tree import flatten
-from orion.statechart.schema import json_schema
-from orion.statechart.settings import resolve as resolve_settings
+from orion.commands import (STATE_DIR, WORKSPACE, ConfigurationError, escape, load_config,
+                            load_plugins, say, show)
 
-err = console(stderr=True)
+if TYPE_CHECKING:
+    from orion.config import WorkspaceConfig
+    from orion.plugins import PluginManager
+    from orion.statechart.catalog import Catalog, Resolved
 
+# Each command imports what it uses: `orion --help` and `orion --version` import little.
 
-class ConfigurationError(click.ClickException):
-    """The installation or the workspace is misconfigured: ``error: ...`` and exit 2, with no
-    usage text (the command line itself was fine)."""
-
-    exit_code = 2
-
-    def show(self, file: Any = None) -> None:
-        # Not through rich: a located message must stay on one line for editors and CI.
-        click.echo(f"error: {self.message}", err=True)
-
-
-def _plugins(config: WorkspaceConfig | None = None) -> PluginManager:
-    try:
-        if config is not None and config.model.plugins.disable:
-            pm = make_plugin_manager(blocked=config.model.plugins.disable)
-            check_disabled(pm, config)
-        else:
-            pm = default_plugin_manager()
-        pm.registry  # noqa: B018 - collect the registrations now: a conflict is exit 2
-        return pm
-    except (PluginError, ConfigError) as exc:
-        raise ConfigurationError(str(exc)) from exc
-
-
-def _config(workspace: str) -> WorkspaceConfig:
-    try:
-        return load_config(workspace)
-    except ConfigError as exc:
-        raise ConfigurationError(str(exc)) from exc
 
 
 def _catalog(pm: PluginManager, config: WorkspaceConfig | None) -> Catalog:
+    from orion.errors import PluginError
+    from orion.statechart.catalog import Catalog
+
     try:
         return Catalog(pm, config)
     except PluginError as exc:
@@ -74,6 +41,10 @@ def _check_lifecycles(catalog: Catalog, config: WorkspaceConfig | None = None) -
     its contract, else its findings and exit 1 (as ``orion check``); and the settings of every
     lifecycle are valid where the workspace and the environment override them, else exit 2 (a
     bad ``flush_lines: 0`` would otherwise surface mid-write as a tool error)."""
+    from orion.errors import ConfigError
+    from orion.statechart.catalog import BUILTIN
+    from orion.statechart.settings import resolve as resolve_settings
+
     findings = []
     for name in catalog.names():
         source = catalog.winner(name)
@@ -82,7 +53,7 @@ def _check_lifecycles(catalog: Catalog, config: WorkspaceConfig | None = None) -
     if findings:
         for finding in findings:
             click.echo(str(finding))
-        err.print("[red]the workspace's statecharts have errors; nothing was run[/red]")
+        say("[red]the workspace's statecharts have errors; nothing was run[/red]")
         sys.exit(1)
     if config is None:
         return
@@ -113,6 +84,8 @@ def _statechart_files(paths: tuple[str, ...]) -> list[Path]:
 
 def _resolve_chart(catalog: Catalog, name_or_path: str) -> Resolved:
     """A file path, or the name of a lifecycle (``write_session``), resolved in the catalog."""
+    import difflib
+
     path = Path(name_or_path)
     if path.is_file():
         return catalog.resolve_file(path)
@@ -125,14 +98,36 @@ def _resolve_chart(catalog: Catalog, name_or_path: str) -> Resolved:
                              param_hint="NAME")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class CommandLine(click.Group):
+    """The root group. The commands plugins add (``register_commands``: ``orion sessions``,
+    ``orion plan``, ``orion traces`` among them) join it the first time a command is looked up
+    that it does not define itself, or the list is asked for (``orion --help``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._plugins_added = False
+
+    def _add_plugin_commands(self) -> None:
+        if not self._plugins_added:
+            self._plugins_added = True
+            load_plugins().hook.register_commands(cli=self)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and not self._plugins_added:
+            self._add_plugin_commands()
+            command = super().get_command(ctx, cmd_name)
+        return command
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._add_plugin_commands()
+        return super().list_commands(ctx)
+
+
+@click.group(cls=CommandLine, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="orion")
 def cli() -> None:
     """Orion: reliable LLM tool runtimes with YAML statechart lifecycles and plugins."""
-
-
-WORKSPACE = click.option("--workspace", type=click.Path(file_okay=False), default=".",
-                         show_default=True, help="The workspace whose orion.yaml applies.")
 
 
 @cli.command()
@@ -145,8 +140,12 @@ def check(files: tuple[str, ...], workspace: str, as_json: bool) -> None:
     Setting overrides from orion.yaml and the environment are checked too. Prints each finding
     as path:line:col: message. Exits 1 when any file has errors.
     """
-    config = _config(workspace)
-    pm = _plugins(config)
+    from orion.config import unknown_settings
+    from orion.errors import ConfigError
+    from orion.statechart.settings import resolve as resolve_settings
+
+    config = load_config(workspace)
+    pm = load_plugins(config)
     catalog = _catalog(pm, config)
     if files:
         checked = [catalog.resolve_file(path) for path in _statechart_files(files)]
@@ -189,13 +188,15 @@ def check(files: tuple[str, ...], workspace: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(results, indent=2))
     elif failed:
-        err.print(f"[red]{failed} of {len(results)} file(s) failed[/red]")
+        say(f"[red]{failed} of {len(results)} file(s) failed[/red]")
     sys.exit(1 if failed else 0)
 
 
 @cli.command()
 def schema() -> None:
     """Print the JSON Schema of the statechart format (for editors and CI)."""
+    from orion.statechart.schema import json_schema
+
     click.echo(json.dumps(json_schema(), indent=2))
 
 
@@ -206,8 +207,13 @@ def schema() -> None:
 def diagram(name: str, highlight: str | None, workspace: str) -> None:
     """Print a Mermaid stateDiagram-v2 of NAME (a lifecycle name or a file), as it runs in the
     workspace: overlays merged, the workspace's settings applied."""
-    config = _config(workspace)
-    pm = _plugins(config)
+    from orion.errors import ConfigError
+    from orion.statechart.diagram import mermaid
+    from orion.statechart.settings import resolve as resolve_settings
+    from orion.statechart.tree import flatten
+
+    config = load_config(workspace)
+    pm = load_plugins(config)
     resolved = _resolve_chart(_catalog(pm, config), name)
     spec = resolved.spec
     if spec is None or resolved.diagnostics:
@@ -235,8 +241,8 @@ def statechart() -> None:
 @WORKSPACE
 def statechart_list(workspace: str) -> None:
     """Each lifecycle and the file it comes from (built-in, a plugin, orion.yaml)."""
-    config = _config(workspace)
-    catalog = _catalog(_plugins(config), config)
+    config = load_config(workspace)
+    catalog = _catalog(load_plugins(config), config)
     for name in catalog.names():
         source = catalog.winner(name)
         click.echo(f"{catalog.describe(source)}  {source.path}")
@@ -250,10 +256,10 @@ def statechart_list(workspace: str) -> None:
 def statechart_show(name: str, resolved: bool, workspace: str) -> None:
     """Print lifecycle NAME (or a chart file): the file that provides it, or with --resolved
     the merged chart."""
-    config = _config(workspace)
-    found = _resolve_chart(_catalog(_plugins(config), config), name)
+    config = load_config(workspace)
+    found = _resolve_chart(_catalog(load_plugins(config), config), name)
     if not resolved:
-        err.print(f"# {escape(str(found.source.path))}")
+        say(f"# {escape(str(found.source.path))}")
         click.echo(found.source.path.read_text(encoding="utf-8"), nl=False)
         return
     if found.spec is None or found.diagnostics:
@@ -273,8 +279,8 @@ def statechart_show(name: str, resolved: bool, workspace: str) -> None:
 @WORKSPACE
 def plugins(as_json: bool, workspace: str) -> None:
     """List the loaded plugins and the hooks each implements."""
-    config = _config(workspace)
-    pm = _plugins(config)
+    config = load_config(workspace)
+    pm = load_plugins(config)
     _catalog(pm, config)  # two plugins shipping one statechart is an error here too
     rows = []
     for name, plugin in sorted(pm.list_name_plugin()):
@@ -295,7 +301,7 @@ def plugins(as_json: bool, workspace: str) -> None:
     table = Table("plugin", "kind", "version", "hooks")
     for row in rows:
         table.add_row(row["name"], row["kind"], row["version"] or "", ", ".join(row["hooks"]))
-    console().print(table)
+    show(table)
 
 
 def _resolve_script(name_or_path: str) -> Path:
@@ -317,22 +323,24 @@ def _resolve_script(name_or_path: str) -> Path:
 @cli.command()
 @click.argument("script")
 @WORKSPACE
-@click.option("--state-dir", type=click.Path(file_okay=False), default=None,
-              help="Where Orion keeps its state (default: WORKSPACE/.orion).")
+@STATE_DIR
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 def run(script: str, workspace: str, state_dir: str | None, as_json: bool) -> None:
     """Play a scripted conversation (see docs/scripts.md) through the real runtime. SCRIPT is
     a file, or the name of a shipped example: tools, plan_mode, write_guide, ..."""
+    import asyncio
+
+    from orion.errors import ConfigError
     from orion.models.script import load_script
     from orion.runtime.report import ConsoleReporter, Reporter
     from orion.runtime.runner import play
 
     try:
         loaded = load_script(_resolve_script(script))
-        config = load_config(workspace)
     except ConfigError as exc:
         raise ConfigurationError(str(exc)) from exc
-    pm = _plugins(config)
+    config = load_config(workspace)
+    pm = load_plugins(config)
     _check_lifecycles(_catalog(pm, config), config)
     reporter = Reporter() if as_json else ConsoleReporter()
     try:
@@ -345,10 +353,10 @@ def run(script: str, workspace: str, state_dir: str | None, as_json: bool) -> No
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
         for report in result.files:
-            err.print(f"[green]wrote[/green] {report.path} ({report.bytes} bytes)")
+            say(f"[green]wrote[/green] {report.path} ({report.bytes} bytes)")
         for error in result.errors:
-            err.print(f"[red]error:[/red] {escape(error)}")
-        err.print("[green]ok[/green]" if result.ok else "[red]failed[/red]")
+            say(f"[red]error:[/red] {escape(error)}")
+        say("[green]ok[/green]" if result.ok else "[red]failed[/red]")
     sys.exit(0 if result.ok else 1)
 
 
@@ -359,10 +367,13 @@ def run(script: str, workspace: str, state_dir: str | None, as_json: bool) -> No
 @WORKSPACE
 def chat(base_url: str | None, model_name: str | None, workspace: str) -> None:
     """Talk to a real model in the workspace. Slash commands: /help, /reset, /quit."""
+    import asyncio
+
+    from orion.errors import ConfigError
     from orion.runtime.chat import run_chat
 
-    config = _config(workspace)
-    pm = _plugins(config)
+    config = load_config(workspace)
+    pm = load_plugins(config)
     _check_lifecycles(_catalog(pm, config), config)
     try:
         code = asyncio.run(run_chat(config, pm, base_url=base_url, model_name=model_name))
@@ -370,424 +381,6 @@ def chat(base_url: str | None, model_name: str | None, workspace: str) -> None:
         raise click.UsageError(str(exc)) from exc
     sys.exit(code)
 
-
-STATE_DIR = click.option("--state-dir", type=click.Path(file_okay=False), default=None,
-                         help="Where Orion keeps its state (default: WORKSPACE/.orion).")
-
-
-def _trace_store(workspace: str, state_dir: str | None):
-    from orion.trace.store import TraceStore
-
-    path = (Path(state_dir) if state_dir else Path(workspace) / ".orion") / "orion.db"
-    if not path.exists():
-        err.print(f"no traces yet: {path} does not exist")
-        sys.exit(0)
-    return TraceStore(path)
-
-
-@cli.group(invoke_without_command=True)
-@WORKSPACE
-@STATE_DIR
-@click.option("--conversation", help="Only this conversation id.")
-@click.option("--session", help="Only this session (lifecycle instance) id.")
-@click.option("--kind", help="Only this kind: transition, model_request, tool_call, "
-              "policy_denial, validation_issue, write_report, recovery, error.")
-@click.option("--since", help="Only newer events: 10m, 2h, 1d, or an ISO 8601 date or time.")
-@click.option("--limit", type=click.IntRange(min=1, max=1_000_000), default=50, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the events as JSON.")
-@click.pass_context
-def traces(ctx: click.Context, workspace: str, state_dir: str | None,
-           conversation: str | None, session: str | None, kind: str | None,
-           since: str | None, limit: int, as_json: bool) -> None:
-    """Show recorded trace events, newest first."""
-    ctx.obj = {"workspace": workspace, "state_dir": state_dir}
-    if ctx.invoked_subcommand is not None:
-        return
-    import time
-
-    from orion.trace.store import parse_since
-
-    since_ms = None
-    if since is not None:
-        try:
-            since_ms = parse_since(since, time.time() * 1000.0)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--since") from exc
-    rows = _trace_store(workspace, state_dir).query(
-        conversation=conversation, session=session, kind=kind, since_ms=since_ms, limit=limit)
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
-        return
-    from datetime import datetime
-
-    from rich.table import Table
-
-    table = Table("time", "kind", "name", "ms", "session", "details")
-    for row in rows:
-        when = datetime.fromtimestamp(row["at_ms"] / 1000.0).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-        details = ", ".join(f"{k}={v}" for k, v in row["attributes"].items()
-                            if not k.startswith("gen_ai.operation"))
-        table.add_row(when, row["kind"], escape(row["name"]), f"{row['duration_ms']:.1f}",
-                      (row["session_id"] or "")[:8], escape(details[:120]))
-    console().print(table)
-
-
-@traces.command("stats")
-# Accepted here too (``orion traces stats --workspace DIR``), where they override the group's.
-@click.option("--workspace", type=click.Path(file_okay=False), default=None,
-              help="The workspace (default: the one given to `orion traces`, else .).")
-@STATE_DIR
-@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-@click.pass_context
-def traces_stats(ctx: click.Context, workspace: str | None, state_dir: str | None,
-                 as_json: bool) -> None:
-    """Counts per kind, dropped events and the database size."""
-    stats = _trace_store(workspace or ctx.obj["workspace"],
-                         state_dir or ctx.obj["state_dir"]).stats()
-    if as_json:
-        click.echo(json.dumps(stats, indent=2))
-        return
-    from rich.table import Table
-
-    table = Table("kind", "events")
-    for kind, count in sorted(stats["counts"].items()):
-        table.add_row(kind, str(count))
-    console().print(table)
-    console().print(f"total {stats['total']}, dropped {stats['dropped']}, "
-                    f"database {stats['size_bytes'] / 1024:.1f} KiB ({stats['path']})")
-
-
-# -- orion plan ----------------------------------------------------------------------------------
-
-
-def _plan_store(workspace: str, state_dir: str | None):
-    from orion.plan.store import PlanStore
-
-    path = _state_path(workspace, state_dir)
-    if not (path / "orion.db").exists():
-        return None  # nothing recorded yet; don't create a database just to look
-    return PlanStore.for_state_dir(path)
-
-
-@cli.group()
-def plan() -> None:
-    """The workspace's plans: the active one and their history."""
-
-
-def _echo_markdown(markdown: str) -> None:
-    """A plan's Markdown as stored: ``orion plan show > plan.md`` saves exactly the draft."""
-    click.echo(markdown, nl=not markdown.endswith("\n"))
-
-
-@plan.command("show")
-@click.argument("plan_id", metavar="[ID]", required=False)
-@click.option("--revision", "number", type=click.IntRange(min=1, max=2**62), default=None, metavar="N",
-              help="Revision N of the plan's line of revisions (default: its newest).")
-@WORKSPACE
-@STATE_DIR
-@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
-def plan_show(plan_id: str | None, number: int | None, workspace: str, state_dir: str | None,
-              as_json: bool) -> None:
-    """Show the active plan, the plan ID (an id or its start), or a revision of either."""
-    store = _plan_store(workspace, state_dir)
-    if plan_id is None and number is None:
-        active = store.active() if store is not None else None
-        if as_json:
-            click.echo(json.dumps(None if active is None else
-                                  {**active.summary(), "markdown": active.markdown}, indent=2))
-            return
-        if active is None:
-            err.print("Plan work is not active.")
-            return
-        err.print(f"[bold]{escape(active.title or 'untitled')}[/bold]  {active.status.value}, "
-                  f"revision {active.revision}")
-        _echo_markdown(active.markdown or "(no draft yet)\n")
-        return
-    from orion.plan import history
-
-    try:
-        if store is None:
-            raise history.PlanHistoryError("no plans yet")
-        shown = history.line_plan(store, plan_id)
-        rev = (history.newest(store, shown) if number is None
-               else history.revision(store, shown, number))
-    except history.PlanHistoryError as exc:
-        raise click.BadParameter(str(exc), param_hint="ID" if number is None
-                                 else "--revision") from None
-    if as_json:
-        click.echo(json.dumps({**rev.summary(), "markdown": rev.markdown}, indent=2))
-        return
-    err.print(escape(history.label(rev)))
-    _echo_markdown(rev.markdown)
-
-
-@plan.command("diff")
-@click.argument("old", metavar="A")
-@click.argument("new", metavar="B")
-@click.option("--plan", "plan_id", metavar="ID", default=None,
-              help="Whose revisions A and B are (default: the active plan, else the newest).")
-@WORKSPACE
-@STATE_DIR
-def plan_diff(old: str, new: str, plan_id: str | None, workspace: str,
-              state_dir: str | None) -> None:
-    """A unified diff from revision A to revision B. A number is a revision of the plan's
-    line; a plan id (8 characters or more, as `orion plan history` shows it) means that
-    plan's newest draft."""
-    from orion.plan import history
-
-    store = _plan_store(workspace, state_dir)
-    try:
-        if store is None:
-            raise history.PlanHistoryError("no plans yet")
-        line = history.line_plan(store, plan_id)
-        a, b = (history.revision(store, line, ref) for ref in (old, new))
-    except history.PlanHistoryError as exc:
-        raise click.BadParameter(str(exc), param_hint="A B") from None
-    text = history.diff(a, b)
-    if not text:
-        err.print(f"{escape(history.label(a))} and {escape(history.label(b))} are the same")
-    click.echo(text, nl=False)
-
-
-@plan.command("revisions")
-@click.argument("plan_id", metavar="[ID]", required=False)
-@WORKSPACE
-@STATE_DIR
-@click.option("--json", "as_json", is_flag=True, help="Print the revisions as JSON.")
-def plan_revisions(plan_id: str | None, workspace: str, state_dir: str | None,
-                   as_json: bool) -> None:
-    """Every stored draft of the plan ID (default: the active plan, else the newest), oldest
-    first, across the revisions made while executing."""
-    from orion.plan import history
-
-    store = _plan_store(workspace, state_dir)
-    try:
-        if store is None:
-            raise history.PlanHistoryError("no plans yet")
-        revisions = store.revisions(history.line_plan(store, plan_id).id)
-    except history.PlanHistoryError as exc:
-        raise click.BadParameter(str(exc), param_hint="ID") from None
-    if as_json:
-        click.echo(json.dumps([r.summary() for r in revisions], indent=2))
-        return
-    from datetime import datetime
-
-    from rich.table import Table
-
-    table = Table("revision", "plan", "title", "stored", "bytes")
-    for r in revisions:
-        summary = r.summary()
-        table.add_row(str(r.revision), r.plan_id[:8], escape(r.title),
-                      datetime.fromtimestamp(r.created_ms / 1000).strftime("%Y-%m-%d %H:%M:%S"),
-                      str(summary["bytes"]))
-    console().print(table)
-
-
-@plan.command("history")
-@WORKSPACE
-@STATE_DIR
-@click.option("--limit", type=click.IntRange(min=1, max=1_000_000), default=50, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the plans as JSON.")
-def plan_history(workspace: str, state_dir: str | None, limit: int, as_json: bool) -> None:
-    """Every plan, newest first: status, revision, and the plan each revision supersedes."""
-    store = _plan_store(workspace, state_dir)
-    plans = store.history(limit) if store is not None else []
-    if as_json:
-        click.echo(json.dumps([p.summary() for p in plans], indent=2))
-        return
-    from datetime import datetime
-
-    from rich.table import Table
-
-    table = Table("created", "id", "title", "status", "revision", "supersedes")
-    for p in plans:
-        table.add_row(datetime.fromtimestamp(p.created_ms / 1000).strftime("%Y-%m-%d %H:%M"),
-                      p.id[:8], escape(p.title), p.status.value, str(p.revision),
-                      (p.supersedes or "")[:8])
-    console().print(table)
-
-
-# -- orion sessions ------------------------------------------------------------------------------
-
-
-def _state_path(workspace: str, state_dir: str | None) -> Path:
-    return Path(state_dir) if state_dir else Path(workspace) / ".orion"
-
-
-def _session_failed(exc: Exception) -> None:
-    err.print(f"[red]error:[/red] {escape(str(exc))}")
-    sys.exit(1)
-
-
-@cli.group()
-def sessions() -> None:
-    """Write sessions a crash left behind: list, recover, discard, clean, undo.
-
-    Session ids may be shortened to any unique prefix (the first 8 characters are shown).
-    """
-
-
-@sessions.command("list")
-@WORKSPACE
-@STATE_DIR
-@click.option("--json", "as_json", is_flag=True, help="Print the sessions as JSON.")
-def sessions_list(workspace: str, state_dir: str | None, as_json: bool) -> None:
-    """List the write session directories, oldest save first."""
-    import time
-
-    from orion.write_session.recovery import format_age, scan
-
-    now = time.time() * 1000.0
-    found = scan(_state_path(workspace, state_dir), now_ms=now)
-    if as_json:
-        click.echo(json.dumps([orphan.to_json() for orphan in found], indent=2))
-        return
-    if not found:
-        err.print(f"no write sessions in {_state_path(workspace, state_dir)}")
-        return
-    from rich.table import Table
-
-    table = Table("id", "target", "operation", "lines", "bytes", "saved", "status", "notes")
-    for orphan in found:
-        notes = ["live: a running process owns it"] if orphan.live else []
-        notes += orphan.problems
-        if orphan.degraded:
-            notes.append(f"degraded: {orphan.degraded}")
-        if orphan.received_bytes is not None:
-            notes.append(f"only {orphan.bytes} of {orphan.received_bytes} bytes on disk")
-        if orphan.rescued:
-            notes.append(f"content rescued to {orphan.rescued}")
-        table.add_row(orphan.short, escape(orphan.target_file or "?"), orphan.operation or "?",
-                      str(orphan.lines), str(orphan.bytes), format_age(orphan.age_ms),
-                      orphan.status, escape("; ".join(notes)))
-    err.print(table)
-
-
-@sessions.command("recover")
-@click.argument("session_id", metavar="ID")
-@click.option("--finalize", "mode", flag_value="finalize",
-              help="Write the saved content to the target now (no model needed).")
-@click.option("--continue", "mode", flag_value="continue",
-              help="Let the next orion run or orion chat in the workspace continue it.")
-@WORKSPACE
-@STATE_DIR
-def sessions_recover(session_id: str, mode: str | None, workspace: str,
-                     state_dir: str | None) -> None:
-    """Recover write session ID: --finalize writes it now, --continue resumes it with the
-    model at the next start."""
-    from orion.errors import OrionError
-    from orion.write_session.recovery import mark_resume, recover_finalize
-
-    if mode is None:
-        raise click.UsageError("give --finalize (write the saved content now) or --continue "
-                               "(let the model go on at the next orion run or orion chat)")
-    state = _state_path(workspace, state_dir)
-    if mode == "continue":
-        try:
-            orphan = mark_resume(state, session_id)
-        except OrionError as exc:
-            _session_failed(exc)
-        err.print(f"write session {orphan.short} for {escape(orphan.describe())} continues at "
-                  "the next orion run or orion chat in this workspace")
-        return
-    config = _config(workspace)
-    pm = _plugins(config)
-    try:
-        result = recover_finalize(workspace, state, session_id, pm)
-    except (OrionError, OSError) as exc:
-        _session_failed(exc)
-    err.print(f"[green]{result.status}[/green] {escape(result.report)}")
-    for issue in result.issues:
-        err.print(f"[yellow]issue:[/yellow] {escape(issue)}")
-    err.print(f"undo it with: orion sessions undo {result.session_id[:8]}")
-
-
-@sessions.command("discard")
-@click.argument("session_id", metavar="ID")
-@WORKSPACE
-@STATE_DIR
-def sessions_discard(session_id: str, workspace: str, state_dir: str | None) -> None:
-    """Delete write session ID and its saved content."""
-    from orion.errors import OrionError
-    from orion.write_session.recovery import discard
-
-    try:
-        orphan = discard(_state_path(workspace, state_dir), session_id)
-    except (OrionError, OSError) as exc:
-        _session_failed(exc)
-    err.print(f"discarded write session {orphan.short} for {escape(orphan.describe())}")
-
-
-@sessions.command("clean")
-@click.option("--older-than", default="1h", show_default=True, metavar="DURATION",
-              help="Remove sessions whose last save is older: 30m, 1h, 2d, 1h30m, or 0 for "
-                   "all.")
-@WORKSPACE
-@STATE_DIR
-def sessions_clean(older_than: str, workspace: str, state_dir: str | None) -> None:
-    """Remove old write sessions (never one a running process owns)."""
-    import time
-
-    from orion.write_session.recovery import clean, parse_duration
-
-    try:
-        limit = parse_duration(older_than)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--older-than") from exc
-    now = time.time() * 1000.0
-    removed = clean(_state_path(workspace, state_dir), limit, now)
-    for orphan in removed:
-        err.print(f"removed write session {orphan.short} for {escape(orphan.describe(now))}")
-    err.print(f"{len(removed)} write session(s) removed")
-
-
-@sessions.command("history")
-@WORKSPACE
-@STATE_DIR
-@click.option("--limit", type=click.IntRange(min=1, max=1_000_000), default=50,
-              show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the writes as JSON.")
-def sessions_history(workspace: str, state_dir: str | None, limit: int, as_json: bool) -> None:
-    """List finished writes, newest first: what orion sessions undo can undo."""
-    import time
-
-    from orion.write_session.recovery import format_age
-    from orion.write_session.undo import records
-
-    found = records(_state_path(workspace, state_dir))[:limit]
-    if as_json:
-        click.echo(json.dumps([record.to_json() for record in found], indent=2))
-        return
-    if not found:
-        err.print(f"no finished writes in {_state_path(workspace, state_dir)}")
-        return
-    from rich.table import Table
-
-    now = time.time() * 1000.0
-    table = Table("id", "target", "operation", "written", "status", "backup")
-    for record in found:
-        row = record.to_json()
-        table.add_row(record.id[:8], escape(str(row["target_file"])), str(row["operation"]),
-                      format_age(now - record.written_at_ms if record.written_at_ms else None),
-                      str(row["status"]), "yes" if row["backup"] else "-")
-    err.print(table)
-    err.print("undo one with: orion sessions undo ID")
-
-
-@sessions.command("undo")
-@click.argument("session_id", metavar="ID")
-@WORKSPACE
-@STATE_DIR
-def sessions_undo(session_id: str, workspace: str, state_dir: str | None) -> None:
-    """Undo the write of session ID, unless the file changed since."""
-    from orion.errors import OrionError
-    from orion.write_session.recovery import undo
-
-    try:
-        result = undo(workspace, _state_path(workspace, state_dir), session_id)
-    except (OrionError, OSError) as exc:
-        _session_failed(exc)
-    err.print(f"[green]undone[/green] {escape(result.report)}")
 
 
 @cli.command()
@@ -813,13 +406,12 @@ def _console_never_fails() -> None:
 def main() -> None:
     _console_never_fails()
     try:
-        _plugins().hook.register_commands(cli=cli)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    try:
         cli(prog_name="orion")
-    except sqlite3.Error as exc:
+    except Exception as exc:
+        import sqlite3
+
+        if not isinstance(exc, sqlite3.Error):
+            raise
         # `orion traces` and `orion plan` read the state directory's database; a damaged,
         # locked or unwritable one is a one-line error, as any other bad input.
         click.echo(f"error: the state directory's orion.db cannot be used ({exc}); move it "

@@ -43,13 +43,16 @@ hookspec = pluggy.HookspecMarker("orion")
 
 
 @hookspec
-def lifecycle_started(lifecycle: Lifecycle) -> None:
+def lifecycle_started(lifecycle: Lifecycle, host: Any) -> None:
     """A lifecycle instance was created and entered its initial state (after the initial
-    states' entry actions ran). Not called for instances restored from a snapshot."""
+    states' entry actions ran). Not called for instances restored from a snapshot.
+
+    ``host`` (in every ``lifecycle_*`` hook) is the runtime the lifecycle runs in (the
+    :class:`orion.api.Host`), or ``None`` for a lifecycle created on its own."""
 
 
 @hookspec
-def lifecycle_transition(lifecycle: Lifecycle, transition: Transition) -> None:
+def lifecycle_transition(lifecycle: Lifecycle, transition: Transition, host: Any) -> None:
     """A transition was taken. ``transition`` records the trigger, the active state before
     (``source``) and after (``dest``), the payload, the start time (``at_ms``, from the
     lifecycle's clock) and ``duration_ms`` (guards, exit, actions and entry, measured with a
@@ -59,7 +62,7 @@ def lifecycle_transition(lifecycle: Lifecycle, transition: Transition) -> None:
 
 @hookspec
 def lifecycle_event_discarded(lifecycle: Lifecycle, trigger: str, payload: dict[str, Any],
-                              reason: str) -> None:
+                              reason: str, host: Any) -> None:
     """A queued trigger (sent while another was being processed, a timer's, or a
     ``done.state.<id>`` completion event) was dropped when its turn came: no transition
     answered it in the active state, every guard said no, the lifecycle had finished, or an
@@ -67,7 +70,7 @@ def lifecycle_event_discarded(lifecycle: Lifecycle, trigger: str, payload: dict[
 
 
 @hookspec
-def lifecycle_finished(lifecycle: Lifecycle) -> None:
+def lifecycle_finished(lifecycle: Lifecycle, host: Any) -> None:
     """The lifecycle entered a top-level final state. Its timers are cancelled and it accepts
     no more triggers."""
 

@@ -247,8 +247,9 @@ def canonical_distribution_name(name: str) -> str:
 #: Orion's built-in plugins, by module name in ``orion_plugins`` (``plugins/`` in the source
 #: tree). A list, not a scan of the directory: a stray file there is never loaded as a plugin.
 BUILTIN_PLUGINS = (
-    "compaction", "conversation_commands", "finalization", "otel_exporter", "plan_mode",
-    "session_commands", "trace_sqlite", "tracing", "turn_systems", "unwrap_fence",
+    "compaction", "conversation_commands", "finalization", "otel_exporter", "plan_commands",
+    "plan_mode", "session_commands", "trace_commands", "trace_sqlite", "tracing",
+    "turn_systems", "unwrap_fence",
     "validate_placeholders", "validate_syntax", "validate_utf8", "workspace_tools",
     "write_session_protocol", "write_sessions",
 )

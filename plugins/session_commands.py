@@ -3,7 +3,13 @@ left in the workspace (which ``orion sessions`` recovers)."""
 
 from __future__ import annotations
 
+import json
+
+import click
+
 from orion.api import OrionError, hookimpl
+from orion.commands import (STATE_DIR, WORKSPACE, escape, fail, load_config, load_plugins, say,
+                            state_path)
 from orion.write_session.manager import manager_for
 from orion.write_session.recovery import discard, recover_finalize, scan, undo
 
@@ -63,3 +69,179 @@ def _listing(runtime) -> str:
 def register_slash_commands(register):
     register("sessions", sessions_command, "this conversation's write sessions and any a crash "
                                            "left behind; /sessions recover|discard|undo ID")
+
+
+# -- orion sessions: the same, from the command line ------------------------------------------
+
+
+@click.group("sessions")
+def sessions() -> None:
+    """Write sessions a crash left behind: list, recover, discard, clean, undo.
+
+    Session ids may be shortened to any unique prefix (the first 8 characters are shown).
+    """
+
+
+@sessions.command("list")
+@WORKSPACE
+@STATE_DIR
+@click.option("--json", "as_json", is_flag=True, help="Print the sessions as JSON.")
+def sessions_list(workspace: str, state_dir: str | None, as_json: bool) -> None:
+    """List the write session directories, oldest save first."""
+    import time
+
+    from orion.write_session.recovery import format_age, scan
+
+    now = time.time() * 1000.0
+    found = scan(state_path(workspace, state_dir), now_ms=now)
+    if as_json:
+        click.echo(json.dumps([orphan.to_json() for orphan in found], indent=2))
+        return
+    if not found:
+        say(f"no write sessions in {state_path(workspace, state_dir)}")
+        return
+    from rich.table import Table
+
+    table = Table("id", "target", "operation", "lines", "bytes", "saved", "status", "notes")
+    for orphan in found:
+        notes = ["live: a running process owns it"] if orphan.live else []
+        notes += orphan.problems
+        if orphan.degraded:
+            notes.append(f"degraded: {orphan.degraded}")
+        if orphan.received_bytes is not None:
+            notes.append(f"only {orphan.bytes} of {orphan.received_bytes} bytes on disk")
+        if orphan.rescued:
+            notes.append(f"content rescued to {orphan.rescued}")
+        table.add_row(orphan.short, escape(orphan.target_file or "?"), orphan.operation or "?",
+                      str(orphan.lines), str(orphan.bytes), format_age(orphan.age_ms),
+                      orphan.status, escape("; ".join(notes)))
+    say(table)
+
+
+@sessions.command("recover")
+@click.argument("session_id", metavar="ID")
+@click.option("--finalize", "mode", flag_value="finalize",
+              help="Write the saved content to the target now (no model needed).")
+@click.option("--continue", "mode", flag_value="continue",
+              help="Let the next orion run or orion chat in the workspace continue it.")
+@WORKSPACE
+@STATE_DIR
+def sessions_recover(session_id: str, mode: str | None, workspace: str,
+                     state_dir: str | None) -> None:
+    """Recover write session ID: --finalize writes it now, --continue resumes it with the
+    model at the next start."""
+    from orion.write_session.recovery import mark_resume, recover_finalize
+
+    if mode is None:
+        raise click.UsageError("give --finalize (write the saved content now) or --continue "
+                               "(let the model go on at the next orion run or orion chat)")
+    state = state_path(workspace, state_dir)
+    if mode == "continue":
+        try:
+            orphan = mark_resume(state, session_id)
+        except OrionError as exc:
+            fail(exc)
+        say(f"write session {orphan.short} for {escape(orphan.describe())} continues at "
+                  "the next orion run or orion chat in this workspace")
+        return
+    config = load_config(workspace)
+    pm = load_plugins(config)
+    try:
+        result = recover_finalize(workspace, state, session_id, pm)
+    except (OrionError, OSError) as exc:
+        fail(exc)
+    say(f"[green]{result.status}[/green] {escape(result.report)}")
+    for issue in result.issues:
+        say(f"[yellow]issue:[/yellow] {escape(issue)}")
+    say(f"undo it with: orion sessions undo {result.session_id[:8]}")
+
+
+@sessions.command("discard")
+@click.argument("session_id", metavar="ID")
+@WORKSPACE
+@STATE_DIR
+def sessions_discard(session_id: str, workspace: str, state_dir: str | None) -> None:
+    """Delete write session ID and its saved content."""
+    from orion.write_session.recovery import discard
+
+    try:
+        orphan = discard(state_path(workspace, state_dir), session_id)
+    except (OrionError, OSError) as exc:
+        fail(exc)
+    say(f"discarded write session {orphan.short} for {escape(orphan.describe())}")
+
+
+@sessions.command("clean")
+@click.option("--older-than", default="1h", show_default=True, metavar="DURATION",
+              help="Remove sessions whose last save is older: 30m, 1h, 2d, 1h30m, or 0 for "
+                   "all.")
+@WORKSPACE
+@STATE_DIR
+def sessions_clean(older_than: str, workspace: str, state_dir: str | None) -> None:
+    """Remove old write sessions (never one a running process owns)."""
+    import time
+
+    from orion.write_session.recovery import clean, parse_duration
+
+    try:
+        limit = parse_duration(older_than)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--older-than") from exc
+    now = time.time() * 1000.0
+    removed = clean(state_path(workspace, state_dir), limit, now)
+    for orphan in removed:
+        say(f"removed write session {orphan.short} for {escape(orphan.describe(now))}")
+    say(f"{len(removed)} write session(s) removed")
+
+
+@sessions.command("history")
+@WORKSPACE
+@STATE_DIR
+@click.option("--limit", type=click.IntRange(min=1, max=1_000_000), default=50,
+              show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the writes as JSON.")
+def sessions_history(workspace: str, state_dir: str | None, limit: int, as_json: bool) -> None:
+    """List finished writes, newest first: what orion sessions undo can undo."""
+    import time
+
+    from orion.write_session.recovery import format_age
+    from orion.write_session.undo import records
+
+    found = records(state_path(workspace, state_dir))[:limit]
+    if as_json:
+        click.echo(json.dumps([record.to_json() for record in found], indent=2))
+        return
+    if not found:
+        say(f"no finished writes in {state_path(workspace, state_dir)}")
+        return
+    from rich.table import Table
+
+    now = time.time() * 1000.0
+    table = Table("id", "target", "operation", "written", "status", "backup")
+    for record in found:
+        row = record.to_json()
+        table.add_row(record.id[:8], escape(str(row["target_file"])), str(row["operation"]),
+                      format_age(now - record.written_at_ms if record.written_at_ms else None),
+                      str(row["status"]), "yes" if row["backup"] else "-")
+    say(table)
+    say("undo one with: orion sessions undo ID")
+
+
+@sessions.command("undo")
+@click.argument("session_id", metavar="ID")
+@WORKSPACE
+@STATE_DIR
+def sessions_undo(session_id: str, workspace: str, state_dir: str | None) -> None:
+    """Undo the write of session ID, unless the file changed since."""
+    from orion.write_session.recovery import undo
+
+    try:
+        result = undo(workspace, state_path(workspace, state_dir), session_id)
+    except (OrionError, OSError) as exc:
+        fail(exc)
+    say(f"[green]undone[/green] {escape(result.report)}")
+
+
+@hookimpl
+def register_commands(cli: click.Group) -> None:
+    cli.add_command(sessions)

@@ -3,24 +3,21 @@
 
 from __future__ import annotations
 
-from orion.api import hookimpl, host_of
+from orion.api import hookimpl
 from orion.api import trace_events as events
 
 
 @hookimpl
-def lifecycle_transition(lifecycle, transition):
-    runtime = host_of(lifecycle)
-    if runtime is not None:
-        runtime.tracer.emit(events.transition(lifecycle, transition, runtime.conversation.id))
+def lifecycle_transition(lifecycle, transition, host):
+    if host is not None:
+        host.tracer.emit(events.transition(lifecycle, transition, host.conversation.id))
 
 
 @hookimpl
-def lifecycle_event_discarded(lifecycle, trigger, payload, reason):
-    runtime = lifecycle.owner
-    tracer = getattr(runtime, "tracer", None)
-    if tracer is not None:
-        tracer.emit(events.discarded_event(lifecycle, trigger, payload, reason,
-                                           lifecycle.clock.now_ms(), runtime.conversation.id))
+def lifecycle_event_discarded(lifecycle, trigger, payload, reason, host):
+    if host is not None:
+        host.tracer.emit(events.discarded_event(lifecycle, trigger, payload, reason,
+                                                lifecycle.clock.now_ms(), host.conversation.id))
 
 
 class TraceSystem:

@@ -43,19 +43,22 @@ class ModelSystem:
     async def run(self, turn) -> None:
         runtime = turn.runtime
         request = ModelRequest(
-            messages=runtime.conversation.request_messages(runtime.system_message(turn.blocks)),
+            messages=runtime.conversation.to_openai(runtime.system_message(turn.blocks)),
             tools=[tool.openai_definition() for tool in turn.tools], number=turn.number,
             newest_orion_message=runtime.conversation.newest_from_orion())
         turn.request = request
         sinks = runtime.text_sinks
         reporter = runtime.reporter
+        # Bound once: this loop runs for every chunk of a reply (a long write: 100,000s).
+        keep, show = turn.text.append, reporter.text
         at_ms, started = runtime.clock.now_ms(), time.perf_counter()
         async for event in runtime.model.stream(request):
             if type(event) is TextDelta:
-                turn.text.append(event.text)
-                reporter.text(event.text)
+                text = event.text
+                keep(text)
+                show(text)
                 for sink in sinks:
-                    sink(event.text)
+                    sink(text)
             elif type(event) is ReasoningDelta:
                 turn.reasoning.append(event.text)
             elif type(event) is ToolCall:

@@ -231,6 +231,15 @@ def text_stream(*texts: str, finish: str | None = "stop",
     return items
 
 
+def begin_write(target: str, operation: str = "create") -> StreamResponse:
+    """A reply that opens a write session: one ``WritePlanTool_begin`` call for ``target``."""
+    return stream([tool_call_chunk(0, id="call_1", name="WritePlanTool_begin",
+                                   arguments=json.dumps({"intent": "notes",
+                                                         "target_file": target,
+                                                         "operation": operation})),
+                   finish_chunk("tool_calls")])
+
+
 # -- the server ------------------------------------------------------------------------------
 
 

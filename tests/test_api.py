@@ -1,5 +1,5 @@
-"""``orion.api`` is the surface plugins import: the built-in plugins use nothing else (their
-own subsystem aside), and the host it describes is the runtime hooks receive."""
+"""``orion.api`` is the surface plugins import (``orion.commands`` for those that add
+``orion`` commands): the built-in plugins use nothing else (their own subsystem aside), and the host it describes is the runtime hooks receive."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ SUBSYSTEM = {
     "plan_mode": ("orion.plan",),
     "write_sessions": ("orion.write_session",),
     "session_commands": ("orion.write_session",),
+    "plan_commands": ("orion.plan",),
     "trace_sqlite": ("orion.trace",),
+    "trace_commands": ("orion.trace",),
     "otel_exporter": ("orion.trace", "orion.plugins"),  # PluginUnavailable, at import
 }
 
@@ -42,7 +44,7 @@ def imports(path: Path) -> set[str]:
 def test_built_in_plugins_import_only_the_public_api(module):
     subsystems = SUBSYSTEM.get(module, ())
     outside = sorted(name for name in imports(PLUGINS / f"{module}.py")
-                     if name not in ("orion", "orion.api")
+                     if name not in ("orion", "orion.api", "orion.commands")
                      and not any(name == s or name.startswith(s + ".") for s in subsystems))
     assert outside == [], f"plugins/{module}.py imports {outside}; use orion.api"
 
@@ -71,6 +73,27 @@ def test_the_runtime_is_the_host_every_hook_reaches(runtime):
     assert runtime.tags() == {"plan_mode": frozenset({"plan_off"})}
 
 
+def test_lifecycle_hooks_receive_the_host_by_name(runtime):
+    seen = []
+
+    class Observer:
+        @api.hookimpl
+        def lifecycle_started(self, lifecycle, host):
+            seen.append(("started", lifecycle.name, host))
+
+        @api.hookimpl
+        def lifecycle_transition(self, lifecycle, transition, host):
+            seen.append((transition.trigger, lifecycle.name, host))
+
+    runtime.plugins.register(Observer(), "observer")
+    lifecycle = runtime.start_lifecycle("plan_mode")
+    lifecycle.trigger("plan_on")
+    assert seen == [("started", "plan_mode", runtime), ("plan_on", "plan_mode", runtime)]
+    seen.clear()
+    runtime.definition("plan_mode").create().trigger("plan_on")  # on its own: no host
+    assert seen == [("started", "plan_mode", None), ("plan_on", "plan_mode", None)]
+
+
 def test_the_list_of_built_in_plugins_names_every_module_of_the_package():
     on_disk = {p.stem for p in PLUGINS.glob("*.py") if not p.stem.startswith("_")}
     assert {m.rsplit(".", 1)[-1] for m in builtin_modules()} == on_disk
@@ -83,6 +106,20 @@ def test_the_configuration_does_not_import_the_runtime_or_the_write_sessions():
 
     code = ("import sys, orion.config; print(sorted(m for m in sys.modules if m.startswith("
             "('orion.runtime', 'orion.write_session'))))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert proc.stdout.strip() == "[]"
+
+
+def test_the_write_sessions_and_plans_do_not_import_the_runtime():
+    """The runtime drives the write sessions and plan mode; they reach it only through the
+    host they are given, so ``orion.runtime`` <-> ``orion.write_session`` is no cycle."""
+    import subprocess
+    import sys
+
+    code = ("import sys, orion.write_session.session, orion.write_session.recovery, "
+            "orion.plan.service; print(sorted(m for m in sys.modules "
+            "if m.startswith('orion.runtime')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert proc.stdout.strip() == "[]"

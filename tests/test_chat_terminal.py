@@ -3,7 +3,6 @@ and names the write session it saved; Ctrl-C at the prompt ends the chat at once
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
@@ -11,10 +10,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sse_server import (Pause, SSEServer, finish_chunk, stream, text_chunk, text_stream,
-                        tool_call_chunk)
+from sse_server import (Pause, SSEServer, begin_write, finish_chunk, stream, text_chunk,
+                        text_stream)
 
 ORION = str(Path(sys.executable).parent / "orion")
 
@@ -61,23 +61,22 @@ class Terminal:
                        timeout=30)
 
 
+def chat_in_terminal(server: SSEServer, workspace: Path, name: str) -> Terminal:
+    """``orion chat`` against ``server`` in a terminal of its own, with a clean environment."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ORION_"))}
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in
+                   {**clean, "OPENAI_API_KEY": "test-key", "TERM": "xterm"}.items()
+                   if k.isidentifier())
+    return Terminal(f"env -i {env} {shlex.quote(ORION)} chat --base-url {server.base_url} "
+                    f"--model test-model --workspace {shlex.quote(str(workspace))}", name)
+
+
 def test_ctrl_c_stops_the_reply_names_the_saved_session_and_ctrl_c_again_exits(tmp_path):
-    begin = stream([tool_call_chunk(0, id="call_1", name="WritePlanTool_begin",
-                                    arguments=json.dumps({"intent": "notes",
-                                                          "target_file": "notes.md",
-                                                          "operation": "create"})),
-                    finish_chunk("tool_calls")])
     # The model streams three lines, then keeps writing (slowly) until interrupted.
     slow = stream([text_chunk("first line\nsecond line\nthird line\n"), Pause(20),
                    text_chunk("never shown\n"), finish_chunk("stop")])
-    with SSEServer([begin, slow, stream(text_stream("unused"))]) as server:
-        clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ORION_"))}
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in
-                       {**clean, "OPENAI_API_KEY": "test-key", "TERM": "xterm"}.items()
-                       if k.isidentifier())
-        command = (f"env -i {env} {shlex.quote(ORION)} chat --base-url {server.base_url} "
-                   f"--model test-model --workspace {shlex.quote(str(tmp_path))}")
-        terminal = Terminal(command, "ctrl-c")
+    with SSEServer([begin_write("notes.md"), slow, stream(text_stream("unused"))]) as server:
+        terminal = chat_in_terminal(server, tmp_path, "ctrl-c")
         try:
             terminal.wait_for("you>")
             terminal.keys("Write the notes.", "Enter")
@@ -103,3 +102,59 @@ def test_ctrl_c_stops_the_reply_names_the_saved_session_and_ctrl_c_again_exits(t
     (session,) = [s for s in sessions if s.is_dir()]
     assert (session / "content.txt").read_text() == "first line\nsecond line\nthird line\n"
     assert f"write session {session.name[:8]} saved (3 lines)" in screen, screen
+
+
+def test_the_live_progress_line_never_lands_inside_the_streamed_text(tmp_path):
+    # Lines arrive in pieces, with pauses long enough for the live line to be drawn between
+    # (and in the middle of) them: each line must still show whole, on a line of its own.
+    pieces: list[Any] = []
+    lines = [f"line {n:02d} of the notes, written in two pieces" for n in range(1, 13)]
+    for line in lines:
+        head, tail = line[:12], line[12:]
+        pieces += [text_chunk(head), Pause(0.15), text_chunk(tail + "\n"), Pause(0.1)]
+    content = stream([*pieces, text_chunk("DONE\n"), finish_chunk("stop")])
+    with SSEServer([begin_write("notes.md"), content, stream(text_stream("Written."))]) as server:
+        terminal = chat_in_terminal(server, tmp_path, "progress")
+        try:
+            terminal.wait_for("you>")
+            terminal.keys("Write the notes.", "Enter")
+            screen = terminal.wait_for("Written.")
+        finally:
+            terminal.close()
+    assert (tmp_path / "notes.md").read_text() == "".join(f"{line}\n" for line in lines)
+    shown = screen.splitlines()
+    for line in lines:
+        assert line in shown, screen  # whole, and alone on its screen line
+    assert any(row.startswith("writing notes.md: ") for row in shown), screen
+    assert not any("writing notes.md" in row and not row.startswith("writing") for row in shown)
+    assert not any(row.startswith("writing notes.md") and "line " in row for row in shown)
+
+
+def test_the_prompt_comes_back_after_the_idle_prompt_and_its_answer(tmp_path):
+    # The message ends without DONE: the chat hands the prompt back; 2 s later Orion's idle
+    # prompt asks the model, which answers DONE in the background. The prompt must come back
+    # below that output, ready for the next line.
+    content = stream([text_chunk("# Notes\n\nAll of them.\n"), finish_chunk("stop")])
+    answer = stream([text_chunk("DONE\n"), finish_chunk("stop")])
+    with SSEServer([begin_write("notes.md"), content, answer,
+                    stream(text_stream("Anything else?")),
+                    stream(text_stream("Glad to help."))]) as server:
+        terminal = chat_in_terminal(server, tmp_path, "idle")
+        try:
+            terminal.wait_for("you>")
+            terminal.keys("Write the notes.", "Enter")
+            terminal.wait_for("Anything else?")
+            end = time.monotonic() + 30
+            while not terminal.screen().rstrip().endswith("you>"):
+                assert time.monotonic() < end, terminal.screen()
+                time.sleep(0.1)
+            terminal.keys("Thanks.", "Enter")
+            screen = terminal.wait_for("Glad to help.")
+        finally:
+            terminal.close()
+    assert (tmp_path / "notes.md").read_text() == "# Notes\n\nAll of them.\n"
+    # The idle prompt's output starts below the prompt it interrupted: no "you> orion ..." row.
+    prompts = [row.rstrip() for row in screen.splitlines() if row.startswith("you>")]
+    assert prompts == ["you> Write the notes.", "you>", "you> Thanks.", "you>"], screen
+    rows = screen.splitlines()
+    assert rows[rows.index("you> ") + 1].startswith("orion  If you're finished"), screen

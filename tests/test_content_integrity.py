@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sse_server import (SSEServer, chunk, finish_chunk, retryable, stream, text_chunk,
-                        text_stream, tool_call_chunk)
+from sse_server import (SSEServer, begin_write, chunk, finish_chunk, retryable, stream,
+                        text_chunk, text_stream, tool_call_chunk)
 
 from orion.clock import VirtualClock
 from orion.models.openai_compat import OpenAICompatibleModel
@@ -336,17 +336,9 @@ def chat(server: SSEServer, workspace: Path, lines_in: str) -> subprocess.Comple
         env={**clean, "OPENAI_API_KEY": "k"})
 
 
-def begin_stream(path: str) -> Any:
-    return stream([tool_call_chunk(0, id="call_1", name="WritePlanTool_begin",
-                                   arguments=json.dumps({"intent": "notes",
-                                                         "target_file": path,
-                                                         "operation": "create"})),
-                   finish_chunk("tool_calls")])
-
-
 def test_7_a_connection_cut_mid_reply_is_continued_and_chat_goes_on(tmp_path):
     path = "notes.md"
-    responses = [begin_stream(path),
+    responses = [begin_write(path),
                  stream([text_chunk("alpha\nbeta\ngamma is the third l")], done=False,
                         cut=True),
                  # a continuation repeats the cut line; the repeat is dropped
@@ -422,7 +414,7 @@ def test_7_a_bad_max_tokens_in_orion_yaml_is_reported_with_its_position(tmp_path
 def test_3_in_orion_chat_a_question_typed_mid_session_is_answered_after_the_write(tmp_path):
     # The idle timer is set far away: only the user's lines drive this conversation.
     (tmp_path / "orion.yaml").write_text("settings:\n  write_session:\n    idle_ms: 600000\n")
-    responses = [begin_stream("notes.md"),
+    responses = [begin_write("notes.md"),
                  stream(text_stream("alpha\nbeta\n")),       # a pause, no DONE
                  stream(text_stream("Paris.")),              # answers the idle prompt: no
                  stream(text_stream("DONE")),
@@ -488,7 +480,7 @@ def test_7_an_endpoint_error_on_the_idle_prompt_is_one_notice_and_the_session_st
     from orion.clock import RealClock
 
     (tmp_path / "orion.yaml").write_text("settings:\n  write_session:\n    idle_ms: 20\n")
-    responses = [begin_stream("notes.md"), stream(text_stream("alpha\n")),
+    responses = [begin_write("notes.md"), stream(text_stream("alpha\n")),
                  retryable(400, message="the gateway is restarting")]
     reporter = Capture()
 

@@ -88,11 +88,11 @@ def test_the_request_starts_with_the_system_message_and_is_the_callers_own():
     conversation = Conversation()
     conversation.add_user("a")
     system = {"role": "system", "content": "Be brief."}
-    sent = conversation.request_messages(system)
+    sent = conversation.to_openai(system)
     assert sent == [system, {"role": "user", "content": "a"}]
     sent.append({"role": "user", "content": "added by a caller"})
     conversation.add_assistant("b")
-    assert conversation.request_messages(system) == [system, {"role": "user", "content": "a"},
+    assert conversation.to_openai(system) == [system, {"role": "user", "content": "a"},
                                                      {"role": "assistant", "content": "b"}]
     assert len(sent) == 3 and sent[-1]["content"] == "added by a caller"
 

@@ -164,7 +164,7 @@ def test_a_full_disk_keeps_the_content_in_a_rescue_file_the_message_names(tmp_pa
     assert not (ws / "big.md").exists()
     listed = orion("sessions", "list", "--workspace", str(ws), "--json", cwd=tmp_path)
     [session] = json.loads(listed.stdout)
-    assert session["degraded"].startswith("ENOSPC")
+    assert session["degraded"].startswith("ENOSPC") and session["status"] == "degraded"
     assert session["rescued"] == str(rescued[0])
     assert session["received_bytes"] == len(content) > session["bytes"]
     # recover --finalize must not write the prefix the journal holds as if it were the file

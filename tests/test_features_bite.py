@@ -621,7 +621,7 @@ def chat_skips_recovery(p: Patcher) -> None:
     p.replace_in(("orion.runtime.chat",), "startup", lambda runtime: [])
 
 
-@variant("SR-9", "orion.cli:sessions_clean",
+@variant("SR-9", "orion_plugins.session_commands:sessions_clean",
          "orion sessions clean removes sessions older than 2 hours by default",
          keyword="by_default")
 def clean_default_two_hours(p: Patcher) -> None:
@@ -631,15 +631,15 @@ def clean_default_two_hours(p: Patcher) -> None:
 def _cli_default(p: Patcher, command: str, option: str, value: str) -> None:
     # The option default lives on the click command object. The orion commands that steps
     # start get the variant through a sitecustomize (see _in_subprocesses).
-    import orion.cli as cli
+    import orion_plugins.session_commands as commands
 
-    for param in getattr(cli, command).params:
+    for param in getattr(commands, command).params:
         if param.name == option:
             before = param.default
             param.default = value
             p._undo.append(lambda param=param, before=before: setattr(param, "default", before))
             return
-    raise LookupError(f"cannot find the option {option} of orion.cli:{command}")
+    raise LookupError(f"cannot find the option {option} of {commands.__name__}:{command}")
 
 
 @variant("SR-10", "orion.write_session.journal:Journal.is_live",

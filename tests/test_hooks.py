@@ -291,6 +291,25 @@ def test_register_commands_adds_a_working_command(pm):
     assert result.output == "HELLO WORLD\n"
 
 
+def test_orions_own_command_groups_come_from_their_plugins(tmp_path):
+    # `orion sessions`, `orion plan` and `orion traces` are registered through the hook, as a
+    # team's commands are: blocking a plugin takes its group away, and nothing else.
+    from orion.cli import CommandLine
+
+    everything = click.Group("orion")
+    make_plugin_manager(entrypoints=False).hook.register_commands(cli=everything)
+    assert {"sessions", "plan", "traces"} <= set(everything.commands)
+    without = click.Group("orion")
+    make_plugin_manager(entrypoints=False, blocked=["orion_plugins.trace_commands"]) \
+        .hook.register_commands(cli=without)
+    assert {"sessions", "plan"} <= set(without.commands) and "traces" not in without.commands
+    # The real command line adds them when a command it does not define itself is asked for.
+    result = CliRunner().invoke(CommandLine("orion"), ["sessions", "list", "--workspace",
+                                                       str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert result.output == "[]\n"
+
+
 # -- build_context ------------------------------------------------------------------------------
 
 

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from orion.clock import VirtualClock
-from orion.write_session.journal import Journal, JournalLocked
+from orion.write_session.journal import Journal, JournalLocked, read_state
 
 
 @pytest.fixture
@@ -36,7 +36,11 @@ def on_disk(session) -> bytes:
 
 
 def state(session) -> dict:
-    return json.loads((session / "state.json").read_text(encoding="utf-8"))
+    """The session's saved state as recovery reads it (without its sequence number)."""
+    record, problem = read_state(session)
+    assert record is not None, problem
+    record.pop("seq")
+    return record
 
 
 # -- layout -----------------------------------------------------------------------------------
@@ -163,25 +167,59 @@ def test_disk_appends_are_append_only(session, clock):
         f"line {i}\n" for i in range(200)).encode() + b"<external>last\n"
 
 
-def test_state_json_is_replaced_atomically_and_complete(session, clock):
+def test_state_json_is_replaced_atomically_and_checkpoints_between_are_appended(session,
+                                                                              clock):
     j = make(session, clock)
     j.append("x\n")
-    j.flush({"status": "active"})
+    j.flush({"status": "active"})  # the first checkpoint writes state.json
     first = os.stat(session / "state.json").st_ino
     clock.advance(10)
     j.append("y")
     j.flush({"status": "finalizing", "continuations": 2, "issues": ["é"]})
-    # A new file replaced the old one (temp file + os.replace), so a reader never sees a
-    # half-written state; no temp file is left behind.
-    assert os.stat(session / "state.json").st_ino != first
-    assert not (session / "state.json.tmp").exists()
+    # Within the flush interval a checkpoint is one appended line, not a rename.
+    assert os.stat(session / "state.json").st_ino == first
+    assert len((session / "state.log").read_bytes().splitlines()) == 1
     assert state(session) == {"lines": 1, "bytes": 3, "flushed_bytes": 3,
                               "last_save_ms": 1_000_010, "degraded": None,
                               "status": "finalizing", "continuations": 2, "issues": ["é"]}
-    # Automatic flushes keep the caller's last state.
+    # Once the interval has passed, state.json is replaced (temp file + os.replace, so a
+    # reader never sees half of it) and takes the log's place.
     clock.advance(5000)
     j.append("\n" * 50)
+    assert os.stat(session / "state.json").st_ino != first
+    assert not (session / "state.json.tmp").exists() and not (session / "state.log").exists()
     assert state(session)["status"] == "finalizing" and state(session)["lines"] == 51
+
+
+def test_a_torn_last_checkpoint_leaves_the_one_before(session, clock):
+    j = make(session, clock)
+    j.append("a\n")
+    j.flush({"status": "active", "n": 1})
+    j.append("b\n")
+    j.flush({"status": "active", "n": 2})
+    j.append("c\n")
+    j.flush({"status": "active", "n": 3})
+    log = session / "state.log"
+    whole = log.read_bytes()
+    log.write_bytes(whole[:-9])  # a kill in the middle of the last append
+    assert state(session)["n"] == 2 and state(session)["lines"] == 2
+    log.write_bytes(whole)
+    assert state(session)["n"] == 3
+
+
+def test_close_folds_the_checkpoints_into_state_json_and_a_takeover_goes_on(session, clock):
+    j = make(session, clock)
+    j.append("a\n")
+    j.flush({"status": "active", "n": 1})
+    j.flush({"status": "active", "n": 2})
+    j._release_lock()  # as a killed process leaves it: the log holds the newest checkpoint
+    taken = Journal.open(session, now_ms=clock.now_ms)
+    assert taken.state == {"status": "active", "n": 2}
+    taken.flush({"status": "active", "n": 3})
+    assert state(session)["n"] == 3
+    taken.close()
+    assert not (session / "state.log").exists()
+    assert json.loads((session / "state.json").read_text())["n"] == 3
 
 
 def test_close_flushes_what_is_pending(session, clock):

@@ -26,7 +26,7 @@ from orion.runtime.report import Reporter
 from orion.runtime.runner import play
 from orion.runtime.runtime import Runtime
 from orion.write_session import recovery
-from orion.write_session.journal import Journal, _start_time
+from orion.write_session.journal import Journal, _start_time, mark
 from orion.write_session.operations import execute
 from orion.write_session.plan import WritePlan, check_plan
 from orion.write_session.recovery import (AmbiguousSession, RecoveryError, SessionLive,
@@ -119,6 +119,7 @@ def set_saved(orphan, ms: float) -> None:
     state = json.loads(path.read_text())
     state["last_save_ms"] = ms
     path.write_text(json.dumps(state))
+    os.utime(orphan.directory, (ms / 1000.0, ms / 1000.0))  # as a directory left that long ago
 
 
 def sha(data: bytes) -> str:
@@ -290,6 +291,37 @@ def test_startup_ttl_comes_from_the_setting_and_0_keeps_orphans(tmp_path, ws, pm
                for n in notes.notices)
 
 
+def test_many_orphans_are_summed_up_in_one_line_and_the_flagged_ones_still_handled(tmp_path,
+                                                                                  ws, pm):
+    # Twelve sessions from other runs: one line for them all, naming the newest, and none
+    # opened beyond that; a session caught while writing its target is still repaired, one
+    # marked for --continue still continued, and one past the TTL still removed.
+    plain = [make_orphan(tmp_path, ws, pm, content=f"# Notes {i}\n\nline\n",
+                         target=f"docs/notes-{i}.md") for i in range(12)]
+    expired = plain.pop(0)
+    set_saved(expired, time.time() * 1000.0 - 3 * HOUR)
+    newest = plain[-1]
+    os.utime(newest.directory)  # the newest change of them all
+    marked = recovery.mark_resume(state_dir(ws), plain.pop(5).id)
+    target, written = written_but_not_cleaned(ws)
+    notes = Notes()
+    startup(runtime_at(ws, pm, time.time() * 1000.0, notes))
+    summed = [n for n in notes.notices if "write sessions from other runs" in n]
+    assert len(summed) == 1, notes.notices
+    assert summed[0].startswith(f"10 write sessions from other runs are kept in "
+                                f"{state_dir(ws) / 'write_sessions'}; the newest is "
+                                f"{newest.short} for docs/notes-11.md"), summed[0]
+    assert "`orion sessions list` shows them all" in summed[0]
+    assert not any(o.short in n for o in plain if o is not newest for n in notes.notices)
+    assert "repaired session feedface: docs/guide.md was already written" in notes.notices
+    assert not written.exists()
+    assert any(n.startswith(f"continuing write session {marked.short}") for n in notes.notices)
+    assert any(n.startswith(f"removed orphaned write session {expired.short}")
+               for n in notes.notices)
+    assert not expired.directory.exists()
+    assert all(o.directory.exists() for o in plain)
+
+
 def test_startup_flags_damaged_sessions(tmp_path, ws, pm):
     broken = state_dir(ws) / "write_sessions" / "deadbeef00"
     broken.mkdir(parents=True)
@@ -380,6 +412,7 @@ def written_but_not_cleaned(ws, *, operation="overwrite", seed=b"old line\n",
         "target_file": checked.relative, "operation": operation,
         "plan": plan.model_dump(mode="json")})
     journal.append(content.decode())
+    mark(journal.directory, "finalizing")  # as WriteSession.write does before the write
     journal.flush({"status": "active", "finalizing": {
         "content_sha256": sha(content), "before_sha256": sha(seed) if seed is not None
         else None}})

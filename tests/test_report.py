@@ -6,7 +6,8 @@ import io
 
 from rich.console import Console
 
-from orion.runtime.report import ConsoleReporter, Progress
+from orion.runtime.report import ConsoleReporter
+from orion.write_session.progress import Progress
 
 
 def reporter(terminal: bool) -> tuple[ConsoleReporter, io.StringIO]:

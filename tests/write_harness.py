@@ -23,7 +23,8 @@ from orion.models.script import load_script
 from orion.models.scripted import ScriptedModel
 from orion.plugins import make_plugin_manager
 from orion.runtime import runner
-from orion.runtime.report import Progress, Reporter
+from orion.runtime.report import Reporter
+from orion.write_session.progress import Progress
 from orion.runtime.runner import RunResult, play
 
 

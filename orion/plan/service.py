@@ -147,21 +147,21 @@ class PlanService:
         runtime = self.runtime
         lifecycle = runtime.lifecycles.get(LIFECYCLE)
         tag = TAG_OF[plan.status] if plan is not None else "plan_off"
-        if lifecycle is not None and lifecycle.has_tag(tag) and lifecycle.owner is runtime:
+        if lifecycle is not None and lifecycle.has_tag(tag) and lifecycle.host is runtime:
             return lifecycle
         definition = self.definition
         wanted = definition.state_tagged(tag)
         if wanted is None:  # `orion check` reports a chart without it (the contract's tags)
             raise OrionError(f"statechart {definition.name!r} has no state tagged {tag!r}")
         if wanted == definition.initial_leaf:
-            lifecycle = definition.create(clock=runtime.lifecycle_clock, owner=runtime)
+            lifecycle = definition.create(clock=runtime.lifecycle_clock, host=runtime)
         else:
             snapshot = {"format": SNAPSHOT_FORMAT, "definition": definition.name,
                         "definition_hash": definition.hash, "id": uuid.uuid4().hex,
                         "state": wanted, "finished": False,
                         "context": definition.initial_context, "timers": []}
             lifecycle = definition.restore(snapshot, clock=runtime.lifecycle_clock,
-                                           owner=runtime)
+                                           host=runtime)
         runtime.lifecycles[LIFECYCLE] = lifecycle
         return lifecycle
 

@@ -18,7 +18,7 @@ from orion.errors import OrionError
 from orion.models.base import ModelAuthError
 from orion.models.openai_compat import OpenAICompatibleModel
 from orion.plugins import PluginManager
-from orion.runtime.report import ConsoleReporter
+from orion.runtime.screen import ChatScreen
 from orion.runtime.runtime import CommandError, Runtime
 from orion.trace import events as trace_events
 from orion.write_session.recovery import startup
@@ -42,8 +42,9 @@ class _Keyboard:
     when it has input (a thread blocked in ``readline`` would keep the program from ending
     until Enter, and from exiting cleanly at all); a regular file by a thread, at once."""
 
-    def __init__(self) -> None:
+    def __init__(self, screen: ChatScreen) -> None:
         self.loop = asyncio.get_running_loop()
+        self.screen = screen
         self.lines: asyncio.Queue[str | None] = asyncio.Queue()
         self.reply: asyncio.Task[Any] | None = None
         self.interrupted = False
@@ -93,9 +94,11 @@ class _Keyboard:
 
     async def read_line(self, prompt: str) -> str | None:
         if sys.stdin is not None and sys.stdin.isatty():
-            sys.stderr.write(prompt)
-            sys.stderr.flush()
-        return await self.lines.get()
+            self.screen.ask(prompt)
+        try:
+            return await self.lines.get()
+        finally:
+            self.screen.answered()
 
     def close(self) -> None:
         if self._fd is not None:
@@ -110,7 +113,7 @@ async def run_chat(config: WorkspaceConfig, plugins: PluginManager, *, base_url:
                    model_name: str | None) -> int:
     """Read lines until ``/quit`` or end of input. Returns the exit code: 1 when the endpoint
     cannot be used (authentication, connection), else 0."""
-    reporter = ConsoleReporter(stream=True, out=sys.stdout)
+    reporter = ChatScreen(out=sys.stdout)
     model = make_model(config, base_url=base_url, model_name=model_name)
     runtime = Runtime(model=model, plugins=plugins, workspace=config.workspace, config=config,
                       clock=RealClock(), reporter=reporter)
@@ -122,8 +125,8 @@ async def run_chat(config: WorkspaceConfig, plugins: PluginManager, *, base_url:
         runtime.close()
 
 
-async def _loop(runtime: Runtime, reporter: ConsoleReporter) -> int:
-    keyboard = _Keyboard()
+async def _loop(runtime: Runtime, reporter: ChatScreen) -> int:
+    keyboard = _Keyboard(reporter)
     try:
         if runtime.pending:  # an adopted write session asks the model to continue
             code = await _reply(keyboard, runtime, reporter, runtime.pump())
@@ -142,9 +145,10 @@ async def _loop(runtime: Runtime, reporter: ConsoleReporter) -> int:
         return 0
     finally:
         keyboard.close()
+        reporter.close()
 
 
-async def _reply(keyboard: _Keyboard, runtime: Runtime, reporter: ConsoleReporter,
+async def _reply(keyboard: _Keyboard, runtime: Runtime, reporter: ChatScreen,
                  work) -> int | None:
     """Run one reply; Ctrl-C stops it (not the chat) and says where an open write stands."""
     keyboard.reply = asyncio.ensure_future(_guarded(runtime, reporter, work))
@@ -176,7 +180,7 @@ def _stopped(runtime: Runtime) -> str:
             f"open here, and `orion sessions recover {short}` finishes it from another shell")
 
 
-async def _guarded(runtime: Runtime, reporter: ConsoleReporter, work) -> int | None:
+async def _guarded(runtime: Runtime, reporter: ChatScreen, work) -> int | None:
     """Run ``work``; report errors. Returns an exit code when the chat must end."""
     try:
         await work
@@ -187,10 +191,10 @@ async def _guarded(runtime: Runtime, reporter: ConsoleReporter, work) -> int | N
                                                at_ms=runtime.clock.now_ms(),
                                                conversation_id=runtime.conversation.id))
         if isinstance(exc, ModelAuthError):
-            reporter.console.print(f"[red]error:[/red] {escape(str(exc))}")
+            reporter.say(f"[red]error:[/red] {escape(str(exc))}")
             return 1  # the key is refused: every further line would fail too
         # Anything else (the endpoint down, a 5xx after the SDK's retries) may pass: one line,
         # and the conversation (an open write session too) goes on with the next message.
-        reporter.console.print(f"[red]error:[/red] {escape(str(exc))}; the conversation is "
+        reporter.say(f"[red]error:[/red] {escape(str(exc))}; the conversation is "
                                "kept, type your next message or /quit")
     return None

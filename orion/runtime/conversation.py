@@ -144,18 +144,11 @@ class Conversation:
                 return None
         return None
 
-    def to_openai(self) -> list[dict[str, Any]]:
-        """The messages as the OpenAI API takes them (a new list; the dicts are shared)."""
+    def to_openai(self, system: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The messages as the OpenAI API takes them, after ``system`` if given (a new list,
+        built once per request; the dicts are built once per message and shared)."""
         self._catch_up()
-        return self._wire.copy()
-
-    def request_messages(self, system: dict[str, Any]) -> list[dict[str, Any]]:
-        """``system`` followed by the messages, as one model request sends them: a new list,
-        built with one copy of the running request form (the dicts are shared)."""
-        self._catch_up()
-        request = [system]
-        request += self._wire
-        return request
+        return self._wire.copy() if system is None else [system, *self._wire]
 
     def approx_tokens(self) -> int:
         """The sum of the messages' :meth:`Message.approx_tokens`."""

@@ -4,7 +4,6 @@ supplies one that prints."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
@@ -12,23 +11,7 @@ from rich.markup import escape
 if TYPE_CHECKING:
     from orion.models.events import Finish
     from orion.tools.executor import ToolOutcome
-
-
-@dataclass(frozen=True)
-class Progress:
-    """Where a streaming write stands: what the live line shows."""
-
-    target: str
-    lines: int
-    bytes: int
-    state: str
-    continuation: int = 0
-    max_continuations: int = 0
-
-    def line(self) -> str:
-        size = f"{self.bytes / 1024:.1f} KiB" if self.bytes >= 1024 else f"{self.bytes} B"
-        return (f"writing {self.target}: {self.lines} lines, {size}, {self.state}, "
-                f"continuation {self.continuation}/{self.max_continuations}")
+    from orion.write_session.progress import Progress
 
 
 class Reporter:
@@ -67,19 +50,39 @@ class ConsoleReporter(Reporter):
         self.console = console or Console(stderr=True, highlight=False, soft_wrap=True)
         self.stream = stream
         self.out = out  # where streamed text goes (chat: stdout)
-        self._buffer: list[str] = []
+        # A message's summary needs only its first line and its line count: the text itself
+        # (a whole file, in a write session) is not kept here.
+        self._first: list[str] = []  # the start of the first line, up to SUMMARY_CHARS
+        self._first_done = False
+        self._newlines = 0
+        self._last_char = ""
         self._live: Progress | None = None  # what the live line shows now
         self._printed: Progress | None = None  # the last plain progress line (no terminal)
 
+    #: How much of a message's first line its summary shows.
+    SUMMARY_CHARS = 100
+
+    def say(self, markup: str) -> None:
+        """One of Orion's lines (rich markup)."""
+        self.console.print(markup)
+
     def user(self, text: str) -> None:
-        self.console.print(f"[bold]user[/bold]   {escape(text)}")
+        self.say(f"[bold]user[/bold]   {escape(text)}")
 
     def text(self, delta: str) -> None:
         if self.stream and self.out is not None:
             self.out.write(delta)
             self.out.flush()
-        else:
-            self._buffer.append(delta)
+            return
+        if not delta:
+            return
+        self._newlines += delta.count("\n")
+        self._last_char = delta[-1]
+        if not self._first_done:
+            head = delta.split("\n", 1)[0]
+            self._first.append(head[:self.SUMMARY_CHARS])
+            self._first_done = len(head) < len(delta) or \
+                sum(map(len, self._first)) >= self.SUMMARY_CHARS
 
     def message_end(self, finish) -> None:
         if self.stream:
@@ -87,35 +90,35 @@ class ConsoleReporter(Reporter):
                 self.out.write("\n")
                 self.out.flush()
             return
-        text = "".join(self._buffer)
-        self._buffer.clear()
-        if text:
-            lines = text.splitlines() or [""]
-            first = lines[0][:100]
-            more = f" … ({len(lines)} lines)" if len(lines) > 1 else ""
-            self.console.print(f"[cyan]model[/cyan]  {escape(first)}{more}")
+        first = "".join(self._first)[:self.SUMMARY_CHARS].rstrip("\r")
+        count = self._newlines + (self._last_char not in ("", "\n"))
+        had_text = bool(self._last_char)
+        self._first, self._first_done, self._newlines, self._last_char = [], False, 0, ""
+        if had_text:
+            more = f" … ({count} lines)" if count > 1 else ""
+            self.say(f"[cyan]model[/cyan]  {escape(first)}{more}")
         if finish.truncated:
-            self.console.print(f"[cyan]model[/cyan]  [dim](cut off: finish reason "
-                               f"{escape(str(finish.raw or 'none'))})[/dim]")
+            self.say(f"[cyan]model[/cyan]  [dim](cut off: finish reason "
+                     f"{escape(str(finish.raw or 'none'))})[/dim]")
 
     def tool(self, outcome) -> None:
         if outcome.ok:
-            self.console.print(f"[yellow]tool[/yellow]   {escape(outcome.name)} [green]ok[/green]")
+            self.say(f"[yellow]tool[/yellow]   {escape(outcome.name)} [green]ok[/green]")
             return
         try:
             reason = str(json.loads(outcome.content).get("error", ""))
         except (ValueError, AttributeError):
             reason = outcome.content
         first = reason.splitlines()[0] if reason else ""
-        self.console.print(f"[yellow]tool[/yellow]   {escape(outcome.name)} "
-                           f"[red]{outcome.kind}[/red]: {escape(first[:160])}")
+        self.say(f"[yellow]tool[/yellow]   {escape(outcome.name)} "
+                 f"[red]{outcome.kind}[/red]: {escape(first[:160])}")
 
     def prompt(self, text: str) -> None:
         first = text.splitlines()[0] if text else ""
-        self.console.print(f"[magenta]orion[/magenta]  {escape(first)}")
+        self.say(f"[magenta]orion[/magenta]  {escape(first)}")
 
     def notice(self, text: str) -> None:
-        self.console.print(f"[dim]{escape(text)}[/dim]")
+        self.say(f"[dim]{escape(text)}[/dim]")
 
     # A terminal gets one line rewritten in place; a log (not a TTY) gets a plain line when
     # the state changes and every PLAIN_EVERY_LINES lines, so it stays readable.

@@ -11,7 +11,6 @@ have their journals released, as when the process exits.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import time
@@ -34,9 +33,6 @@ from orion.plan.service import plan_service_for
 from orion.write_session.manager import manager_for
 from orion.write_session.recovery import startup
 
-SKIPPED_DIRS = {".git", ".orion"}
-
-
 @dataclass(frozen=True)
 class FileReport:
     path: str
@@ -57,20 +53,6 @@ class RunResult:
         return {"ok": self.ok, "files": [asdict(f) for f in self.files],
                 "sessions": self.sessions, "prompts": self.prompts, "plan": self.plan,
                 "errors": self.errors}
-
-
-def workspace_files(root: Path, state_dir: Path) -> dict[str, FileReport]:
-    """Every file of the workspace (not ``.git`` or the state directory), by relative path."""
-    found: dict[str, FileReport] = {}
-    for path in sorted(root.rglob("*")):
-        relative = path.relative_to(root)
-        if relative.parts[0] in SKIPPED_DIRS or path.is_relative_to(state_dir) \
-                or not path.is_file():
-            continue
-        data = path.read_bytes()
-        found[relative.as_posix()] = FileReport(relative.as_posix(), len(data),
-                                                hashlib.sha256(data).hexdigest())
-    return found
 
 
 def seed_files(root: Path, files: dict[str, str]) -> None:

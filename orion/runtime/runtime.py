@@ -120,7 +120,7 @@ class Runtime:
                         context: dict[str, Any] | None = None) -> Lifecycle:
         """Create an instance of statechart ``name``, kept under ``key`` (default: its name)."""
         lifecycle = self.definition(name).create(clock=self.lifecycle_clock, context=context,
-                                                 owner=self)
+                                                 host=self)
         self.lifecycles[key or name] = lifecycle
         self.drain_outboxes()
         return lifecycle

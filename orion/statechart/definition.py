@@ -114,19 +114,19 @@ class Definition:
         return dict(self._context) if self._context_is_flat else copy.deepcopy(self._context)
 
     def create(self, *, clock: Clock | None = None, instance_id: str | None = None,
-               context: dict[str, Any] | None = None, owner: Any = None) -> Lifecycle:
+               context: dict[str, Any] | None = None, host: Any = None) -> Lifecycle:
         """A new instance in the initial state, with its entry actions run and timers armed.
-        ``owner`` (the runtime) is there for plugins from the first hook on."""
+        ``host`` (the runtime) is there for plugins from the first hook on."""
         lifecycle = Lifecycle(self, clock=clock or VirtualClock(), plugins=self.plugins,
                               instance_id=instance_id, context=context)
-        lifecycle.owner = owner
+        lifecycle.host = host
         return lifecycle.start()
 
     def restore(self, snapshot: dict[str, Any], *, clock: Clock | None = None,
-                owner: Any = None) -> Lifecycle:
+                host: Any = None) -> Lifecycle:
         lifecycle = Lifecycle.restore(self, snapshot, clock=clock or VirtualClock(),
                                       plugins=self.plugins)
-        lifecycle.owner = owner
+        lifecycle.host = host
         return lifecycle
 
     # -- queries ------------------------------------------------------------------------------

@@ -77,7 +77,7 @@ class Snapshot(BaseModel):
 
 
 class Lifecycle:
-    __slots__ = ("definition", "id", "state", "context", "clock", "plugins", "finished", "owner",
+    __slots__ = ("definition", "id", "state", "context", "clock", "plugins", "finished", "host",
                  "_timers", "_queue", "_busy", "_current", "_hook")
 
     def __init__(self, definition: Definition, *, clock: Clock, plugins: PluginManager,
@@ -94,7 +94,7 @@ class Lifecycle:
         self.state = definition.initial_leaf
         self.finished = False
         #: Whatever runs this lifecycle (the runtime), for plugins that need it; not snapshotted.
-        self.owner: Any = None
+        self.host: Any = None
         self._timers: dict[str, list[_Timer]] = {}
         self._queue: deque[tuple[str, CompiledTransition | None, dict[str, Any]]] = deque()
         self._busy = False
@@ -149,7 +149,7 @@ class Lifecycle:
     def _enter_initial(self) -> None:
         errors: list[ActionError] = []
         self._enter_states(self.definition.lineage(self.state), errors)
-        self._hook.lifecycle_started(lifecycle=self)
+        self._hook.lifecycle_started(lifecycle=self, host=self.host)
         if self.state in self.definition.finals:
             self._finish()
         _raise_first(errors)
@@ -237,7 +237,7 @@ class Lifecycle:
             self._enter_states(chosen.enter, errors)
         record.dest = self.state
         record.duration_ms = (time.perf_counter() - started) * 1000.0
-        self._hook.lifecycle_transition(lifecycle=self, transition=record)
+        self._hook.lifecycle_transition(lifecycle=self, transition=record, host=self.host)
         if self.state in self.definition.finals:
             self._finish()
         _raise_first(errors)
@@ -249,13 +249,13 @@ class Lifecycle:
 
     def _discard(self, trigger: str, payload: dict[str, Any], reason: str) -> None:
         self._hook.lifecycle_event_discarded(lifecycle=self, trigger=trigger, payload=payload,
-                                             reason=reason)
+                                             reason=reason, host=self.host)
 
     def _finish(self) -> None:
         self.finished = True
         for path in list(self._timers):
             self._cancel_timers(path)
-        self._hook.lifecycle_finished(lifecycle=self)
+        self._hook.lifecycle_finished(lifecycle=self, host=self.host)
 
     # -- exiting and entering states ----------------------------------------------------------
     #
@@ -308,16 +308,19 @@ class Lifecycle:
 
     def snapshot(self) -> dict[str, Any]:
         """A JSON-safe dict: state, context, pending timers as absolute deadlines, and the
-        definition's name and hash. Raises :class:`SnapshotError` for non-JSON context."""
+        definition's name and hash. Raises :class:`SnapshotError` for non-JSON context.
+
+        Built as plain data (the :class:`Snapshot` model checks it on :meth:`restore`): a
+        write session takes one at every checkpoint."""
         problem = _json_problem(self.context, "context")
         if problem is not None:
             raise SnapshotError(f"{self.name}: cannot snapshot lifecycle {self.id}: {problem}")
-        context = json.loads(json.dumps(self.context, allow_nan=False))  # a deep, detached copy
-        return Snapshot(definition=self.name, definition_hash=self.definition.hash, id=self.id,
-                        state=self.state, finished=self.finished, context=context,
-                        timers=[TimerSnapshot(state=t.state, trigger=t.trigger,
-                                              deadline_ms=t.deadline_ms, index=t.index)
-                                for ts in self._timers.values() for t in ts]).model_dump()
+        return {"format": SNAPSHOT_FORMAT, "definition": self.name,
+                "definition_hash": self.definition.hash, "id": self.id, "state": self.state,
+                "finished": self.finished, "context": _json_copy(self.context),
+                "timers": [{"state": t.state, "trigger": t.trigger,
+                            "deadline_ms": float(t.deadline_ms), "index": t.index}
+                           for ts in self._timers.values() for t in ts]}
 
     @classmethod
     def restore(cls, definition: Definition, data: dict[str, Any], *, clock: Clock,
@@ -409,6 +412,16 @@ def _copy_data(value: Any) -> Any:
         return [_copy_data(v) for v in value]
     if isinstance(value, tuple):
         return tuple(_copy_data(v) for v in value)
+    return value
+
+
+def _json_copy(value: Any) -> Any:
+    """A detached copy of JSON data (checked by :func:`_json_problem`), tuples as lists: what a
+    JSON round trip would give, without the text in between."""
+    if isinstance(value, dict):
+        return {k: _json_copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_copy(v) for v in value]
     return value
 
 

@@ -315,9 +315,9 @@ class ContentOn:
 
     @hookimpl
     def lifecycle_started(self, lifecycle):
-        if lifecycle.name != "write_session" or lifecycle.owner is None:
+        if lifecycle.name != "write_session" or lifecycle.host is None:
             return
-        directory = Path(lifecycle.owner.state_dir) / "write_sessions" / lifecycle.id
+        directory = Path(lifecycle.host.state_dir) / "write_sessions" / lifecycle.id
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "content.txt").symlink_to(self.target)
 
@@ -707,7 +707,8 @@ def _advertised(world: World) -> dict[str, dict[str, Any]]:
         runtime = world.runtime
         specs = advertised(runtime.plugins, list(runtime.plugins.registry.tools.values()),
                            GateRequest(conversation_id=runtime.conversation.id,
-                                       states=runtime.states(), extra={"runtime": runtime}))
+                                       states=runtime.states(), tags=runtime.tags(),
+                                       runtime=runtime))
         tools = [spec.openai_definition() for spec in specs]
     return {tool["function"]["name"]: tool["function"] for tool in tools}
 
@@ -918,15 +919,16 @@ def session_state(orion_world: World, state: str) -> None:
         lifecycle.state
 
 
-#: What a reader calls the states of the write-session statechart.
+#: What a reader calls the states of the write-session statechart, by the tag (in the chart's
+#: contract) that marks each: a team's overlay may rename or add states and these steps hold.
 STATE_WORDS = {
-    "not started": "idle",
-    "waiting for content": "awaiting_content",
-    "waiting for DONE or more content": "awaiting_done_or_more_content",
+    "not started": "not_started",
+    "waiting for content": "receiving",
+    "waiting for DONE or more content": "paused",
     "waiting for the rest of the cut-off output": "continuing",
     "checking the content": "finalizing",
-    "waiting for corrections": "needs_corrections",
-    "written": "done",
+    "waiting for corrections": "correcting",
+    "written": "written",
     "abandoned": "abandoned",
 }
 _STATE_PHRASE = "|".join(re.escape(w) for w in sorted(STATE_WORDS, key=len, reverse=True))
@@ -935,16 +937,22 @@ _STATE_PHRASE = "|".join(re.escape(w) for w in sorted(STATE_WORDS, key=len, reve
 @then(parsers.re(rf"the write session is (?P<words>{_STATE_PHRASE})"))
 def session_state_in_words(orion_world: World, words: str) -> None:
     """The open session's state in the reader's words (``STATE_WORDS``)."""
-    session_state(orion_world, STATE_WORDS[words])
+    lifecycle = _session(orion_world).lifecycle
+    assert lifecycle.has_tag(STATE_WORDS[words]), \
+        f"{lifecycle.state} has tags {sorted(lifecycle.definition.tags.get(lifecycle.state, ()))}"
 
 
 @then(parsers.re(rf"the write session went from "
                  rf"(?P<words>(?:{_STATE_PHRASE})(?: to (?:{_STATE_PHRASE}))+)"))
 def session_went_in_words(orion_world: World, words: str) -> None:
-    """``went from waiting for content to checking the content to written``: these states,
-    in this order (others may come between)."""
-    phrases = re.findall(_STATE_PHRASE, words)
-    session_went_through(orion_world, ", ".join(f'"{STATE_WORDS[w]}"' for w in phrases))
+    """``went from waiting for content to checking the content to written``: states with
+    these tags, in this order (others may come between)."""
+    session = _session(orion_world)
+    tags = session.lifecycle.definition.tags
+    seen = [session.lifecycle.definition.initial_leaf] + _went_through(orion_world, session)
+    wanted = [STATE_WORDS[w] for w in re.findall(_STATE_PHRASE, words)]
+    it = iter(tags.get(state, frozenset()) for state in seen)
+    assert all(any(tag in found for found in it) for tag in wanted), f"went through {seen}"
 
 
 @then(parsers.re(rf'the write session of {PATH} is "(?P<status>\w+)"'))
@@ -966,14 +974,19 @@ def session_corrections(orion_world: World, count: int) -> None:
 @then(parsers.re(r'the write session went through (?P<states>"[\w.]+"(?:(?:, | and )"[\w.]+")*)'))
 def session_went_through(orion_world: World, states: str) -> None:
     session = _session(orion_world)
-    seen = ["idle"] + [event["attributes"]["orion.dest"] for event in _trace_events(orion_world)
-                       if event["kind"] == "transition"
-                       and event["attributes"].get("orion.lifecycle") == "write_session"
-                       and event["session_id"] == session.id]
+    seen = ["idle"] + _went_through(orion_world, session)
     seen = [s.removeprefix("session_active.") for s in seen]
     wanted = [s.removeprefix("session_active.") for s in quoted_list(states)]
     it = iter(seen)
     assert all(state in it for state in wanted), f"went through {seen}"
+
+
+def _went_through(orion_world: World, session: Any) -> list[str]:
+    """The states the session's lifecycle entered, in order, as its trace recorded them."""
+    return [event["attributes"]["orion.dest"] for event in _trace_events(orion_world)
+            if event["kind"] == "transition"
+            and event["attributes"].get("orion.lifecycle") == "write_session"
+            and event["session_id"] == session.id]
 
 
 @then(parsers.re(r"(?P<count>\d+|one) write sessions? (?:was|were) begun"))
@@ -1043,7 +1056,10 @@ def journal_metadata(orion_world: World, path: str, keys: str) -> None:
 
 @then(parsers.re(rf"the journal state of {PATH} records {COUNT} lines?"), converters=INT)
 def journal_state_lines(orion_world: World, path: str, count: int) -> None:
-    state = json.loads((_session_dir(orion_world, path) / "state.json").read_text())
+    from orion.write_session.journal import read_state
+
+    state, problem = read_state(_session_dir(orion_world, path))
+    assert state is not None, problem
     assert state["lines"] == count, state
 
 

@@ -31,7 +31,8 @@ from orion.models.events import ModelEvent, TextDelta
 from orion.models.script import ModelReply
 from orion.models.scripted import stream_reply
 from orion.plugins import PluginManager, make_plugin_manager
-from orion.runtime.report import Progress, Reporter
+from orion.runtime.report import Reporter
+from orion.write_session.progress import Progress
 from orion.runtime.runtime import Runtime
 
 #: Where the virtual clock of a new world starts: 2026-01-01T00:00:00Z, a fixed date, so that

@@ -22,12 +22,6 @@ class GateRequest:
     tags: Mapping[str, frozenset[str]] = field(default_factory=dict)
     #: The runtime (the host, see ``orion.api.Host``); ``None`` outside one.
     runtime: Any = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        # Callers written before ``runtime`` had a name passed it in ``extra``.
-        if self.runtime is None and self.extra.get("runtime") is not None:
-            object.__setattr__(self, "runtime", self.extra["runtime"])
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,22 @@ A session directory holds::
 
     metadata.json   written once at creation: the caller's metadata plus ``created_at`` (ms)
     content.txt     the content, append-only bytes
-    state.json      rewritten atomically (temp file + os.replace): counts, time of the last
-                    save, degradation, plus the caller's state dict; at every flush() (the
-                    controller's checkpoints), and by automatic flushes at most once per
-                    flush interval
+    state.json      counts, time of the last save, degradation, plus the caller's state dict,
+                    rewritten atomically (temp file + os.replace) at most once per flush
+                    interval and when the journal closes
+    state.log       every checkpoint in between (flush() with a state) as one appended JSON
+                    line: a rename per checkpoint would cost several times the transition
+                    it records. Each record has a ``seq``; the newest complete one of the
+                    two files is the state (:func:`read_state`). Removed when state.json is
+                    rewritten.
     degraded        1 KiB of spaces reserved at creation; when the disk fails, why (JSON),
                     overwritten in place so that even a full disk takes it
     lock            the owning process: its pid, and on Linux its start time (see is_live)
+
+Beside the directories, in ``write_sessions/`` itself, an empty ``.resume-<id>`` or
+``.finalizing-<id>`` file marks a session that needs attention at the next start (marked for
+``--continue``; crashed while its target was written): one listing of ``write_sessions/``
+finds them among any number of sessions, without opening each (:func:`marks`).
 
 "Crash-safe" means safe against the process dying (the CLI is killed, the machine sleeps):
 writes reach the operating system at each flush, without ``fsync``. After a crash,
@@ -53,13 +62,17 @@ from typing import Any
 
 from orion.errors import OrionError
 
-__all__ = ["Journal", "JournalLocked", "DEGRADING_ERRNOS", "ENCODING_ERRORS"]
+__all__ = ["Journal", "JournalLocked", "DEGRADING_ERRNOS", "ENCODING_ERRORS", "mark", "marks",
+           "read_state", "remove_session", "unmark"]
 
 log = logging.getLogger("orion.write_session")
 
 METADATA = "metadata.json"
 CONTENT = "content.txt"
 STATE = "state.json"
+STATE_LOG = "state.log"
+#: Past this size the state log is folded into state.json at the next checkpoint.
+STATE_LOG_MAX = 64 * 1024
 LOCK = "lock"
 
 STATUS = "degraded"
@@ -101,8 +114,11 @@ def _wall_ms() -> float:
     return time.time() * 1000.0
 
 
+_monotonic = time.monotonic  # the hot path's clock, looked up once
+
+
 def _real_ms() -> float:
-    return time.monotonic() * 1000.0
+    return _monotonic() * 1000.0
 
 
 def _start_time(pid: int) -> str | None:
@@ -173,6 +189,9 @@ class Journal:
         self._pending_lines = 0
         self._flushed = 0
         self._fd: int | None = None
+        self._log_fd: int | None = None  # state.log, while checkpoints are appended to it
+        self._log_bytes = 0
+        self._seq = 0  # of the last state record written
         self._degraded: str | None = None
         self._closed = False
         self._owns_lock = False
@@ -236,13 +255,15 @@ class Journal:
             pass
         journal._flushed = len(journal._buf)
         journal._lines = journal._buf.count(b"\n")
-        try:
-            with open(d / STATE, encoding="utf-8") as f:
-                saved = json.load(f)
-        except (OSError, ValueError):
-            saved = {}
-        if isinstance(saved, dict):
+        saved, _ = read_state(d)
+        try:  # the dead process's checkpoints: folded into state.json at the next one
+            journal._log_bytes = (d / STATE_LOG).stat().st_size
+        except OSError:
+            pass
+        if saved is not None:
             journal._last_save_ms = saved.get("last_save_ms")
+            seq = saved.get("seq")
+            journal._seq = seq if isinstance(seq, int) else 0
             journal.state = {k: v for k, v in saved.items() if k not in _COUNT_KEYS}
         try:
             journal._take_lock()
@@ -267,23 +288,23 @@ class Journal:
                 self._flush(False)
                 return
         if self._now_ms() - self._last_flush_ms >= self._interval \
-                or _real_ms() - self._last_flush_real >= self._interval:
+                or _monotonic() * 1000.0 - self._last_flush_real >= self._interval:
             self._flush(False)
 
     def flush(self, state: Mapping[str, Any] | None = None) -> None:
-        """Write the pending bytes, then ``state.json`` (with ``state`` merged in, if given).
+        """Write the pending bytes, then the state (with ``state`` as the caller's part, if
+        given): a line appended to ``state.log``, or ``state.json`` once per flush interval.
 
-        The controller calls it at every message end and before finalizing. In memory-only
-        mode it only resets the flush thresholds.
+        The controller calls it at its checkpoints (message ends, before finalizing). In
+        memory-only mode it only resets the flush thresholds.
         """
         if state is not None:
             self.state = dict(state)
         self._flush(True)
 
     def _flush(self, with_state: bool) -> None:
-        # Automatic flushes (from append) always write the content; they rewrite state.json
-        # only once per flush interval: the content file is the truth after a crash, and a
-        # state rewrite (temp file + rename) costs far more than appending a few kilobytes.
+        # Automatic flushes (from append) always write the content; they write the state only
+        # once per flush interval: the content file is the truth after a crash.
         now, real = self._now_ms(), _real_ms()
         self._pending_lines = 0
         self._last_flush_ms, self._last_flush_real = now, real
@@ -296,12 +317,16 @@ class Journal:
             self._disk_failed(exc, self.content_path)
             return
         self._last_save_ms = now
-        if not with_state and now - self._last_state_ms < self._interval \
-                and real - self._last_state_real < self._interval:
+        due = now - self._last_state_ms >= self._interval \
+            or real - self._last_state_real >= self._interval
+        if not (with_state or due):
             return
-        self._last_state_ms, self._last_state_real = now, real
         try:
-            self._write_state()
+            if due or self._log_bytes >= STATE_LOG_MAX:
+                self._last_state_ms, self._last_state_real = now, real
+                self._write_state()
+            else:
+                self._append_state()
         except OSError as exc:
             self._disk_failed(exc, self.directory / STATE)
 
@@ -510,6 +535,11 @@ class Journal:
             return
         if self._fd is not None and (self._flushed < len(self._buf) or self._last_save_ms is None):
             self.flush()
+        if self._fd is not None and self._log_fd is not None:
+            try:  # fold the checkpoints into state.json: one file for readers after a clean end
+                self._write_state()
+            except OSError as exc:
+                self._disk_failed(exc, self.directory / STATE)
         if self._degraded is not None:  # how much the disk lacks, for orion sessions list
             self._mark_status({"reason": self._degraded, "rescued": self._rescued})
         self._close_fd()
@@ -521,7 +551,7 @@ class Journal:
         self._close_fd()
         self._owns_lock = False
         self._closed = True
-        shutil.rmtree(self.directory, ignore_errors=True)
+        remove_session(self.directory)
 
     def __enter__(self) -> Journal:
         return self
@@ -599,6 +629,9 @@ class Journal:
         fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)
+        log_fd, self._log_fd = self._log_fd, None
+        if log_fd is not None:
+            os.close(log_fd)
 
     def _write_pending(self) -> None:
         start = self._flushed
@@ -610,11 +643,37 @@ class Journal:
                 start += os.write(self._fd, view[start:end])  # type: ignore[arg-type]
                 self._flushed = start
 
-    def _write_state(self) -> None:
+    def _state_record(self) -> bytes:
+        self._seq += 1
         record = {"lines": self._lines, "bytes": len(self._buf), "flushed_bytes": self._flushed,
-                  "last_save_ms": self._last_save_ms, "degraded": self._degraded, **self.state}
-        data = json.dumps(record, ensure_ascii=False, default=str).encode("utf-8")
-        self._replace(self.directory / STATE, data)
+                  "last_save_ms": self._last_save_ms, "degraded": self._degraded,
+                  **self.state, "seq": self._seq}
+        return json.dumps(record, ensure_ascii=False, default=str).encode("utf-8")
+
+    def _write_state(self) -> None:
+        """``state.json`` rewritten atomically; the checkpoints appended since are now in it."""
+        self._replace(self.directory / STATE, self._state_record())
+        log_fd, self._log_fd = self._log_fd, None
+        if log_fd is not None:
+            os.close(log_fd)
+        if self._log_bytes or log_fd is not None:
+            self._log_bytes = 0
+            try:
+                os.unlink(self.directory / STATE_LOG)
+            except FileNotFoundError:
+                pass
+
+    def _append_state(self) -> None:
+        """One checkpoint as one appended line: a single write, so a kill leaves the previous
+        lines whole (a torn last line is skipped by :func:`read_state`)."""
+        data = self._state_record() + b"\n"
+        if self._log_fd is None:
+            self._log_fd = os.open(self.directory / STATE_LOG,
+                                   os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._log_fd, view):]
+        self._log_bytes += len(data)
 
     @staticmethod
     def _replace(path: Path, data: bytes) -> None:
@@ -646,4 +705,113 @@ class Journal:
             self._on_degraded(self._degraded)
 
 
-_COUNT_KEYS = frozenset({"lines", "bytes", "flushed_bytes", "last_save_ms", "degraded"})
+_COUNT_KEYS = frozenset({"lines", "bytes", "flushed_bytes", "last_save_ms", "degraded", "seq"})
+
+
+def read_state(directory: str | os.PathLike[str]) -> tuple[dict[str, Any] | None, str | None]:
+    """A session directory's newest saved state: the complete record with the highest ``seq``
+    in ``state.json`` and ``state.log``. Returns ``(record, None)``, or ``(None, why)`` when
+    neither file holds one (``why`` is ``None`` when there is simply no state yet)."""
+    d = Path(directory)
+    best: dict[str, Any] | None = None
+    problem: str | None = None
+    try:
+        data = (d / STATE).read_bytes()
+    except FileNotFoundError:
+        data = None
+    except OSError as exc:
+        problem = f"{STATE} cannot be read: {exc.strerror or exc}"
+        data = None
+    if data is not None:
+        try:
+            record = json.loads(data)
+        except ValueError as exc:
+            problem = f"{STATE} is not valid JSON: {exc}"
+        else:
+            if isinstance(record, dict):
+                best = record
+            else:
+                problem = f"{STATE} is not a JSON object"
+    try:
+        lines = (d / STATE_LOG).read_bytes().splitlines()
+    except OSError:
+        lines = []
+    for line in reversed(lines):  # the last complete record; a torn tail does not parse
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            if best is None or _seq(record) > _seq(best):
+                best = record
+            break
+    return (best, None) if best is not None else (None, problem)
+
+
+def _seq(record: Mapping[str, Any]) -> int:
+    seq = record.get("seq")
+    return seq if isinstance(seq, int) else -1
+
+
+#: What a mark in ``write_sessions/`` says of a session: see :func:`mark`.
+MARKS = ("resume", "finalizing")
+
+
+def _mark_path(directory: Path, kind: str) -> Path:
+    return directory.parent / f".{kind}-{directory.name}"
+
+
+def mark(directory: str | os.PathLike[str], kind: str) -> bool:
+    """Mark the session in ``directory`` as needing attention at the next start (``kind`` is
+    one of :data:`MARKS`). ``False`` when the mark cannot be made (the session's own files
+    still say the same; only the start-up shortcut misses it)."""
+    if kind not in MARKS:
+        raise ValueError(f"unknown mark {kind!r}")
+    try:
+        os.close(os.open(_mark_path(Path(directory), kind), os.O_WRONLY | os.O_CREAT, 0o644))
+        return True
+    except OSError as exc:
+        log.info("cannot mark write session %s as %s: %s", directory, kind, exc)
+        return False
+
+
+def marks(sessions: str | os.PathLike[str]) -> tuple[list[os.DirEntry[str]], dict[str, set[str]]]:
+    """One listing of a ``write_sessions/`` directory: its session directories, and the ids
+    each mark names (marks whose session is gone are removed)."""
+    entries = list(os.scandir(sessions))
+    found = {kind: set() for kind in MARKS}  # type: dict[str, set[str]]
+    directories = [e for e in entries if not e.name.startswith(".") and e.is_dir()]
+    names = {e.name for e in directories}
+    for entry in entries:
+        if not entry.name.startswith("."):
+            continue
+        kind, _, session_id = entry.name[1:].partition("-")
+        if kind not in found or not session_id:
+            continue
+        if session_id in names:
+            found[kind].add(session_id)
+        else:
+            try:
+                os.unlink(entry.path)
+            except OSError:
+                pass
+    return directories, found
+
+
+def unmark(directory: str | os.PathLike[str], kind: str) -> None:
+    """Take a mark back (never raises: a stray mark costs one look at the next start)."""
+    try:
+        os.unlink(_mark_path(Path(directory), kind))
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.info("cannot remove the %s mark of %s: %s", kind, directory, exc)
+
+
+def remove_session(directory: str | os.PathLike[str], *, strict: bool = False) -> None:
+    """Delete a session directory and its marks (the marks first: a stray directory is an
+    ordinary orphan, a stray mark is cleaned up by :func:`marks`). With ``strict``, a
+    directory that cannot be deleted raises :class:`OSError`."""
+    for kind in MARKS:
+        unmark(directory, kind)
+    shutil.rmtree(directory, ignore_errors=not strict)

@@ -58,7 +58,7 @@ class SessionManager:
                 "another")
         checked = check_plan(plan, workspace=runtime.workspace, state_dir=runtime.state_dir)
         definition = runtime.definition("write_session")
-        lifecycle = definition.create(clock=runtime.lifecycle_clock, owner=runtime)
+        lifecycle = definition.create(clock=runtime.lifecycle_clock, host=runtime)
         settings = lifecycle.settings
         journal = Journal.create(
             session_dir(runtime.state_dir, lifecycle.id),
@@ -83,7 +83,7 @@ class SessionManager:
 
     def adopt(self, orphan: Orphan) -> WriteSession:
         """Take over a session a crashed process left behind and go on with it: reopen its
-        journal, restore the lifecycle from the snapshot in ``state.json``, make it this
+        journal, restore the lifecycle from its saved snapshot, make it this
         runtime's active session, and take the statechart's continuing path: ``truncated`` with
         the saved bytes, lines and last lines, so the model is asked to continue after the last
         saved line (the prompt waits in the outbox; the caller lets the runtime answer it).
@@ -137,11 +137,11 @@ class SessionManager:
                                                 "outbox": [], "asked": False}}
             try:
                 return definition.restore(snapshot, clock=runtime.lifecycle_clock,
-                                          owner=runtime)
+                                          host=runtime)
             except SnapshotError:
                 pass
         lifecycle = definition.create(clock=runtime.lifecycle_clock, instance_id=orphan.id,
-                                      owner=runtime, context={
+                                      host=runtime, context={
                                           "continuations": orphan.continuations,
                                           "corrections": orphan.corrections})
         lifecycle.trigger("begin", target_file=orphan.target_file, operation=orphan.operation)

@@ -48,6 +48,7 @@ a multi-byte character.
 from __future__ import annotations
 
 import codecs
+import re
 
 __all__ = ["EndMarker", "Utf8StreamDecoder", "MARKDOWN_INFO"]
 
@@ -81,7 +82,7 @@ class EndMarker:
 
     __slots__ = ("_t", "_tlen", "_t0", "_done", "_commentary", "_fence_char", "_fence_len",
                  "_nest", "_plain", "_tphase", "_fphase", "_findent", "_fchar", "_frun",
-                 "_finfo", "_ffilled", "_held", "_term_line")
+                 "_finfo", "_ffilled", "_held", "_term_line", "_special")
 
     def __init__(self, terminator: str = "DONE"):
         term = terminator.strip(" \t")
@@ -90,6 +91,9 @@ class EndMarker:
         self._t = term
         self._tlen = len(term)
         self._t0 = term[0]
+        # A line that starts (after blanks) with a fence character or the terminator's first
+        # character: the only lines the scanner must look at. Any other line is content.
+        self._special = re.compile("\n[ \t]*(?:[`~]|" + re.escape(term[0]) + ")")
         self._done = False
         self._commentary: list[str] = []
         self._fence_char = ""  # "" when not inside a fenced block, else "`" or "~"
@@ -141,11 +145,11 @@ class EndMarker:
     def feed(self, text: str) -> str:
         """Take the next chunk of a model message; return the part that is certainly content."""
         if self._plain:
-            # Hot path: the current line is already known to be ordinary content. Without a
-            # fence character or the terminator's first character in the chunk, no line that
-            # completes in it can be a fence or the terminator; only a whitespace-only tail
+            # Hot path: the current line is already known to be ordinary content. When no line
+            # that starts in the chunk starts with a fence character or the terminator's first
+            # character, none can be a fence or the terminator; only a whitespace-only tail
             # could still become the terminator line.
-            if "`" not in text and "~" not in text and self._t0 not in text:
+            if self._special.search(text) is None:
                 nl = text.rfind("\n")
                 if nl < 0:
                     return text

@@ -21,7 +21,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -31,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 from orion.errors import OrionError
 from orion.validation import ValidationRequest, collect_issues
 from orion.confined import TEMP_MARK, open_parent
-from orion.write_session.journal import CONTENT, METADATA, STATE, STATUS, Journal
+from orion.write_session.journal import (CONTENT, METADATA, STATUS, Journal, mark, marks,
+                                         read_state, remove_session, unmark)
 from orion.write_session.operations import (apply_operation, backup_path, count_lines, execute)
 from orion.write_session.plan import CheckedPlan, PlanRejected, WritePlan, check_plan
 from orion.write_session.repair import safe_replacement
@@ -109,7 +109,8 @@ class Orphan:
     age_ms: float | None = None
     live: bool = False
     #: ``open``, ``finalizing`` (state.json holds the finalizing record: the write may have
-    #: happened) or ``resume`` (marked by ``orion sessions recover ID --continue``).
+    #: happened), ``resume`` (marked by ``orion sessions recover ID --continue``) or
+    #: ``degraded`` (its journal went memory-only: the disk holds a part at most).
     status: str = "open"
     #: The lifecycle state of the last snapshot, e.g. ``session_active.awaiting_content``.
     state: str | None = None
@@ -221,10 +222,10 @@ def load(directory: Path, *, now_ms: float | None = None) -> Orphan:
             WritePlan.model_validate(_raw_plan(metadata))
         except ValueError as exc:
             problems.append(f"{METADATA} holds no valid write plan ({_first_line(exc)})")
-    state, problem = _read_json(directory / STATE)
-    if problem and (directory / STATE).exists():
+    state, problem = read_state(directory)
+    if problem:
         problems.append(problem)
-    if isinstance(state, dict):
+    if state is not None:
         orphan.saved_state = state
         orphan.last_save_ms = _number(state.get("last_save_ms"))
         orphan.degraded = _str(state.get("degraded"))
@@ -236,8 +237,6 @@ def load(directory: Path, *, now_ms: float | None = None) -> Orphan:
         record = state.get("finalizing")
         if isinstance(record, dict):
             orphan.finalizing = record
-    elif state is not None:
-        problems.append(f"{STATE} is not a JSON object")
     try:
         with open(directory / CONTENT, "rb") as f:
             data = f.read()
@@ -257,6 +256,8 @@ def load(directory: Path, *, now_ms: float | None = None) -> Orphan:
             orphan.resume_ms = _mtime_ms(resume)
     elif orphan.finalizing is not None:
         orphan.status = "finalizing"
+    elif orphan.degraded is not None:
+        orphan.status = "degraded"  # its journal went memory-only: the notes say why
     if orphan.last_save_ms is None:
         orphan.last_save_ms = orphan.created_ms if orphan.created_ms is not None \
             else _mtime_ms(directory)
@@ -404,7 +405,7 @@ def _finish_cleanup(orphan: Orphan, workspace: Path, state_dir: Path, status: st
         _write_undo_record(state_dir, orphan, checked.relative, plan.operation.value,
                            checked.target.read_bytes(), status,
                            orphan.last_save_ms if orphan.last_save_ms is not None else now_ms)
-    shutil.rmtree(orphan.directory, ignore_errors=True)
+    remove_session(orphan.directory)
     remove_temp_leftovers(checked.target.parent)
     return checked.relative
 
@@ -422,11 +423,21 @@ class StartupAction:
     notice: str
 
 
+#: Up to this many orphans are named at start, a line each; more are summed up in one line.
+NAMED_AT_START = 3
+
+
 def startup(runtime: Runtime) -> list[StartupAction]:
     """Handle the orphans of the runtime's state directory when ``orion run`` or ``orion chat``
     starts; every action is also a notice for the reporter. Live sessions and this runtime's
     own are skipped. The caller lets the runtime answer a prompt an adopted session queued
-    (``await runtime.pump()``)."""
+    (``await runtime.pump()``).
+
+    Start-up does not grow with the number of orphans: one listing of ``write_sessions/``
+    finds the sessions marked for ``--continue`` or caught while writing their target (those
+    are opened and handled), a stat per session finds the ones past ``orphan_ttl_ms`` (opened
+    and removed), and the rest are named a line each when there are a few, or counted in one
+    line pointing at ``orion sessions list``."""
     from orion.write_session.manager import manager_for
 
     manager = manager_for(runtime)
@@ -440,12 +451,31 @@ def startup(runtime: Runtime) -> list[StartupAction]:
     actions: list[StartupAction] = []
     _housekeeping(runtime)
     try:
-        orphans = scan(runtime.state_dir, now_ms=now)
+        directories, marked = marks(sessions_dir(runtime.state_dir))
+    except (FileNotFoundError, NotADirectoryError):
+        return actions
     except OSError as exc:
         runtime.reporter.notice(f"could not look for orphaned write sessions: {exc}")
         return actions
-    for orphan in orphans:
-        if orphan.live or orphan.id in owned:
+    entries = {entry.name: entry for entry in directories if entry.name not in owned}
+    flagged = (marked["resume"] | marked["finalizing"]) & entries.keys()
+    named = [load(Path(entries[name].path), now_ms=now) for name in sorted(flagged)]
+    rest = [entry for name, entry in entries.items() if name not in flagged]
+    if ttl > 0:  # a stat each: only directories untouched for longer than the TTL are opened
+        expired = set()
+        for entry in rest:
+            if _older_than(entry, now - ttl):
+                orphan = load(Path(entry.path), now_ms=now)
+                if orphan.age_ms is not None and orphan.age_ms > ttl:
+                    named.append(orphan)
+                    expired.add(entry.name)
+        rest = [entry for entry in rest if entry.name not in expired]
+    if len(rest) <= NAMED_AT_START:
+        named += [load(Path(entry.path), now_ms=now) for entry in rest]
+        rest = []
+    named.sort(key=lambda o: (o.last_save_ms is None, o.last_save_ms or 0.0, o.id))
+    for orphan in named:
+        if orphan.live:
             continue
         try:
             action = _startup_one(runtime, manager, orphan, ttl, now)
@@ -455,8 +485,45 @@ def startup(runtime: Runtime) -> list[StartupAction]:
         actions.append(action)
         runtime.reporter.notice(action.notice)
         _trace(runtime, orphan, action)
+    if rest:
+        action = _summed_up(runtime, rest, now)
+        actions.append(action)
+        runtime.reporter.notice(action.notice)
     runtime.drain_outboxes()
     return actions
+
+
+def _older_than(entry: os.DirEntry[str], limit_ms: float) -> bool:
+    """Whether a session directory was last changed before ``limit_ms`` (wall clock). The
+    journal renames or creates a file in it at least once per flush interval while it
+    writes, so this never misses a session that is past its TTL."""
+    try:
+        return entry.stat().st_mtime * 1000.0 < limit_ms
+    except OSError:
+        return False
+
+
+def _summed_up(runtime: Runtime, rest: list[os.DirEntry[str]], now: float) -> StartupAction:
+    """One line for many orphans, naming the newest (the one most likely wanted)."""
+    def changed(entry: os.DirEntry[str]) -> float:
+        try:
+            return entry.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    newest = load(Path(max(rest, key=changed).path), now_ms=now)
+    count = len(rest)
+    notice = (f"{count} write sessions from other runs are kept in "
+              f"{sessions_dir(runtime.state_dir)}; the newest is {newest.short} for "
+              f"{newest.describe(now)}. `orion sessions list` shows them all, "
+              f"`orion sessions recover ID` writes or continues one, `orion sessions clean` "
+              "removes old ones")
+    from orion.trace.events import Kind, TraceEvent
+
+    runtime.tracer.emit(TraceEvent(
+        Kind.RECOVERY, f"offered {count} write sessions", runtime.clock.now_ms(),
+        runtime.conversation.id, "", {"orion.action": "offered", "orion.sessions": count}))
+    return StartupAction("", "offered", notice)
 
 
 def _housekeeping(runtime: Runtime) -> None:
@@ -576,7 +643,7 @@ def _startup_one(runtime: Runtime, manager: Any, orphan: Orphan, ttl: int,
         return StartupAction(orphan.id, "repaired", f"repaired session {orphan.short}: "
                                                     f"{relative} was already written")
     if ttl > 0 and orphan.age_ms is not None and orphan.age_ms > ttl:
-        shutil.rmtree(orphan.directory, ignore_errors=True)
+        remove_session(orphan.directory)
         return StartupAction(orphan.id, "expired",
                              f"removed orphaned write session {orphan.short} for "
                              f"{orphan.describe(now)}: older than {format_duration(ttl)}")
@@ -585,6 +652,7 @@ def _startup_one(runtime: Runtime, manager: Any, orphan: Orphan, ttl: int,
             session = manager.adopt(orphan)
         except OrionError as exc:
             (orphan.directory / RESUME).unlink(missing_ok=True)
+            unmark(orphan.directory, "resume")
             return StartupAction(orphan.id, "failed",
                                  f"could not continue write session {orphan.short} for "
                                  f"{orphan.describe(now)}: {exc}. " + _offer(orphan))
@@ -700,6 +768,7 @@ def recover_finalize(workspace: str | os.PathLike[str], state_dir: str | os.Path
                                                                    dict(settings)))
         before = checked.target.read_bytes() if checked.exists else None
         after = apply_operation(checked, before, content)
+        mark(journal.directory, "finalizing")
         journal.flush({**journal.state, "status": "recovering", "finalizing": {
             "content_sha256": _sha(content),
             "before_sha256": _sha(before) if before is not None else None,
@@ -780,6 +849,7 @@ def mark_resume(state_dir: str | os.PathLike[str], session_id: str, *,
     orphan.plan()
     _replace_json(orphan.directory / RESUME,
                   {"marked_at_ms": _wall_ms() if now_ms is None else now_ms})
+    mark(orphan.directory, "resume")
     orphan.status = "resume"
     return orphan
 
@@ -790,7 +860,7 @@ def discard(state_dir: str | os.PathLike[str], session_id: str) -> Orphan:
     if orphan.live:
         raise SessionLive(f"write session {orphan.short} is owned by a running process; "
                           "it cannot be discarded from here")
-    shutil.rmtree(orphan.directory)
+    remove_session(orphan.directory, strict=True)
     return orphan
 
 
@@ -805,7 +875,7 @@ def clean(state_dir: str | os.PathLike[str], older_than_ms: float,
             continue
         if Journal.is_live(orphan.directory):  # taken over since the scan
             continue
-        shutil.rmtree(orphan.directory, ignore_errors=True)
+        remove_session(orphan.directory)
         removed.append(orphan)
     return removed
 

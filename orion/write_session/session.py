@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from orion.errors import ActionError, OrionError
 from orion.models.events import CONNECTION_LOST, Finish
-from orion.runtime.report import Progress
+from orion.write_session.progress import Progress
 from orion.trace.events import Kind, TraceEvent
 from orion.validation import Issue, StreamedLines, ValidationRequest, collect_issues
-from orion.write_session.journal import Journal
+from orion.write_session.journal import Journal, mark
 from orion.write_session.operations import (TargetChanged, WriteResult, apply_operation,
                                             execute)
 from orion.write_session.plan import (CheckedPlan, Operation, line_ending, match_plan,
@@ -153,7 +153,8 @@ class WriteSession:
             if content:
                 self.journal.append(content)
                 if "\n" in content:
-                    self._live()
+                    if time.monotonic() - self._last_live >= LIVE_LINE_INTERVAL_S:
+                        self._live()
                     if self._streamed is not None and self._streamed.due(self.journal.bytes):
                         self._streamed.check(self.journal.read(self._streamed.checked))
         elif mode == "hold":
@@ -233,10 +234,9 @@ class WriteSession:
             "orion.where": "write session journal", "orion.error": reason})
 
     def _live(self) -> None:
-        now = time.monotonic()
-        if now - self._last_live >= LIVE_LINE_INTERVAL_S:
-            self._last_live = now
-            self.runtime.reporter.progress(self.progress())
+        """Update the live line (the caller checked that LIVE_LINE_INTERVAL_S has passed)."""
+        self._last_live = time.monotonic()
+        self.runtime.reporter.progress(self.progress())
 
     def progress(self) -> Progress:
         return Progress(self.plan.relative, self.journal.lines, self.journal.bytes, self.state,
@@ -573,6 +573,7 @@ class WriteSession:
     def write(self) -> WriteResult:
         """Run by the ``finalize`` action: the plan, executed once, atomically."""
         content = self.content()
+        mark(self.journal.directory, "finalizing")  # a crash from here on is repaired at start
         self.journal.flush(self._journal_state(finalizing=True))
         result = execute(self.plan, content, state_dir=self.runtime.state_dir,
                          session_id=self.id)
@@ -691,7 +692,7 @@ class WriteSession:
         self.runtime.reporter.progress_done()
         self.checkpoint()
         kept = self._keep_content()
-        self.journal.close()  # state.json keeps the snapshot of the open session
+        self.journal.close()  # its saved state keeps the snapshot of the open session
         self.lifecycle.trigger("discard", reason="set aside")  # ends it here: no timer fires
         self._trace(Kind.WRITE_REPORT, f"set aside {self.plan.relative}", {
             "orion.target": self.plan.relative, "orion.status": "set_aside", "orion.why": why,
