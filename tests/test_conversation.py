@@ -132,3 +132,18 @@ def test_the_builtin_compaction_keeps_what_dropping_the_oldest_turns_one_by_one_
         expected = _drop_oldest_turns(messages, budget)
         kept = pm.hook.compact_conversation(messages=list(messages), budget=budget)
         assert kept == expected
+
+
+def test_lone_surrogates_anywhere_in_a_long_reply_are_sent_as_replacement_characters():
+    # A streamed write's reply can be megabytes; a surrogate (a JSON \ud800 escape from the
+    # model) may sit anywhere in it, alone or as a pair of halves.
+    body = "Straße “quoted” 🙂\n" * 20_000
+    for at in (0, 5, 65_535, 65_536, len(body) - 1, len(body)):
+        for bad in ("\ud800", "\udfff", "\ud83d\ude42"):
+            conversation = Conversation()
+            conversation.add_assistant(body[:at] + bad + body[at:])
+            sent = conversation.to_openai()[0]["content"]
+            assert sent == body[:at] + "\ufffd" * len(bad) + body[at:]
+    conversation = Conversation()
+    conversation.add_assistant(body)
+    assert conversation.to_openai()[0]["content"] == body

@@ -274,22 +274,25 @@ class Journal:
 
     # -- the hot path ------------------------------------------------------------------------
 
-    def append(self, text: str) -> None:
-        """Add streamed content; mirror it to disk when a flush threshold is reached."""
+    def append(self, text: str) -> int:
+        """Add streamed content; mirror it to disk when a flush threshold is reached. Returns
+        :attr:`bytes`, the content's size so far (the caller's next check needs it)."""
+        buf = self._buf
         if not text:
-            return
+            return len(buf)
         data = text.encode("utf-8", ENCODING_ERRORS)
-        self._buf += data
+        buf += data
         n = data.count(b"\n")
         if n:
             self._lines += n
             self._pending_lines += n
             if self._pending_lines >= self._flush_lines:
                 self._flush(False)
-                return
+                return len(buf)
         if self._now_ms() - self._last_flush_ms >= self._interval \
                 or _monotonic() * 1000.0 - self._last_flush_real >= self._interval:
             self._flush(False)
+        return len(buf)
 
     def flush(self, state: Mapping[str, Any] | None = None) -> None:
         """Write the pending bytes, then the state (with ``state`` as the caller's part, if

@@ -91,9 +91,12 @@ class EndMarker:
         self._t = term
         self._tlen = len(term)
         self._t0 = term[0]
-        # A line that starts (after blanks) with a fence character or the terminator's first
-        # character: the only lines the scanner must look at. Any other line is content.
-        self._special = re.compile("\n[ \t]*(?:[`~]|" + re.escape(term[0]) + ")")
+        # A line that starts (after blanks) with a fence character, the terminator, or a start
+        # of it that the chunk cuts off: the only lines the scanner must look at. Any other
+        # line is content ("Data" cannot become "DONE"; "DO" at the end of a chunk can).
+        cut = "|".join(re.escape(term[:k]) + r"\Z" for k in range(1, len(term)))
+        self._special = re.compile("\n[ \t]*(?:[`~]|" + re.escape(term)
+                                   + ("|" + cut if cut else "") + ")")
         self._done = False
         self._commentary: list[str] = []
         self._fence_char = ""  # "" when not inside a fenced block, else "`" or "~"
@@ -144,23 +147,37 @@ class EndMarker:
 
     def feed(self, text: str) -> str:
         """Take the next chunk of a model message; return the part that is certainly content."""
-        if self._plain:
-            # Hot path: the current line is already known to be ordinary content. When no line
-            # that starts in the chunk starts with a fence character or the terminator's first
-            # character, none can be a fence or the terminator; only a whitespace-only tail
-            # could still become the terminator line.
-            if self._special.search(text) is None:
-                nl = text.rfind("\n")
-                if nl < 0:
-                    return text
-                tail = text[nl + 1:]
-                if not tail:
-                    self._start_line()
-                    return text
-                if tail.strip(" \t"):
-                    return text
-                self._start_line()
-                return text[:nl + 1] + self._partial(tail)
+        if not self._plain:
+            if self._done or not text or self._fphase != _F_INDENT or self._findent:
+                return self._feed_slowly(text)
+            first = text[0]
+            if first in " \t`~" or first == self._t0:
+                return self._feed_slowly(text)
+            # Nothing of the current line yet, and its first character rules it out: a chunk
+            # that starts a line (the previous one ended with its line break) stays on the
+            # hot path.
+            self._plain = True
+        # Hot path: the current line is already known to be ordinary content. When no line
+        # starts in the chunk, or none that starts in it starts with a fence character, the
+        # terminator or a start of it, none can be a fence or the terminator; only a
+        # whitespace-only tail could still become the terminator line.
+        nl = text.rfind("\n")
+        if nl < 0:
+            return text
+        if self._special.search(text) is not None:
+            return self._feed_slowly(text)
+        if nl == len(text) - 1:
+            self._start_line()
+            return text
+        if text[-1] not in " \t":  # the tail has a character that rules it out
+            return text
+        tail = text[nl + 1:]
+        if tail.strip(" \t"):
+            return text
+        self._start_line()
+        return text[:nl + 1] + self._partial(tail)
+
+    def _feed_slowly(self, text: str) -> str:
         if self._done:
             if text:
                 self._commentary.append(text)
@@ -244,6 +261,7 @@ class EndMarker:
     def _feed_lines(self, text: str) -> str:
         out: list[str] = []
         start = 0
+        special = self._special.search
         while True:
             nl = text.find("\n", start)
             if nl < 0:
@@ -262,6 +280,13 @@ class EndMarker:
                 out.append(line)
             self._start_line()
             start = nl + 1
+            # The whole lines up to the next one that can matter are content as they are: one
+            # search instead of a pass through the matchers for each of them.
+            found = special(text, nl)
+            end = text.rfind("\n", start, found.start() + 1 if found else len(text))
+            if end >= start:
+                out.append(text[start:end + 1])
+                start = end + 1
 
     def _fresh_plain(self, seg: str) -> bool:
         """At the start of a line, does its first character rule out fence and terminator?"""

@@ -52,6 +52,7 @@ MIN_RESTART_CHARS = 32
 #: How many of the last lines the continuation prompt quotes.
 QUOTED_LINES = 3
 LIVE_LINE_INTERVAL_S = 0.1
+_monotonic = time.monotonic  # looked up once: the live line's clock, read on the hot path
 
 
 @dataclass
@@ -151,12 +152,13 @@ class WriteSession:
         if mode == "content":
             content = self.marker.feed(text)
             if content:
-                self.journal.append(content)
+                size = self.journal.append(content)
                 if "\n" in content:
-                    if time.monotonic() - self._last_live >= LIVE_LINE_INTERVAL_S:
+                    if _monotonic() - self._last_live >= LIVE_LINE_INTERVAL_S:
                         self._live()
-                    if self._streamed is not None and self._streamed.due(self.journal.bytes):
-                        self._streamed.check(self.journal.read(self._streamed.checked))
+                    streamed = self._streamed
+                    if streamed is not None and streamed.due(size):
+                        streamed.check(self.journal.read(streamed.checked))
         elif mode == "hold":
             self._held.append(text)
             self._held_size += len(text)
