@@ -86,6 +86,10 @@ DEGRADING_ERRNOS = frozenset({errno.ENOSPC, errno.EACCES, errno.EROFS, errno.EDQ
 
 #: Name of the codec error handler the journal encodes with (registered on import).
 ENCODING_ERRORS = "orion.journal"
+#: Bytes the running SHA-256 may lag behind the content between explicit flushes: hashing a
+#: few kilobytes at every automatic flush costs more in calls than in hashing, and what is
+#: left for finalizing stays small.
+HASH_BATCH = 1 << 18
 
 
 def _encode_surrogates(exc: UnicodeError) -> tuple[bytes, int]:
@@ -181,7 +185,7 @@ class Journal:
         self._buf = bytearray()
         # content()'s last copy. The buffer only grows, so a copy of the same length is current.
         self._snapshot: bytes | None = None
-        # SHA-256 of the first _hashed bytes, brought up to date at every flush: finalizing
+        # SHA-256 of the first _hashed bytes, brought up to date as content arrives: finalizing
         # records the content's hash, and hashing tens of megabytes then would delay the write.
         self._digest = hashlib.sha256()
         self._hashed = 0
@@ -311,7 +315,8 @@ class Journal:
         now, real = self._now_ms(), _real_ms()
         self._pending_lines = 0
         self._last_flush_ms, self._last_flush_real = now, real
-        self._hash_pending()
+        if with_state or len(self._buf) - self._hashed >= HASH_BATCH:
+            self._hash_pending()
         if self._fd is None:
             return
         try:
@@ -384,6 +389,11 @@ class Journal:
     def lines(self) -> int:
         """Number of newlines received (a last line without one is not counted)."""
         return self._lines
+
+    @property
+    def lines_to_flush(self) -> int:
+        """How many more newlines make the next automatic flush."""
+        return self._flush_lines - self._pending_lines
 
     @property
     def bytes(self) -> int:

@@ -9,6 +9,7 @@ Only message boundaries become triggers: ``content``, ``message_end``, ``truncat
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import tempfile
 import time
@@ -42,6 +43,9 @@ if TYPE_CHECKING:
 #: or one that starts the file over. The decision reads exactly this prefix (or the whole
 #: message when it is shorter), so it does not depend on how the stream was chunked.
 OVERLAP_PROBE_CHARS = 1024
+#: Content that arrives faster than it is taken in is taken in batches of about this many
+#: characters: the end marker and the journal cost mostly per call (see WriteSession.feed).
+FEED_BATCH_CHARS = 4096
 #: How much of the content's beginning a continuation is compared with.
 RESTART_PROBE_CHARS = 120
 #: A continuation that repeats at least this much of the saved tail repeated it (shorter
@@ -53,6 +57,7 @@ MIN_RESTART_CHARS = 32
 QUOTED_LINES = 3
 LIVE_LINE_INTERVAL_S = 0.1
 _monotonic = time.monotonic  # looked up once: the live line's clock, read on the hot path
+_running_loop = asyncio._get_running_loop  # None outside a loop, without an exception
 
 
 @dataclass
@@ -92,6 +97,11 @@ class WriteSession:
         self._held: list[str] = []  # text held back at a message start (a reply, a continuation)
         self._held_size = 0
         self._mode = "content"
+        # Content chunks not taken in yet (see feed): their characters and line breaks.
+        self._batch: list[str] = []
+        self._batch_chars = 0
+        self._batch_lines = 0
+        self._batch_error: BaseException | None = None
         self._last_live = 0.0
         self._fixed: bytes | None = None  # the content after normalizing and corrections
         self._normalized = False  # normalize_content runs once, on the content as streamed
@@ -134,6 +144,7 @@ class WriteSession:
         return self.lifecycle.has_tag("open")
 
     def summary(self) -> SessionSummary:
+        self._take_batch()
         return SessionSummary(
             self.id, self.plan.relative, self.plan.plan.operation.value, self.status,
             self.lifecycle.context.get("continuations", 0),
@@ -144,21 +155,35 @@ class WriteSession:
     # -- the hot path -------------------------------------------------------------------------
 
     def feed(self, text: str) -> None:
-        """A text delta of the model's reply while this session is open."""
+        """A text delta of the model's reply while this session is open.
+
+        Inside an event loop, content is taken in (end marker, journal, line checks) in
+        batches: the chunks that arrive before the loop goes round, cut at
+        ``FEED_BATCH_CHARS`` characters and at the journal's next automatic flush, so the
+        journal saves at the same lines as chunk by chunk. A stream that arrives in bursts is
+        taken in with a call per burst instead of a call per chunk; one that trickles, chunk
+        by chunk in the pass of the loop it arrived in. Whatever reads or changes the
+        session's state takes the batch in first (see :meth:`_take_batch`)."""
         if not self._in_message:
             self._start_message()
         self._message_text.append(text)
         mode = self._mode
         if mode == "content":
-            content = self.marker.feed(text)
-            if content:
-                size = self.journal.append(content)
-                if "\n" in content:
-                    if _monotonic() - self._last_live >= LIVE_LINE_INTERVAL_S:
-                        self._live()
-                    streamed = self._streamed
-                    if streamed is not None and streamed.due(size):
-                        streamed.check(self.journal.read(streamed.checked))
+            batch = self._batch
+            if not batch:
+                if self._batch_error is not None:
+                    self._raise_batch_error()
+                loop = _running_loop()
+                if loop is None:  # called outside a loop: nothing would take a batch in
+                    self._take_in(text)
+                    return
+                loop.call_soon(self._take_batch_soon)
+            batch.append(text)
+            self._batch_chars += len(text)
+            self._batch_lines += text.count("\n")
+            if self._batch_chars >= FEED_BATCH_CHARS \
+                    or self._batch_lines >= self.journal.lines_to_flush:
+                self._take_batch()
         elif mode == "hold":
             self._held.append(text)
             self._held_size += len(text)
@@ -166,7 +191,43 @@ class WriteSession:
                 self._release()
         # mode "corrections" and "ignore": the text is kept in _message_text only
 
+    def _take_in(self, text: str) -> None:
+        """Content text through the end marker into the journal, with the checks that follow
+        new lines."""
+        content = self.marker.feed(text)
+        if content:
+            size = self.journal.append(content)
+            if "\n" in content:
+                if _monotonic() - self._last_live >= LIVE_LINE_INTERVAL_S:
+                    self._live()
+                streamed = self._streamed
+                if streamed is not None and streamed.due(size):
+                    streamed.check(self.journal.read(streamed.checked))
+
+    def _take_batch(self) -> None:
+        """Take in the content chunks fed since the last batch (see :meth:`feed`)."""
+        batch = self._batch
+        if not batch:
+            return
+        text = batch[0] if len(batch) == 1 else "".join(batch)
+        self._batch, self._batch_chars, self._batch_lines = [], 0, 0
+        self._take_in(text)
+
+    def _take_batch_soon(self) -> None:
+        # Run by the event loop, outside the turn: an error surfaces at the next feed or
+        # message end, where it would have been raised without batching.
+        try:
+            self._take_batch()
+        except Exception as exc:  # noqa: BLE001 - re-raised by _raise_batch_error
+            self._batch_error = exc
+
+    def _raise_batch_error(self) -> None:
+        exc, self._batch_error = self._batch_error, None
+        if exc is not None:
+            raise exc
+
     def _start_message(self) -> None:
+        self._take_batch()  # the previous message's, if it never ended (a failed request)
         self._in_message = True
         self._message_text = []
         self._bytes_at_start = self.journal.bytes
@@ -241,6 +302,7 @@ class WriteSession:
         self.runtime.reporter.progress(self.progress())
 
     def progress(self) -> Progress:
+        self._take_batch()
         return Progress(self.plan.relative, self.journal.lines, self.journal.bytes, self.state,
                         self.lifecycle.context.get("continuations", 0),
                         self.lifecycle.settings["max_continuations"])
@@ -254,6 +316,8 @@ class WriteSession:
         A message with only tool calls (no text) does not touch the session; an empty message
         without tool calls is a message boundary like any other (a pause, or truncation). The
         rules of what is content are in docs/write-sessions.md ("What is content")."""
+        self._take_batch()
+        self._raise_batch_error()
         if not self._in_message:
             if tool_calls:
                 return
@@ -486,6 +550,7 @@ class WriteSession:
 
     def content(self) -> bytes:
         """The content as it stands: the journal, with the corrections applied so far."""
+        self._take_batch()
         return self._fixed if self._fixed is not None else self.journal.content()
 
     def finalize(self) -> None:
@@ -570,6 +635,7 @@ class WriteSession:
     def checkpoint(self) -> None:
         """Save the content received so far and the session's state (the lifecycle snapshot,
         the counters, the status) to the journal: what crash recovery restores."""
+        self._take_batch()
         self.journal.flush(self._journal_state())
 
     def write(self) -> WriteResult:
@@ -717,6 +783,7 @@ class WriteSession:
         """The process ends with the session open: close the journal, so the next start sees
         an orphan; content the journal could not save goes to a rescue file, and the user is
         told where (or that it could not be saved anywhere)."""
+        self._take_batch()
         if self.status == "active" and self.journal.degraded is not None:
             kept = self._keep_content()
             if kept is not None:

@@ -1,0 +1,127 @@
+"""How a write session takes in content streamed through the runtime's model loop.
+
+Chunks that arrive in a burst are taken in as one batch, chunks that trickle in one by one; in
+both cases the journal saves at the same lines as chunk by chunk, nothing waits in memory past
+the pass of the event loop it arrived in, and an error while taking content in still ends the
+turn.
+Real runtime, real journal on disk, the built-in plugins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from orion.clock import VirtualClock
+from orion.models.base import ModelRequest
+from orion.models.events import Finish, ModelEvent, TextDelta
+from orion.plugins import make_plugin_manager
+from orion.runtime.report import Reporter
+from orion.runtime.runtime import Runtime
+from orion.write_session.manager import manager_for
+from orion.write_session.plan import WritePlan
+
+LINES = [f"line {i}: the quick brown fox jumps over the lazy dog\n" for i in range(1, 121)]
+
+
+class Streaming:
+    """Streams ``chunks``; with ``trickle`` it lets the event loop run after each one, as a
+    slow network does. Then (the runtime has had the chunk) it calls ``seen(i)``."""
+
+    name = "streaming"
+
+    def __init__(self, chunks: list[str], seen: Callable[[int], None], *, trickle: bool):
+        self.chunks, self.seen, self.trickle = chunks, seen, trickle
+        self.fed = 0  # chunks the runtime has had
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        for i, chunk in enumerate(self.chunks, 1):
+            yield TextDelta(chunk)
+            self.fed = i
+            if self.trickle:
+                await asyncio.sleep(0)
+            self.seen(i)
+        yield Finish("stop", "stop")
+
+
+def open_session(workspace: Path, model, *, flush_lines: int = 50, reporter=None):
+    (workspace / "orion.yaml").write_text(
+        f"settings:\n  write_session:\n    flush_lines: {flush_lines}\n")
+    runtime = Runtime(model=model, plugins=make_plugin_manager(entrypoints=False, env={}),
+                      workspace=workspace, clock=VirtualClock(), env={}, reporter=reporter)
+    manager = manager_for(runtime)
+    manager.begin(WritePlan(intent="guide", target_file="guide.md", operation="create"))
+    return runtime, manager.active
+
+
+def on_disk(session) -> int:
+    return len(session.journal.content_path.read_bytes())
+
+
+@pytest.mark.parametrize("trickle", [False, True], ids=["burst", "trickle"])
+def test_the_journal_saves_every_flush_lines_lines_however_the_lines_arrive(tmp_path, trickle):
+    saved: list[int] = []
+    model = Streaming(LINES, lambda i: saved.append(on_disk(session)), trickle=trickle)
+    runtime, session = open_session(tmp_path, model, flush_lines=7)
+    asyncio.run(runtime.run_turn())
+    # After the i-th line, the file holds the lines of every whole group of 7 so far.
+    assert saved == [prefix(i - i % 7) for i in range(1, 121)]
+    assert session.journal.content() == "".join(LINES).encode()
+    runtime.close()
+
+
+def test_trickling_content_is_in_the_journal_within_the_pass_of_the_loop_it_arrived_in(
+        tmp_path):
+    taken: list[int] = []
+    model = Streaming(LINES, lambda i: taken.append(session.journal.bytes), trickle=True)
+    runtime, session = open_session(tmp_path, model)
+    seen_by_others: list[tuple[int, int]] = []
+
+    async def turn() -> None:
+        async def watch() -> None:  # another task, as a timer or the user's input would be
+            while model.fed < len(LINES):
+                seen_by_others.append((model.fed, session.journal.bytes))
+                await asyncio.sleep(0)
+        watcher = asyncio.get_running_loop().create_task(watch())
+        await runtime.run_turn()
+        await watcher
+
+    asyncio.run(turn())
+    # Once the loop has gone round, in the model's view: all of it. Another task sees at most
+    # the chunk that arrived in the same pass of the loop still to come (it was due first).
+    assert taken == [prefix(i) for i in range(1, 121)]
+    assert len(seen_by_others) > 100
+    assert [(fed, size) for fed, size in seen_by_others
+            if not prefix(fed - 1) <= size <= prefix(fed)] == []
+    runtime.close()
+
+
+def prefix(lines: int) -> int:
+    return len("".join(LINES[:lines]).encode())
+
+
+def test_a_burst_is_taken_in_whole_at_the_message_end(tmp_path):
+    chunks = ["# Guide\n", "\nThe first ", "part.\nThe sec", "ond part.\nDO", "NE\n", "Done."]
+    runtime, session = open_session(tmp_path, Streaming(chunks, lambda i: None, trickle=False))
+    asyncio.run(runtime.run_turn())
+    assert (tmp_path / "guide.md").read_text() == "# Guide\n\nThe first part.\nThe second part.\n"
+    runtime.close()
+
+
+class BrokenScreen(Reporter):
+    def progress(self, progress) -> None:
+        raise RuntimeError("the screen is gone")
+
+
+@pytest.mark.parametrize("trickle", [False, True], ids=["burst", "trickle"])
+def test_an_error_while_content_is_taken_in_ends_the_turn(tmp_path, trickle):
+    # One line: taken in by the loop (trickle) or at the message end (burst), the last thing
+    # before the message ends either way.
+    model = Streaming(LINES[:1], lambda i: None, trickle=trickle)
+    runtime, session = open_session(tmp_path, model, reporter=BrokenScreen())
+    with pytest.raises(RuntimeError, match="the screen is gone"):
+        asyncio.run(runtime.run_turn())
+    runtime.close()
