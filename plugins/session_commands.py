@@ -151,7 +151,7 @@ def sessions_recover(session_id: str, mode: str | None, workspace: str,
         except OrionError as exc:
             fail(exc)
         say(f"write session {orphan.short} for {escape(orphan.describe())} continues at "
-                  "the next orion run or orion chat in this workspace")
+            "the next orion run or orion chat in this workspace")
         return
     config = load_config(workspace)
     pm = load_plugins(config)
