@@ -149,10 +149,10 @@ class EndMarker:
             # that starts in the chunk starts with a fence character or the terminator's first
             # character, none can be a fence or the terminator; only a whitespace-only tail
             # could still become the terminator line.
+            nl = text.rfind("\n")
+            if nl < 0:  # no line starts in the chunk
+                return text
             if self._special.search(text) is None:
-                nl = text.rfind("\n")
-                if nl < 0:
-                    return text
                 tail = text[nl + 1:]
                 if not tail:
                     self._start_line()
