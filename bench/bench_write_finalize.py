@@ -30,9 +30,9 @@ Target: orion costs at most 2x bare. Line 3 times what ``orion sessions recover
 every check on the whole content, then ``execute``; its target, at most 2x, is against
 **bare+fsync**: Orion's write is durable (the file and its directory are fsynced before it
 says "written"), and a floor that leaves the bytes in the page cache would count the disk's
-flush as Orion's overhead. The ratio against plain bare is printed beside it. Line 4 (info) times the parts on their
-own: each hook implementation on the whole content, the line checks in 256 KiB pieces as a
-session runs them while streaming, and ``execute``.
+flush as Orion's overhead. The ratio against plain bare is printed beside it. Line 4 (info)
+times the parts on their own: each hook implementation on the whole content, the line checks
+in 256 KiB pieces as a session runs them while streaming, and ``execute``.
 
 Timing: ``time.perf_counter`` around one finalization (``timing.timed``, garbage collector off);
 each side writes a fresh file in the same temp directory (``--dir``, default the system temp

@@ -110,7 +110,14 @@ class CommandLine(click.Group):
     def _add_plugin_commands(self) -> None:
         if not self._plugins_added:
             self._plugins_added = True
-            load_plugins().hook.register_commands(cli=self)
+            from orion.errors import PluginError
+            from orion.plugins import command_plugin_manager
+
+            try:
+                plugins = command_plugin_manager()
+            except PluginError as exc:
+                raise ConfigurationError(str(exc)) from exc
+            plugins.hook.register_commands(cli=self)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         command = super().get_command(ctx, cmd_name)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
-import importlib.metadata
 import inspect
 import logging
 import os
 import re
+import sys
 import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -255,15 +255,24 @@ BUILTIN_PLUGINS = (
 )
 
 
+#: The built-in plugins that add ``orion`` commands (``register_commands``). ``orion --help``
+#: loads only these and the installed plugins to list the commands; a test keeps the list true.
+COMMAND_PLUGINS = ("plan_commands", "session_commands", "trace_commands")
+
+
 def builtin_modules() -> list[str]:
     return sorted(f"{BUILTIN_PACKAGE}.{name}" for name in BUILTIN_PLUGINS)
 
 
-def load_builtins(pm: PluginManager, *, skip: Iterable[str] = ()) -> None:
+def load_builtins(pm: PluginManager, *, skip: Iterable[str] = (),
+                  only: Iterable[str] | None = None) -> None:
     skipped = set(skip)
+    wanted = set(only) if only is not None else None
     for module_name in builtin_modules():
         short = module_name.rsplit(".", 1)[-1]
         if module_name in skipped or short in skipped:
+            continue
+        if wanted is not None and short not in wanted:
             continue
         try:
             module = importlib.import_module(module_name)
@@ -276,9 +285,46 @@ def load_builtins(pm: PluginManager, *, skip: Iterable[str] = ()) -> None:
         pm.register(module, module_name, PluginOrigin("builtin", module_name))
 
 
+def entry_points_may_exist() -> bool:
+    """A quick look, without ``importlib.metadata``, at whether any distribution on
+    ``sys.path`` may declare an entry point of group ``orion``: an ``[orion]`` section in a
+    metadata directory's ``entry_points.txt``. Conservative: anything it cannot read cheaply
+    (a zip file or an egg on the path, an unreadable file) counts as yes. Reading every
+    distribution's metadata costs more than all else ``orion --help`` does."""
+    section = re.compile(rb"^[ \t]*\[[ \t]*" + re.escape(ENTRYPOINT_GROUP.encode())
+                         + rb"[ \t]*\][ \t]*\r?$", re.MULTILINE)
+    for entry in sys.path:
+        try:
+            listing = os.scandir(entry or ".")
+        except (FileNotFoundError, PermissionError):
+            continue
+        except OSError:  # a zip file (NotADirectoryError) or something stranger
+            return True
+        with listing:
+            for item in listing:
+                name = item.name
+                if name.endswith(".egg"):
+                    return True
+                if not name.endswith((".dist-info", ".egg-info")):
+                    continue
+                try:
+                    with open(os.path.join(item.path, "entry_points.txt"), "rb") as handle:
+                        if section.search(handle.read()):
+                            return True
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+                except OSError:
+                    return True
+    return False
+
+
 def load_entrypoints(pm: PluginManager, allow: set[str] | None) -> None:
     """Load the plugins of entry-point group ``orion``; with ``allow``, only those whose
     entry-point name or distribution name (in any PEP 503 spelling) it lists."""
+    if not allow and not entry_points_may_exist():
+        return
+    import importlib.metadata
+
     allowed_dists = {canonical_distribution_name(a) for a in allow} if allow is not None else set()
     seen: set[str] = set()
     dists: set[str] = set()
@@ -319,6 +365,8 @@ def load_entrypoints(pm: PluginManager, allow: set[str] | None) -> None:
 def installed_plugin_names() -> set[str]:
     """Every name a plugin can be disabled by: built-in modules (full and short names) and
     entry-point names."""
+    import importlib.metadata
+
     names: set[str] = set()
     for module in builtin_modules():
         names.update({module, module.rsplit(".", 1)[-1]})
@@ -355,6 +403,18 @@ def make_plugin_manager(*, builtins: bool = True, entrypoints: bool = True,
 
 
 _default: PluginManager | None = None
+
+
+def command_plugin_manager() -> PluginManager:
+    """The plugins that can add ``orion`` commands: the built-in ones that do
+    (:data:`COMMAND_PLUGINS`) and every installed plugin (``ORION_LOAD_PLUGINS`` applies).
+    What the command line loads to find a command it does not define, or to list them all,
+    without importing the built-in plugins that only serve a runtime."""
+    pm = PluginManager()
+    load_builtins(pm, only=COMMAND_PLUGINS)
+    load_entrypoints(pm, parse_allow_list(os.environ.get("ORION_LOAD_PLUGINS")))
+    pm.check()
+    return pm
 
 
 def default_plugin_manager() -> PluginManager:

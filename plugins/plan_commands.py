@@ -52,7 +52,7 @@ def plan_show(plan_id: str | None, number: int | None, workspace: str, state_dir
             say("Plan work is not active.")
             return
         say(f"[bold]{escape(active.title or 'untitled')}[/bold]  {active.status.value}, "
-                  f"revision {active.revision}")
+            f"revision {active.revision}")
         _echo_markdown(active.markdown or "(no draft yet)\n")
         return
     from orion.plan import history

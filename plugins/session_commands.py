@@ -10,9 +10,9 @@ import click
 from orion.api import OrionError, hookimpl
 from orion.commands import (STATE_DIR, WORKSPACE, escape, fail, load_config, load_plugins, say,
                             state_path)
-from orion.write_session.manager import manager_for
-from orion.write_session.recovery import discard, recover_finalize, scan, undo
 
+# The write-session machinery is imported where it is used: `orion --help` loads this plugin to
+# list `orion sessions`, and should not pay for the statechart engine to do it.
 
 USAGE = ("/sessions lists write sessions; /sessions recover ID writes one a crash left "
          "behind, /sessions discard ID deletes it, /sessions undo ID undoes a write")
@@ -32,6 +32,8 @@ def sessions_command(runtime, args: str) -> str:
 
 
 def _recover(runtime, session_id: str) -> str:
+    from orion.write_session.recovery import recover_finalize
+
     result = recover_finalize(runtime.workspace, runtime.state_dir, session_id,
                               runtime.plugins)
     lines = [f"{result.status} {result.report}", *(f"issue: {i}" for i in result.issues),
@@ -40,11 +42,15 @@ def _recover(runtime, session_id: str) -> str:
 
 
 def _discard(runtime, session_id: str) -> str:
+    from orion.write_session.recovery import discard
+
     orphan = discard(runtime.state_dir, session_id)
     return f"discarded write session {orphan.short} for {orphan.describe()}"
 
 
 def _undo(runtime, session_id: str) -> str:
+    from orion.write_session.recovery import undo
+
     return f"undone {undo(runtime.workspace, runtime.state_dir, session_id).report}"
 
 
@@ -52,6 +58,9 @@ ACTIONS = {"recover": _recover, "discard": _discard, "undo": _undo}
 
 
 def _listing(runtime) -> str:
+    from orion.write_session.manager import manager_for
+    from orion.write_session.recovery import scan
+
     mine = manager_for(runtime).summaries()
     ours = {summary.id for summary in mine}
     lines = [f"{s.id[:8]}  {s.target_file}  {s.status}  {s.lines} lines, continuations "
@@ -142,7 +151,7 @@ def sessions_recover(session_id: str, mode: str | None, workspace: str,
         except OrionError as exc:
             fail(exc)
         say(f"write session {orphan.short} for {escape(orphan.describe())} continues at "
-                  "the next orion run or orion chat in this workspace")
+            "the next orion run or orion chat in this workspace")
         return
     config = load_config(workspace)
     pm = load_plugins(config)

@@ -90,7 +90,7 @@ def traces_stats(ctx: click.Context, workspace: str | None, state_dir: str | Non
         table.add_row(kind, str(count))
     show(table)
     show(f"total {stats['total']}, dropped {stats['dropped']}, "
-                    f"database {stats['size_bytes'] / 1024:.1f} KiB ({stats['path']})")
+         f"database {stats['size_bytes'] / 1024:.1f} KiB ({stats['path']})")
 
 
 @hookimpl

@@ -1,5 +1,6 @@
 """``orion.api`` is the surface plugins import (``orion.commands`` for those that add
-``orion`` commands): the built-in plugins use nothing else (their own subsystem aside), and the host it describes is the runtime hooks receive."""
+``orion`` commands): the built-in plugins use nothing else (their own subsystem aside), and
+the host it describes is the runtime hooks receive."""
 
 from __future__ import annotations
 

@@ -303,6 +303,13 @@ def test_orions_own_command_groups_come_from_their_plugins(tmp_path):
     make_plugin_manager(entrypoints=False, blocked=["orion_plugins.trace_commands"]) \
         .hook.register_commands(cli=without)
     assert {"sessions", "plan"} <= set(without.commands) and "traces" not in without.commands
+    # `orion --help` loads only the built-in plugins that add commands: the list is complete.
+    from orion.plugins import COMMAND_PLUGINS
+
+    adding = {name.rsplit(".", 1)[-1] for name, plugin in
+              make_plugin_manager(entrypoints=False).list_name_plugin()
+              if hasattr(plugin, "register_commands")}
+    assert adding == set(COMMAND_PLUGINS)
     # The real command line adds them when a command it does not define itself is asked for.
     result = CliRunner().invoke(CommandLine("orion"), ["sessions", "list", "--workspace",
                                                        str(tmp_path), "--json"])

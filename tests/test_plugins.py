@@ -9,6 +9,7 @@ import logging
 import sys
 import textwrap
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from orion.plugins import (
     PluginManager,
     builtin_modules,
     canonical_distribution_name,
+    entry_points_may_exist,
     make_plugin_manager,
     parse_allow_list,
 )
@@ -105,6 +107,29 @@ class Site:
         self.modules.append(module)
         importlib.invalidate_caches()
         return module
+
+
+def test_the_quick_look_for_plugins_sees_an_orion_section_and_nothing_else(tmp_path,
+                                                                         monkeypatch):
+    # `orion --help` skips reading every distribution's metadata when no distribution on the
+    # path declares an [orion] entry point; anything it cannot judge cheaply counts as one.
+    root = tmp_path / "site"
+    other = root / "other-1.0.dist-info"
+    other.mkdir(parents=True)
+    (other / "entry_points.txt").write_text("[console_scripts]\norion = orion.cli:main\n")
+    monkeypatch.setattr(sys, "path", [str(root), str(tmp_path / "missing")])
+    assert entry_points_may_exist() is False
+    plug = root / "plug-1.0.dist-info"
+    plug.mkdir()
+    (plug / "entry_points.txt").write_text("[console_scripts]\nx = y\n\n [ orion ] \nplug = m\n")
+    assert entry_points_may_exist() is True
+    (plug / "entry_points.txt").unlink()
+    assert entry_points_may_exist() is False
+    archive = tmp_path / "plugins.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("m.py", "")
+    monkeypatch.setattr(sys, "path", [str(root), str(archive)])
+    assert entry_points_may_exist() is True
 
 
 @pytest.fixture

@@ -196,5 +196,5 @@ async def _guarded(runtime: Runtime, reporter: ChatScreen, work) -> int | None:
         # Anything else (the endpoint down, a 5xx after the SDK's retries) may pass: one line,
         # and the conversation (an open write session too) goes on with the next message.
         reporter.say(f"[red]error:[/red] {escape(str(exc))}; the conversation is "
-                               "kept, type your next message or /quit")
+                     "kept, type your next message or /quit")
     return None

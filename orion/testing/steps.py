@@ -915,8 +915,7 @@ def no_session_is_open(orion_world: World) -> None:
 @then(parsers.re(r'the write session is in state "(?P<state>[\w.]+)"'))
 def session_state(orion_world: World, state: str) -> None:
     lifecycle = _session(orion_world).lifecycle
-    assert lifecycle.state == state or lifecycle.state == f"session_active.{state}", \
-        lifecycle.state
+    assert _names_state(lifecycle.state, state), lifecycle.state
 
 
 #: What a reader calls the states of the write-session statechart, by the tag (in the chart's
@@ -974,11 +973,15 @@ def session_corrections(orion_world: World, count: int) -> None:
 @then(parsers.re(r'the write session went through (?P<states>"[\w.]+"(?:(?:, | and )"[\w.]+")*)'))
 def session_went_through(orion_world: World, states: str) -> None:
     session = _session(orion_world)
-    seen = ["idle"] + _went_through(orion_world, session)
-    seen = [s.removeprefix("session_active.") for s in seen]
-    wanted = [s.removeprefix("session_active.") for s in quoted_list(states)]
+    seen = [session.lifecycle.definition.initial_leaf] + _went_through(orion_world, session)
     it = iter(seen)
-    assert all(state in it for state in wanted), f"went through {seen}"
+    assert all(any(_names_state(path, state) for path in it) for state in quoted_list(states)), \
+        f"went through {seen}"
+
+
+def _names_state(path: str, name: str) -> bool:
+    """Whether ``name`` (a state's path, or its own name alone) names the state at ``path``."""
+    return path == name or path.endswith("." + name)
 
 
 def _went_through(orion_world: World, session: Any) -> list[str]:

@@ -108,7 +108,7 @@ class Orphan:
     resume_ms: float | None = None
     age_ms: float | None = None
     live: bool = False
-    #: ``open``, ``finalizing`` (state.json holds the finalizing record: the write may have
+    #: ``open``, ``finalizing`` (its saved state holds the finalizing record: the write may have
     #: happened), ``resume`` (marked by ``orion sessions recover ID --continue``) or
     #: ``degraded`` (its journal went memory-only: the disk holds a part at most).
     status: str = "open"

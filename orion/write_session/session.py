@@ -137,7 +137,9 @@ class WriteSession:
 
     @property
     def state(self) -> str:
-        return self.lifecycle.state.removeprefix("session_active.")
+        """The active state's own name, without its ancestors (``awaiting_content``): what
+        people read in the live line and the reports."""
+        return self.lifecycle.state.rpartition(".")[2]
 
     @property
     def active(self) -> bool:
