@@ -130,6 +130,33 @@ Feature: Large files are written through a write session
       """
 
   @protocol @fences @WS-6
+  Scenario: A message that ends after a DONE line inside a fenced code block leaves the session open
+    When the model begins to create "docs/protocol.md"
+    And the model streams:
+      """
+      # The protocol
+      End the content with this line:
+      ```text
+      DONE
+      ```
+      """
+    Then a write session is open for "docs/protocol.md"
+    When the model streams:
+      """
+      That is all.
+      DONE
+      """
+    Then the content of "docs/protocol.md" is:
+      """
+      # The protocol
+      End the content with this line:
+      ```text
+      DONE
+      ```
+      That is all.
+      """
+
+  @protocol @fences @WS-6
   Scenario: In a Markdown-wrapped file fences nest, so the document's own DONE line is content
     When the model begins to create "docs/protocol.md"
     And the model streams:
