@@ -43,6 +43,7 @@ class ChatScreen(ConsoleReporter):
         self._prompt_shown = False  # ... and it is the last thing on the screen
         self._in_message = False  # the model is streaming a message
         self._redraw: asyncio.TimerHandle | None = None
+        self._last_output = 0.0  # the event loop's time of the last output under the prompt
 
     # -- the prompt ------------------------------------------------------------------------
 
@@ -71,19 +72,25 @@ class ChatScreen(ConsoleReporter):
             self._redraw = None
 
     def _redraw_later(self) -> None:
-        self._cancel_redraw()
+        """Output came while the prompt waits: draw the prompt again once it has stopped. One
+        timer at a time, which looks again when it fires (a streamed reply is many outputs)."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no event loop: nobody will read the prompt's answer anyway
             return
-        self._redraw = loop.call_later(PROMPT_REDRAW_S, self._redraw_if_quiet)
+        self._last_output = loop.time()
+        if self._redraw is None:
+            self._redraw = loop.call_later(PROMPT_REDRAW_S, self._redraw_if_quiet)
 
     def _redraw_if_quiet(self) -> None:
         self._redraw = None
         if self._prompt is None or self._prompt_shown:
             return
-        if self._in_message:
-            self._redraw_later()  # the background reply is still streaming
+        loop = asyncio.get_running_loop()
+        quiet_for = loop.time() - self._last_output
+        if self._in_message or quiet_for < PROMPT_REDRAW_S:  # still going: look again later
+            delay = PROMPT_REDRAW_S if self._in_message else PROMPT_REDRAW_S - quiet_for
+            self._redraw = loop.call_later(delay, self._redraw_if_quiet)
             return
         self._settle(keep_live=False)
         self._line_start()
