@@ -57,6 +57,9 @@ MIN_RESTART_CHARS = 32
 QUOTED_LINES = 3
 LIVE_LINE_INTERVAL_S = 0.1
 _monotonic = time.monotonic  # looked up once: the live line's clock, read on the hot path
+# In asyncio.__all__ despite its underscore: the running loop or None, without the exception
+# get_running_loop() raises outside a loop (a microsecond a chunk when feed runs outside one).
+_running_loop = asyncio._get_running_loop
 
 
 @dataclass
@@ -174,9 +177,8 @@ class WriteSession:
             if not batch:
                 if self._batch_error is not None:
                     self._raise_batch_error()
-                try:  # once per batch, not per chunk
-                    loop = asyncio.get_running_loop()
-                except RuntimeError:  # called outside a loop: nothing would take a batch in
+                loop = _running_loop()
+                if loop is None:  # called outside a loop: nothing would take a batch in
                     self._take_in(text)
                     return
                 loop.call_soon(self._take_batch_soon)
