@@ -19,6 +19,15 @@ a shell runs them:
 3. ``orion run`` of a one-message script in a workspace holding 10,000 orphaned write sessions
    (copies of a real one left by a process that never finished it), against the same run in an
    empty workspace. Target: at most 0.2 s extra.
+4. The memory of a ``--memory-megabytes`` write (default 50) in ``orion run``: the peak resident
+   set size while the write streams and is written, over the resident set size when it began,
+   as a plugin installed for the run reads them from ``/proc/self/status``. Target: at most 2x
+   the content. The whole process's peak over ``orion run hello`` is printed beside it: the
+   script itself holds the content (its parsed text, two bytes a character once one is beyond
+   Latin-1), which no write session can avoid.
+5. The same write in ``orion chat``, streamed by a loopback OpenAI-compatible endpoint through
+   the real ``openai`` SDK: the whole process's peak RSS over a one-line chat. Target: at most
+   2x the content.
 """
 
 from __future__ import annotations
@@ -39,11 +48,15 @@ sys.path.insert(0, str(ROOT))
 
 from bench_write_ingest import markdown, open_session  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "tests"))
+from sse_server import SSEServer, begin_write, stream, text_stream  # noqa: E402
+
 BIN = Path(sys.executable).parent
 ORION = str(BIN / "orion")
 MAX_HELP_RATIO = 2.0
 MAX_RUN_RATIO = 10.0
 MAX_ORPHAN_EXTRA_S = 0.2
+MAX_MEMORY_RATIO = 2.0
 ORPHANS = 10_000
 
 
@@ -58,6 +71,88 @@ def best_of(reps: int, argv: list[str], **kwargs) -> float:
                              f"{proc.stderr.decode(errors='replace')[-2000:]}")
         best = min(best, elapsed)
     return best
+
+
+def run_probed(argv: list[str], env: dict[str, str], stdin: bytes = b"") -> dict[str, int]:
+    """Run ``argv`` to its end with the memory probe (:data:`PROBE`) loaded; what it noted."""
+    proc = subprocess.run(argv, input=stdin, capture_output=True, env=env)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv[:3])} failed ({proc.returncode}):\n"
+                         f"{proc.stderr.decode(errors='replace')[-2000:]}")
+    out = Path(env["ORION_MEMORY_PROBE"])
+    notes: dict[str, int] = {}
+    for line in out.read_text().splitlines():
+        notes.update(json.loads(line))
+    out.unlink()
+    return notes
+
+
+#: A team's plugin, installed the way any is (an ``[orion]`` entry point in a distribution's
+#: metadata on ``sys.path``), that reads the process's memory from ``/proc/self/status``. The
+#: process's own figures: a parent's ``wait4`` would count the parent's pages too (the child's
+#: peak RSS starts at the forked copy of the parent, before ``exec``). When a
+#: ``write_session`` lifecycle starts, the probe notes the peak RSS so far and the RSS, then
+#: resets the peak to the current RSS (``/proc/self/clear_refs``); when it ends (the target
+#: written) it notes the peak since; when the runtime closes, the peak again.
+PROBE = r"""
+import json, os
+from orion.api import hookimpl
+
+def _status(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(field)
+
+def _note(**values):
+    with open(os.environ["ORION_MEMORY_PROBE"], "a") as f:
+        f.write(json.dumps(values) + "\n")
+
+@hookimpl
+def lifecycle_started(lifecycle, host):
+    if lifecycle.name == "write_session":
+        _note(peak_before=_status("VmHWM"), begin=_status("VmRSS"))
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+
+@hookimpl
+def lifecycle_finished(lifecycle, host):
+    if lifecycle.name == "write_session":
+        _note(end=_status("VmHWM"))
+
+@hookimpl
+def runtime_closing(runtime):
+    _note(closing=_status("VmHWM"))
+"""
+
+
+def install_probe(where: Path) -> dict[str, str]:
+    """The memory probe plugin installed in ``where``; the environment that loads it."""
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "orion_memory_probe.py").write_text(PROBE)
+    dist = where / "orion_memory_probe-1.0.dist-info"
+    dist.mkdir(exist_ok=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: orion-memory-probe\n"
+                                   "Version: 1.0\n")
+    (dist / "entry_points.txt").write_text("[orion]\nmemory_probe = orion_memory_probe\n")
+    return {**os.environ, "PYTHONPATH": str(where), "ORION_MEMORY_PROBE": str(where / "out")}
+
+
+def peaks(notes: dict[str, int]) -> tuple[int, int]:
+    """The process's peak RSS, and the peak while the write streamed and was written over the
+    RSS when it began (bytes)."""
+    whole = max(notes.get("peak_before", 0), notes["closing"])
+    return whole, notes.get("end", 0) - notes.get("begin", 0)
+
+
+def chat_responses(content: str) -> list:
+    """What a model answers in the chat memory run: the begin call, the content in 4 KiB
+    deltas ending with DONE, then a short last reply."""
+    text = content + "DONE\n"
+    deltas = [text[i:i + 4096] for i in range(0, len(text), 4096)]
+    return [begin_write("docs/big.md"), stream(text_stream(*deltas)),
+            stream(text_stream("The document is written."))]
 
 
 def write_script(path: Path, content: str) -> None:
@@ -97,6 +192,8 @@ def leave_orphans(workspace: Path, count: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--megabytes", type=float, default=5.0)
+    parser.add_argument("--memory-megabytes", type=float, default=50.0,
+                        help="the size of the write whose memory lines 4 and 5 measure")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
     args = parser.parse_args(argv)
@@ -152,7 +249,63 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[3] orion run with {ORPHANS:,} orphaned sessions  {crowded_s:6.3f} s   empty "
               f"workspace  {base_s:6.3f} s   extra {extra:6.3f} s (target <= "
               f"{MAX_ORPHAN_EXTRA_S} s)   {'OK' if extra <= MAX_ORPHAN_EXTRA_S else 'MISS'}")
+        ok &= memory(tmp_path, args.memory_megabytes)
     return 1 if args.check and not ok else 0
+
+
+def memory(tmp: Path, megabytes: float) -> bool:
+    """Lines 4 and 5: the memory a write of ``megabytes`` takes, in ``orion run`` and in
+    ``orion chat``."""
+    content = markdown(int(megabytes * 1024 * 1024))
+    size = len(content.encode("utf-8"))
+    env = install_probe(tmp / "probe")
+    script = tmp / "memory.yaml"
+    write_script(script, content)
+    hello = ROOT / "examples" / "hello.yaml"
+    ok = True
+
+    def verdict(ratio: float) -> str:
+        return "OK" if ratio <= MAX_MEMORY_RATIO else "MISS"
+
+    def check_written(workspace: Path) -> None:
+        written = (workspace / "docs" / "big.md").read_text(encoding="utf-8")
+        assert written == content, "the write did not produce the content it was given"
+
+    base, _ = peaks(run_probed([ORION, "run", str(hello), "--workspace",
+                                str(tmp / "m-hello")], env))
+    workspace = tmp / "m-run"
+    whole, write = peaks(run_probed([ORION, "run", str(script), "--workspace", str(workspace)],
+                                    env))
+    check_written(workspace)
+    ratio = write / size
+    ok &= ratio <= MAX_MEMORY_RATIO
+    print(f"[4] orion run, {megabytes:g} MB write: peak RSS while it streams and is written  "
+          f"+{write / 2**20:5.1f} MB over RSS at its start   ratio {ratio:4.2f}x content "
+          f"(target <= {MAX_MEMORY_RATIO:g}x)   {verdict(ratio)}   (whole process "
+          f"{whole / 2**20:.0f} MB, {(whole - base) / size:.2f}x content over `orion run "
+          f"hello`'s {base / 2**20:.0f} MB: the script holds the content too)")
+
+    clean = {k: v for k, v in env.items() if not k.startswith(("OPENAI_", "ORION_"))}
+    clean.update(OPENAI_API_KEY="bench", ORION_MEMORY_PROBE=env["ORION_MEMORY_PROBE"])
+
+    def chat(workspace: Path, responses: list, line: str) -> tuple[int, int]:
+        with SSEServer(responses) as server:
+            return peaks(run_probed([ORION, "chat", "--base-url", server.base_url, "--model",
+                                     "bench", "--workspace", str(workspace)], clean,
+                                    stdin=line.encode()))
+
+    base, _ = chat(tmp / "c-hello", [stream(text_stream("Hello."))], "hi\n")
+    workspace = tmp / "c-write"
+    whole, write = chat(workspace, chat_responses(content), "Write the big document.\n")
+    check_written(workspace)
+    ratio = (whole - base) / size
+    ok &= ratio <= MAX_MEMORY_RATIO
+    print(f"[5] orion chat, {megabytes:g} MB write from a loopback endpoint: peak RSS "
+          f"{whole / 2**20:.0f} MB, +{(whole - base) / 2**20:.1f} MB over a one-line chat   "
+          f"ratio {ratio:4.2f}x content (target <= {MAX_MEMORY_RATIO:g}x)   {verdict(ratio)}   "
+          f"(while the write streams and is written: +{write / 2**20:.1f} MB, "
+          f"{write / size:.2f}x)")
+    return ok
 
 
 if __name__ == "__main__":

@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         tracemalloc.reset_peak()
         orion_ingest(chunks, session)
         peak = tracemalloc.get_traced_memory()[1] - before
-        data = session.journal.content()  # what finalizing does next: one copy to validate
+        data = session.journal.content()  # what finalizing reads: the buffer, not a copy
         peak_finalize = tracemalloc.get_traced_memory()[1] - before
         del data
         tracemalloc.stop()
@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[2] peak traced memory while ingesting  {peak / 2**20:5.1f} MB for "
           f"{len(expected) / 2**20:.1f} MB of content   ratio {ratio:4.2f}x "
           f"(target <= {MEMORY_TARGET:.1f}x)   {'OK' if ok_memory else 'MISS'}")
-    print(f"[3] (info) peak with the copy finalizing takes (Journal.content())  "
+    print(f"[3] (info) peak with the content finalizing reads (Journal.content(), no copy)  "
           f"{peak_finalize / 2**20:5.1f} MB   ratio {peak_finalize / len(expected):4.2f}x")
     loop_us = best_loop / len(body) * 1e6
     loop_bare_us = best_loop_bare / len(body) * 1e6

@@ -62,7 +62,15 @@ def load_yaml(source: str | Path, *, text: str | None = None) -> SourceDocument:
     """Parse one YAML document from ``source`` (or from ``text``, reported as ``source``)."""
     path = str(source)
     if text is None:
-        text = _read(path)
+        raw = _read_bytes(path)
+        # libyaml reads UTF-8 bytes itself: a large file is not also held as a str (up to 4
+        # bytes a character) and encoded back for the parser. Anything it refuses is read
+        # again below, decoded first, for the messages and positions of the slower path.
+        fast = _libyaml_loader(raw) if not raw.startswith(_UTF16_BOMS) else None
+        if fast is not None:
+            return _document(path, fast)
+        text = _decode(path, raw)
+        del raw
     fast = _libyaml_loader(text)
     if fast is not None:
         return _document(path, fast)
@@ -96,7 +104,11 @@ def load_yaml(source: str | Path, *, text: str | None = None) -> SourceDocument:
 _LIBYAML_DEPTH = 100
 
 
-def _libyaml_loader(text: str) -> yaml.SafeLoader | None:
+#: libyaml would read UTF-16 with a byte-order mark; an Orion file is UTF-8 (see _decode).
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def _libyaml_loader(text: str | bytes) -> yaml.SafeLoader | None:
     """A loader whose single node libyaml has composed, or ``None`` when libyaml is missing,
     the text is not valid YAML, or it nests deeper than :data:`_LIBYAML_DEPTH`: the Python
     loader then parses it, with its own messages and positions. libyaml reads a large script
@@ -149,12 +161,15 @@ def _document(path: str, loader: Any, root: yaml.Node | None = None) -> SourceDo
     return SourceDocument(path, data, builder.positions, builder.key_positions)
 
 
-def _read(path: str) -> str:
+def _read_bytes(path: str) -> bytes:
     try:
-        raw = Path(path).read_bytes()
+        return Path(path).read_bytes()
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise YamlSourceError([Diagnostic(path, 1, 1, f"cannot read file: {reason}")]) from exc
+
+
+def _decode(path: str, raw: bytes) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -36,7 +36,11 @@ class ContextSystem:
 
 class ModelSystem:
     """One streamed request. Text goes to the runtime's text sinks as it arrives (the write
-    session reads its content there); the reply joins the conversation when it ends."""
+    session reads its content there); the reply joins the conversation when it ends.
+
+    Text a sink takes over (it returns True: a write session's content, kept by its journal) is
+    not kept in ``turn.text`` as well: a streamed file is held once, not once per listener. The
+    sink gives the message its content when the message ends (see ``Runtime.text_sinks``)."""
 
     name = "model"
 
@@ -55,10 +59,12 @@ class ModelSystem:
         async for event in runtime.model.stream(request):
             if type(event) is TextDelta:
                 text = event.text
-                keep(text)
                 show(text)
+                taken = False
                 for sink in sinks:
-                    sink(text)
+                    taken = sink(text) or taken
+                if not taken:
+                    keep(text)
             elif type(event) is ReasoningDelta:
                 turn.reasoning.append(event.text)
             elif type(event) is ToolCall:

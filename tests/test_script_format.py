@@ -478,10 +478,10 @@ def test_reply_rules_also_hold_when_built_in_code():
 
 
 def test_split_chunks():
-    assert split_chunks("abcdefghij", 4) == ["abcd", "efgh", "ij"]
-    assert split_chunks("abcdefgh", 4) == ["abcd", "efgh"]
-    assert split_chunks("", 4) == []
-    assert split_chunks("ab", 100) == ["ab"]
+    assert list(split_chunks("abcdefghij", 4)) == ["abcd", "efgh", "ij"]
+    assert list(split_chunks("abcdefgh", 4)) == ["abcd", "efgh"]
+    assert list(split_chunks("", 4)) == []
+    assert list(split_chunks("ab", 100)) == ["ab"]
     with pytest.raises(ValueError):
         split_chunks("ab", 0)
 

@@ -10,6 +10,7 @@ Real runtime, real journal on disk, the built-in plugins.
 from __future__ import annotations
 
 import asyncio
+import tracemalloc
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -125,3 +126,41 @@ def test_an_error_while_content_is_taken_in_ends_the_turn(tmp_path, trickle):
     with pytest.raises(RuntimeError, match="the screen is gone"):
         asyncio.run(runtime.run_turn())
     runtime.close()
+
+
+class OneWrite:
+    """Streams ``chunks`` as the first reply, then answers ``Written.``."""
+
+    name = "one-write"
+
+    def __init__(self, chunks: list[str]):
+        self.chunks, self.requests = chunks, 0
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        self.requests += 1
+        for chunk in self.chunks if self.requests == 1 else ["Written."]:
+            yield TextDelta(chunk)
+        yield Finish("stop", "stop")
+
+
+def test_a_streamed_write_is_held_once_not_once_per_listener(tmp_path):
+    # 4 MB through the model loop, DONE, the file written: the content is in memory about
+    # once (the journal), not also in the turn's text, the message joined from it and a copy
+    # for finalizing. tracemalloc counts every Python allocation, whatever holds it.
+    line = "a line of the document, with a few words in it: the quick brown fox é\n"
+    content = line * (4 * 2**20 // len(line))
+    size = len(content.encode())
+    chunks = [content[i:i + 4096] for i in range(0, len(content), 4096)] + ["DONE\n"]
+    runtime, session = open_session(tmp_path, OneWrite(chunks))
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        asyncio.run(runtime.run_turn())
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    runtime.close()
+    assert (tmp_path / "guide.md").read_text() == content
+    assert peak < 1.5 * size, f"peak {peak / size:.2f}x the content's size"
+    [message] = [m for m in runtime.conversation.messages if m.role == "assistant"][:1]
+    assert message.content.startswith("[wrote guide.md: 59918 lines, sha256 ")

@@ -140,22 +140,23 @@ class ModelReply(_Strict):
             return self.finish_reason
         return "tool_calls" if self.tool_calls else "stop"
 
-    def text_chunks(self) -> list[str]:
+    def text_chunks(self) -> Iterator[str]:
         """The text deltas, in order: the explicit chunks, or the text cut every
-        ``chunk_size`` characters (code points)."""
+        ``chunk_size`` characters (code points), one at a time as they are streamed (a reply
+        can be megabytes)."""
         if self.chunks is not None:
-            return list(self.chunks)
+            return iter(self.chunks)
         return split_chunks(self.text or "", self.chunk_size)
 
-    def reasoning_chunks(self) -> list[str]:
+    def reasoning_chunks(self) -> Iterator[str]:
         return split_chunks(self.reasoning or "", self.chunk_size)
 
 
-def split_chunks(text: str, size: int) -> list[str]:
-    """``text`` cut every ``size`` characters; no chunks for the empty string."""
+def split_chunks(text: str, size: int) -> Iterator[str]:
+    """``text`` cut every ``size`` characters, a chunk at a time; none for the empty string."""
     if size < 1:
         raise ValueError(f"chunk size must be at least 1, not {size}")
-    return [text[i:i + size] for i in range(0, len(text), size)]
+    return (text[i:i + size] for i in range(0, len(text), size))
 
 
 # -- entries ---------------------------------------------------------------------------------

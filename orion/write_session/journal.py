@@ -1,7 +1,7 @@
 """The journal: a write session's crash-safe record of its content.
 
 Memory is primary, disk is the crash mirror. Every streamed chunk goes to :meth:`Journal.append`
-(the hot path), which keeps all content in one ``bytearray`` and appends the new bytes to
+(the hot path), which keeps all content in one ``io.BytesIO`` and appends the new bytes to
 ``content.txt`` at least every ``flush_lines`` lines or ``flush_interval_ms`` milliseconds. The
 file is opened once in append mode and only ever grows: a flush writes the bytes received since
 the previous flush, never the whole file.
@@ -51,6 +51,7 @@ from __future__ import annotations
 import codecs
 import errno
 import hashlib
+import io
 import json
 import logging
 import os
@@ -182,9 +183,11 @@ class Journal:
         self._interval = flush_interval_ms
         self._now_ms = now_ms or _wall_ms
         self._on_degraded = on_degraded
-        self._buf = bytearray()
-        # content()'s last copy. The buffer only grows, so a copy of the same length is current.
-        self._snapshot: bytes | None = None
+        # A BytesIO, not a bytearray: its getvalue() hands out the buffer itself as bytes, so
+        # finalizing reads tens of megabytes of content without a second copy of them. The hot
+        # path reads it through getbuffer(), which does not shrink it as getvalue() does.
+        self._buf = io.BytesIO()
+        self._size = 0
         # SHA-256 of the first _hashed bytes, brought up to date as content arrives: finalizing
         # records the content's hash, and hashing tens of megabytes then would delay the write.
         self._digest = hashlib.sha256()
@@ -254,11 +257,14 @@ class Journal:
             raise JournalLocked(f"write session {d} is owned by running process {owner}")
         try:
             with open(journal.content_path, "rb") as f:
-                journal._buf = bytearray(f.read())
+                data = f.read()
+            journal._buf = io.BytesIO(data)
+            journal._buf.seek(0, io.SEEK_END)
+            journal._size = journal._flushed = len(data)
+            journal._lines = data.count(b"\n")
+            del data
         except FileNotFoundError:
             pass
-        journal._flushed = len(journal._buf)
-        journal._lines = journal._buf.count(b"\n")
         saved, _ = read_state(d)
         try:  # the dead process's checkpoints: folded into state.json at the next one
             journal._log_bytes = (d / STATE_LOG).stat().st_size
@@ -281,22 +287,22 @@ class Journal:
     def append(self, text: str) -> int:
         """Add streamed content; mirror it to disk when a flush threshold is reached. Returns
         :attr:`bytes`, the content's size so far (the caller's next check needs it)."""
-        buf = self._buf
         if not text:
-            return len(buf)
+            return self._size
         data = text.encode("utf-8", ENCODING_ERRORS)
-        buf += data
+        self._buf.write(data)
+        size = self._size = self._size + len(data)
         n = data.count(b"\n")
         if n:
             self._lines += n
             self._pending_lines += n
             if self._pending_lines >= self._flush_lines:
                 self._flush(False)
-                return len(buf)
+                return size
         if self._now_ms() - self._last_flush_ms >= self._interval \
                 or _monotonic() * 1000.0 - self._last_flush_real >= self._interval:
             self._flush(False)
-        return len(buf)
+        return size
 
     def flush(self, state: Mapping[str, Any] | None = None) -> None:
         """Write the pending bytes, then the state (with ``state`` as the caller's part, if
@@ -315,7 +321,7 @@ class Journal:
         now, real = self._now_ms(), _real_ms()
         self._pending_lines = 0
         self._last_flush_ms, self._last_flush_real = now, real
-        if with_state or len(self._buf) - self._hashed >= HASH_BATCH:
+        if with_state or self._size - self._hashed >= HASH_BATCH:
             self._hash_pending()
         if self._fd is None:
             return
@@ -342,13 +348,15 @@ class Journal:
         """Take back everything after the first ``size`` bytes, in memory and on disk: a
         message that turned out not to be content (text beside a tool call, a reply that was
         not content) leaves the journal as it was before the message."""
-        if size >= len(self._buf):
+        if size >= self._size:
             return
-        removed = self._buf.count(b"\n", size)
-        del self._buf[size:]
+        with self._buf.getbuffer() as view:
+            removed = bytes(view[size:]).count(b"\n")
+        self._buf.truncate(size)
+        self._buf.seek(size)
+        self._size = size
         self._lines -= removed
         self._pending_lines = max(0, self._pending_lines - removed)
-        self._snapshot = None
         if self._hashed > size:  # rare: the running hash already covered the removed bytes
             self._digest, self._hashed = hashlib.sha256(), 0
             self._hash_pending()
@@ -363,12 +371,10 @@ class Journal:
     # -- reading -----------------------------------------------------------------------------
 
     def content(self) -> bytes:
-        """Everything received so far. The copy is kept until more content arrives: finalizing
-        reads the content several times, and it can be tens of megabytes."""
-        if self._snapshot is None or len(self._snapshot) != len(self._buf):
-            self._snapshot = None  # one copy at a time
-            self._snapshot = bytes(self._buf)
-        return self._snapshot
+        """Everything received so far: the journal's own buffer, not a copy (finalizing reads
+        the content several times, and it can be tens of megabytes). While a caller holds it,
+        the next append copies the buffer first, as it must not change under the caller."""
+        return self._buf.getvalue()
 
     def sha256(self) -> str:
         """The SHA-256 (hex) of everything received so far."""
@@ -376,13 +382,15 @@ class Journal:
         return self._digest.copy().hexdigest()
 
     def _hash_pending(self) -> None:
-        with memoryview(self._buf) as view:
+        if self._hashed >= self._size:
+            return
+        with self._buf.getbuffer() as view:
             self._digest.update(view[self._hashed:])
-        self._hashed = len(self._buf)
+        self._hashed = self._size
 
     def read(self, start: int) -> bytes:
         """The content from byte ``start`` on (a copy of that part only)."""
-        with memoryview(self._buf) as view:
+        with self._buf.getbuffer() as view:
             return bytes(view[start:])
 
     @property
@@ -398,7 +406,7 @@ class Journal:
     @property
     def bytes(self) -> int:
         """Number of content bytes received."""
-        return len(self._buf)
+        return self._size
 
     @property
     def flushed_bytes(self) -> int:
@@ -417,9 +425,9 @@ class Journal:
     def tail_lines(self, n: int) -> list[str]:
         """The last ``n`` lines (a last line without a newline counts), without line endings,
         decoded with ``errors="replace"``: for the continuation prompt."""
-        buf = self._buf
-        if n <= 0 or not buf:
+        if n <= 0 or not self._size:
             return []
+        buf = self._buf.getvalue()
         end = len(buf)
         if end and buf[end - 1] == 0x0A:
             end -= 1
@@ -432,7 +440,7 @@ class Journal:
             start = i
         else:
             start += 1
-        text = bytes(buf[start:end]).decode("utf-8", "replace")
+        text = buf[start:end].decode("utf-8", "replace")
         return [line.removesuffix("\r") for line in text.split("\n")]
 
     # -- keeping the content when the disk failed ---------------------------------------------
@@ -457,18 +465,18 @@ class Journal:
             return False
         try:
             size = os.fstat(fd).st_size
-            if size > len(self._buf):
+            if size > self._size:
                 return False
             os.lseek(fd, size, os.SEEK_SET)
-            with memoryview(self._buf) as view:
-                while size < len(self._buf):
+            with memoryview(self._buf.getvalue()) as view:
+                while size < len(view):
                     size += os.write(fd, view[size:])
             os.fsync(fd)
         except OSError:
             return False
         finally:
             os.close(fd)
-        self._flushed = len(self._buf)
+        self._flushed = self._size
         self._degraded = None
         self._mark_status({})
         try:
@@ -496,7 +504,7 @@ class Journal:
                         n += 1
                         path = Path(place) / f"orion-rescued-{safe}-{n}.txt"
                 try:
-                    with memoryview(self._buf) as view:
+                    with memoryview(self._buf.getvalue()) as view:
                         done = 0
                         while done < len(view):
                             done += os.write(fd, view[done:])
@@ -521,7 +529,7 @@ class Journal:
         a journal on disk, else why it is not, how much reached the disk and where the content
         was rescued. Best effort: a disk that refuses even this is already reported."""
         if record:
-            record = {**record, "bytes": len(self._buf), "flushed_bytes": self._flushed}
+            record = {**record, "bytes": self._size, "flushed_bytes": self._flushed}
             data = json.dumps(record, ensure_ascii=False, default=str).encode("utf-8")
             if len(data) > STATUS_RESERVE:
                 record["reason"] = str(record.get("reason"))[:200]
@@ -546,7 +554,7 @@ class Journal:
         """Flush what is pending, close the content file and release the lock."""
         if self._closed:
             return
-        if self._fd is not None and (self._flushed < len(self._buf) or self._last_save_ms is None):
+        if self._fd is not None and (self._flushed < self._size or self._last_save_ms is None):
             self.flush()
         if self._fd is not None and self._log_fd is not None:
             try:  # fold the checkpoints into state.json: one file for readers after a clean end
@@ -648,17 +656,17 @@ class Journal:
 
     def _write_pending(self) -> None:
         start = self._flushed
-        end = len(self._buf)
+        end = self._size
         if start == end:
             return
-        with memoryview(self._buf) as view:
+        with self._buf.getbuffer() as view:
             while start < end:
                 start += os.write(self._fd, view[start:end])  # type: ignore[arg-type]
                 self._flushed = start
 
     def _state_record(self) -> bytes:
         self._seq += 1
-        record = {"lines": self._lines, "bytes": len(self._buf), "flushed_bytes": self._flushed,
+        record = {"lines": self._lines, "bytes": self._size, "flushed_bytes": self._flushed,
                   "last_save_ms": self._last_save_ms, "degraded": self._degraded,
                   **self.state, "seq": self._seq}
         return json.dumps(record, ensure_ascii=False, default=str).encode("utf-8")

@@ -139,6 +139,12 @@ class EndMarker:
         return bool(self._fence_char)
 
     @property
+    def pending(self) -> str:
+        """The partial line held back (it may still become the terminator line): not returned
+        as content yet."""
+        return "".join(self._held)
+
+    @property
     def commentary(self) -> str:
         """Text after the terminator line, in this message (and any fed after it)."""
         return "".join(self._commentary)

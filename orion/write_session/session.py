@@ -22,7 +22,7 @@ from orion.models.events import CONNECTION_LOST, Finish
 from orion.write_session.progress import Progress
 from orion.trace.events import Kind, TraceEvent
 from orion.validation import Issue, StreamedLines, ValidationRequest, collect_issues
-from orion.write_session.journal import Journal, mark
+from orion.write_session.journal import ENCODING_ERRORS, Journal, mark
 from orion.write_session.operations import (TargetChanged, WriteResult, apply_operation,
                                             execute)
 from orion.write_session.plan import (CheckedPlan, Operation, line_ending, match_plan,
@@ -46,6 +46,10 @@ OVERLAP_PROBE_CHARS = 1024
 #: Content that arrives faster than it is taken in is taken in batches of about this many
 #: characters: the end marker and the journal cost mostly per call (see WriteSession.feed).
 FEED_BATCH_CHARS = 4096
+#: A content message's chunks are not kept (the journal has them): only its last ones, at most
+#: TAIL_CHUNKS, cut back to TAIL_KEEP, for the checks of how the message ends (its last line).
+TAIL_CHUNKS = 64
+TAIL_KEEP = 32
 #: How much of the content's beginning a continuation is compared with.
 RESTART_PROBE_CHARS = 120
 #: A continuation that repeats at least this much of the saved tail repeated it (shorter
@@ -95,7 +99,13 @@ class WriteSession:
         self.remaining: list[Issue] = []  # issues still there after the last correction round
         self.messages: list[Message] = []  # assistant messages that carried content
         self._in_message = False
-        self._message_text: list[str] = []  # all text of the current message
+        # The current message's text: all of it, except in content mode, where the journal
+        # keeps the content and only the last chunks are kept (_message_cut says so).
+        self._message_text: list[str] = []
+        self._message_cut = False
+        # Where the current message's content, taken over from the model system (see feed),
+        # starts in the journal; -1 when the message gave none.
+        self._claimed_from = -1
         self._held: list[str] = []  # text held back at a message start (a reply, a continuation)
         self._held_size = 0
         self._mode = "content"
@@ -158,8 +168,11 @@ class WriteSession:
 
     # -- the hot path -------------------------------------------------------------------------
 
-    def feed(self, text: str) -> None:
-        """A text delta of the model's reply while this session is open.
+    def feed(self, text: str) -> bool:
+        """A text delta of the model's reply while this session is open. Returns True when it
+        is the file's content: the journal keeps it, so the model system does not keep a copy,
+        and :meth:`end_message` gives the message its content in the history (a reference to
+        the saved lines, or the text itself when it was not content after all).
 
         Inside an event loop, content is taken in (end marker, journal, line checks) in
         batches: the chunks that arrive before the loop goes round, cut at
@@ -170,9 +183,15 @@ class WriteSession:
         session's state takes the batch in first (see :meth:`_take_batch`)."""
         if not self._in_message:
             self._start_message()
-        self._message_text.append(text)
+        kept = self._message_text
+        kept.append(text)
         mode = self._mode
         if mode == "content":
+            if len(kept) > TAIL_CHUNKS:
+                del kept[:-TAIL_KEEP]
+                self._message_cut = True
+            if self._claimed_from < 0:
+                self._claimed_from = self._content_end()
             batch = self._batch
             if not batch:
                 if self._batch_error is not None:
@@ -180,7 +199,7 @@ class WriteSession:
                 loop = _running_loop()
                 if loop is None:  # called outside a loop: nothing would take a batch in
                     self._take_in(text)
-                    return
+                    return True
                 loop.call_soon(self._take_batch_soon)
             batch.append(text)
             self._batch_chars += len(text)
@@ -188,12 +207,21 @@ class WriteSession:
             if self._batch_chars >= FEED_BATCH_CHARS \
                     or self._batch_lines >= self.journal.lines_to_flush:
                 self._take_batch()
-        elif mode == "hold":
+            return True
+        if mode == "hold":
             self._held.append(text)
             self._held_size += len(text)
             if self._held_size >= OVERLAP_PROBE_CHARS:
                 self._release()
         # mode "corrections" and "ignore": the text is kept in _message_text only
+        return False
+
+    def _content_end(self) -> int:
+        """Where the next content fed would start in the journal: after the bytes journaled
+        and the partial line the end marker still holds."""
+        pending = self.marker.pending
+        return self.journal.bytes + (len(pending.encode("utf-8", ENCODING_ERRORS))
+                                     if pending else 0)
 
     def _take_in(self, text: str) -> None:
         """Content text through the end marker into the journal, with the checks that follow
@@ -233,7 +261,7 @@ class WriteSession:
     def _start_message(self) -> None:
         self._take_batch()  # the previous message's, if it never ended (a failed request)
         self._in_message = True
-        self._message_text = []
+        self._message_text, self._message_cut, self._claimed_from = [], False, -1
         self._bytes_at_start = self.journal.bytes
         self._circular = False
         self.marker.new_message()
@@ -364,6 +392,11 @@ class WriteSession:
         if tool_calls and not done and self._mode != "ignore":
             # Text beside a tool call is narration ("Let me check the notes first."): it stays
             # in the history, never in the file. The session goes on as it was.
+            if self._claimed_from >= 0 and message is not None:
+                # The text the model system did not keep, from the journal, before it is taken
+                # back out: the history keeps what the model said.
+                message.content = text = (message.content or "") + self.journal.read(
+                    self._claimed_from).decode("utf-8", "replace")
             self._not_content("narration", text or "".join(self._message_text))
             self.checkpoint()
             return
@@ -376,6 +409,36 @@ class WriteSession:
         grew = self.journal.bytes > self._bytes_at_start
         if message is not None and (grew or self._circular):
             self.messages.append(message)  # replaced by a reference once the file is written
+        if message is None or self._claimed_from < 0:
+            self._next_step(finish, message, done=done, grew=grew, probable_cut=probable_cut)
+            return
+        # The model system did not keep the content it handed over. When the file is written
+        # now (DONE, valid), the history gets a reference to it and the content never needs
+        # to be text again; otherwise the model sees its own words with the next request.
+        claimed = (self._claimed_from, self.journal.bytes)
+        try:
+            self._next_step(finish, message, done=done, grew=grew, probable_cut=probable_cut)
+        finally:
+            if self.result is None:
+                message.content = self._sent_text(message.content, *claimed, done=done)
+
+    def _sent_text(self, before: str | None, start: int, end: int, *, done: bool) -> str:
+        """The text of a content message as the model sent it: what came before its content
+        (kept by the model system), the content from the journal, then the terminator line
+        and what followed it."""
+        text = (before or "") + self.journal.content()[start:end].decode("utf-8", "replace")
+        if done and not self.marker.in_fence:
+            if text and not text.endswith("\n"):
+                text += "\n"
+            text += self.terminator
+            commentary = self.marker.commentary
+            if commentary.strip():
+                text += "\n" + commentary
+        return text
+
+    def _next_step(self, finish: Finish, message: Message | None, *, done: bool, grew: bool,
+                   probable_cut: bool) -> None:
+        """After a message: finalize (DONE), continue (cut off) or wait (paused)."""
         if self._mode == "ignore":
             if self._circular and self.lifecycle.has_tag("finalizing"):
                 self._restarted()
@@ -479,7 +542,8 @@ class WriteSession:
         reads them."""
         if self.marker.done or not self.marker.in_fence:
             return False
-        if _last_line(self._message_text).strip(" \t\r") != self.terminator:
+        if _last_line(self._message_text, self._message_cut).strip(" \t\r") \
+                != self.terminator:
             return False
         content = self.content()
         body = content.rstrip(b" \t\r\n")
@@ -910,8 +974,10 @@ def _ends_mid_line(chunks: list[str]) -> bool:
     return False
 
 
-def _last_line(chunks: list[str]) -> str:
-    """The last non-blank line of the text ``chunks`` make, joining only the chunks it is in."""
+def _last_line(chunks: list[str], cut: bool = False) -> str:
+    """The last non-blank line of the text ``chunks`` make, joining only the chunks it is in.
+    ``cut``: earlier chunks were dropped, so a line that starts before the first chunk is
+    longer than what is left of it (returned as ``""``: it is not the terminator)."""
     parts: list[str] = []
     filled = False  # a chunk after this one has text that is not blank
     for chunk in reversed(chunks):
@@ -919,7 +985,10 @@ def _last_line(chunks: list[str]) -> str:
         if "\n" in (chunk if filled else chunk.rstrip(" \t\r\n")):
             break
         filled = filled or bool(chunk.strip(" \t\r\n"))
-    return "".join(reversed(parts)).rstrip(" \t\r\n").rsplit("\n", 1)[-1]
+    text = "".join(reversed(parts)).rstrip(" \t\r\n")
+    if cut and len(parts) == len(chunks) and "\n" not in text:
+        return ""
+    return text.rsplit("\n", 1)[-1]
 
 
 # -- validation of a write ---------------------------------------------------------------------
