@@ -942,8 +942,52 @@ def test_written_content_is_replaced_in_the_history_by_a_one_line_reference(run)
         quoting = [m["content"] for m in messages if "history task" in (m["content"] or "")]
         assert len(quoting) == 1 and quoting[0].startswith("Your output was cut off.")
         assert quoting[0].count("history task") == 3
-    # before the write, the model saw its own content (the continuation needs it)
-    assert any("history task 5," in (m["content"] or "") for m in played.sent(3))
+    # before the write, the model saw its own content as it sent it (the continuation needs
+    # it), although the session took it over from the model system while it streamed
+    assert [m["content"] for m in played.sent(3)
+            if m["role"] == "assistant" and m["content"]] == [document[:cut]]
+
+
+def test_replies_cut_off_again_are_in_the_history_as_the_model_sent_them(run):
+    # The second part repeats the last saved line (the file does not); the history keeps
+    # every part's text as it came, repeat included, until the file is written.
+    document = guide(300, "exact")
+    first, second = document.index("- Step 100"), document.index("- Step 200")
+    repeat = document.rindex("\n", 0, first - 1) + 1
+    played = run({"conversation": [
+        {"user": "Write docs/guide.md."},
+        begin("docs/guide.md"),
+        say(document[:first], finish_reason="length", chunk_size=200),
+        {"expect": "continuation 1/3"},
+        say(document[repeat:second], finish_reason="length", chunk_size=200),
+        {"expect": "continuation 2/3"},
+        say(document[second:] + "DONE\n", chunk_size=200),
+        {"expect": "Created docs/guide.md (300 lines"},
+        say("Written."),
+    ]})
+    assert_ok(played)
+    assert played.text("docs/guide.md") == document
+    assert [m["content"] for m in played.sent(4) if m["role"] == "assistant" and m["content"]] \
+        == [document[:first], document[repeat:second]]
+    assert [m["content"] for m in played.sent(5) if m["role"] == "assistant"
+            and m["content"]][1:] == ["[continued: docs/guide.md]"] * 2
+
+
+def test_content_sent_back_for_corrections_is_in_the_history_with_its_done_line(run):
+    played = run({"conversation": [
+        {"user": "Write menu.txt."},
+        begin("menu.txt"),
+        say("coffee\nte\x00a\nDONE\nThat is the menu.", chunk_size=5),
+        {"expect": "Correction round 1 of 3"},
+        say("L2: tea\n"),
+        {"expect": "Created menu.txt (2 lines"},
+        say("Fixed."),
+    ]})
+    assert_ok(played)
+    assert played.text("menu.txt") == "coffee\ntea\n"
+    [content] = [m["content"] for m in played.sent(3) if m["role"] == "assistant"
+                 and m["content"]]
+    assert content == "coffee\nte\x00a\nDONE\nThat is the menu."
 
 
 # -- traces ------------------------------------------------------------------------------------

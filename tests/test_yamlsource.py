@@ -185,6 +185,25 @@ def test_non_utf8_byte_is_reported_at_its_line_and_column(tmp_path):
         f"{path}:3:7: not valid UTF-8: byte 0xe9 at offset {offset} (save the file as UTF-8)"]
 
 
+def test_utf16_is_refused_as_not_utf8_although_libyaml_could_read_it(tmp_path):
+    # Files reach libyaml as bytes, and libyaml reads UTF-16 with a byte-order mark: Orion's
+    # files are UTF-8 whichever parser reads them.
+    path = tmp_path / "utf16.yaml"
+    path.write_bytes("a: 1\n".encode("utf-16"))
+    assert problems(path) == [
+        f"{path}:1:1: not valid UTF-8: byte 0xff at offset 0 (save the file as UTF-8)"]
+
+
+def test_a_file_and_the_same_text_give_the_same_data_and_positions(tmp_path):
+    text = "# café\nname: “quoted” — naïve\nitems:\n  - 𝔘nicode: 1\n  - b: [x, {w: z}]\n"
+    path = tmp_path / "same.yaml"
+    path.write_text(text, encoding="utf-8")
+    from_file, from_text = load_yaml(path), load_yaml(path, text=text)
+    assert from_file.data == from_text.data
+    assert from_file.positions == from_text.positions
+    assert from_file.position(("items", 1, "b", 1, "w")) == (5, 16)
+
+
 def test_utf8_byte_order_mark_is_accepted(tmp_path):
     path = tmp_path / "bom.yaml"
     path.write_bytes(b"\xef\xbb\xbfa: 1\n")
