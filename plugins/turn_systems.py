@@ -62,7 +62,8 @@ class ModelSystem:
                 show(text)
                 taken = False
                 for sink in sinks:
-                    taken = sink(text) or taken
+                    if sink(text) is True:  # True only: a sink returning the text keeps nothing
+                        taken = True
                 if not taken:
                     keep(text)
             elif type(event) is ReasoningDelta:

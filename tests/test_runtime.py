@@ -317,3 +317,22 @@ def test_the_sessions_command_lists_this_conversations_write_sessions(tmp_path):
     reply = asyncio.run(runtime.handle("/sessions"))
     assert reply.startswith(f"{runtime.services['write_sessions'].sessions[0].id[:8]}  a.md  "
                             "written  1 lines")
+
+
+def test_a_text_sink_that_returns_true_takes_the_text_over_and_any_other_value_does_not(
+        tmp_path):
+    # A runtime text sink sees every delta; only one that returns True (a write session does,
+    # for content its journal keeps) takes it out of the turn's text and the history.
+    script = load_script(script_file(tmp_path, """
+        conversation:
+          - model: {text: "keep this, take that", chunk_size: 10}
+    """))
+    runtime = Runtime(model=ScriptedModel(script), workspace=tmp_path, clock=VirtualClock(),
+                      plugins=make_plugin_manager(entrypoints=False, env={}), env={})
+    seen: list[str] = []
+    runtime.text_sinks.append(lambda text: seen.append(text) or text)  # truthy, not True
+    runtime.text_sinks.append(lambda text: "take" in text)
+    asyncio.run(runtime.handle("hello"))
+    runtime.close()
+    assert seen == ["keep this,", " take that"]
+    assert [m.content for m in runtime.conversation.messages] == ["hello", "keep this,"]
