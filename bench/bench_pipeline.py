@@ -168,10 +168,12 @@ def bare_cost_by_length(turns: int, window: int) -> tuple[float, float]:
     return spans[10] / window * 1e6, spans[turns] / window * 1e6
 
 
-def adapter_cost_by_length(workspace: Path, turns: int, requests: int) -> tuple[float, ...]:
-    """Through the OpenAI adapter (a new SDK client per request, as ``orion chat`` makes) and
-    real HTTP to the loopback endpoint of the tests: this thread's CPU milliseconds per request
-    at turn 10 and at turn ``turns``, and the JSON encoding of the turn-``turns`` body alone.
+def adapter_cost_by_length(workspace: Path, turns: int, requests: int,
+                           shared: bool = True) -> tuple[float, ...]:
+    """Through the OpenAI adapter and real HTTP to the loopback endpoint of the tests, with
+    one SDK client for the conversation (``shared``, as ``orion chat`` keeps one) or a new one
+    per request: this thread's CPU milliseconds per request at turn 10 and at turn ``turns``,
+    and the JSON encoding of the turn-``turns`` body alone.
     The conversation is filled directly up to each point (the turns before are not what is
     timed); the endpoint runs on other threads, so its CPU is not counted."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -188,6 +190,13 @@ def adapter_cost_by_length(workspace: Path, turns: int, requests: int) -> tuple[
                           workspace=workspace, clock=VirtualClock(), env={})
 
         async def main() -> None:
+            if shared:
+                async with model.session():
+                    await requests_at_both_lengths()
+            else:
+                await requests_at_both_lengths()
+
+        async def requests_at_both_lengths() -> None:
             for at in (10, turns):
                 while len(runtime.conversation.messages) < 2 * at:
                     runtime.conversation.add_user("hello")
@@ -256,9 +265,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         early, late, encode = adapter_cost_by_length(Path(tmp), args.long_turns,
                                                      args.adapter_requests)
-    print(f"[4] (info) OpenAI adapter over loopback HTTP, CPU per request  turn 10 {early:6.2f} ms"
-          f"   turn {args.long_turns:,} {late:6.2f} ms   growth {late - early:+6.2f} ms   "
-          f"JSON encoding of the turn-{args.long_turns:,} body alone {encode:5.2f} ms")
+    with tempfile.TemporaryDirectory() as tmp:
+        own, _, _ = adapter_cost_by_length(Path(tmp), 10, args.adapter_requests, shared=False)
+    print(f"[4] (info) OpenAI adapter over loopback HTTP, CPU per request (one client for the "
+          f"conversation, as orion chat)  turn 10 {early:6.2f} ms   turn {args.long_turns:,} "
+          f"{late:6.2f} ms   growth {late - early:+6.2f} ms   JSON encoding of the "
+          f"turn-{args.long_turns:,} body alone {encode:5.2f} ms   (a new client per request: "
+          f"turn 10 {own:6.2f} ms)")
     return 0
 
 

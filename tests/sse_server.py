@@ -32,7 +32,8 @@ API
       consumes the next one, in order. When none is left the server answers ``400`` with
       ``x-should-retry: false`` and a message saying the script is exhausted.
     - ``requests``: every request received, in order, as :class:`Recorded` (``method``,
-      ``path``, ``headers`` with lower-case names, ``body`` parsed from JSON or the raw text).
+      ``path``, ``headers`` with lower-case names, ``body`` parsed from JSON or the raw text,
+      ``peer``, the client's address and port: one per connection).
     - ``remaining``: how many scripted responses are still queued.
 
     Any other path answers ``404`` (and is recorded too).
@@ -249,6 +250,8 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: Any
+    #: The client's address and port: requests with the same one came over one connection.
+    peer: tuple[str, int] = ("", 0)
 
 
 class SSEServer:
@@ -367,7 +370,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = text
         headers = {k.lower(): v for k, v in self.headers.items()}
-        return Recorded(self.command, self.path, headers, body)
+        return Recorded(self.command, self.path, headers, body, tuple(self.client_address[:2]))
 
     def _json(self, status: int, body: Any, headers: Mapping[str, str] | None = None) -> None:
         data = (body if isinstance(body, str) else json.dumps(body)).encode()

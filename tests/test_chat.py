@@ -76,3 +76,15 @@ def test_chat_uses_orion_yaml_and_the_api_key_variable_it_names(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert server.requests[0].body["model"] == "from-yaml"
     assert server.requests[0].headers["authorization"] == "Bearer secret-1"
+
+
+def test_a_chat_keeps_one_connection_to_the_endpoint(tmp_path):
+    # One client for the whole conversation: its requests reuse a kept-alive connection (one
+    # TLS handshake with a remote endpoint, not one per request).
+    with SSEServer([stream(text_stream("One.")), stream(text_stream("Two.")),
+                    stream(text_stream("Three."))]) as server:
+        proc = chat(server, tmp_path, "first\nsecond\nthird\n", OPENAI_API_KEY="k")
+    assert proc.returncode == 0, proc.stderr
+    assert "One." in proc.stdout and "Three." in proc.stdout
+    assert len(server.requests) == 3
+    assert len({request.peer for request in server.requests}) == 1, server.requests

@@ -496,3 +496,22 @@ def test_the_server_binds_loopback_only_and_records_requests():
     assert len(server.requests) == 2
     assert server.remaining == 0
     assert json.loads(json.dumps(server.requests[0].body))["messages"] == MESSAGES
+
+
+def test_streams_in_a_session_share_one_connection_and_the_session_closes_it(sse_server):
+    sse_server.enqueue(*[stream(text_stream(f"reply {n}")) for n in range(4)])
+    model = make_model(sse_server)
+    request = ModelRequest(messages=MESSAGES, tools=TOOLS)
+
+    async def text() -> str:
+        return "".join([e.text async for e in model.stream(request) if type(e) is TextDelta])
+
+    async def go() -> list[str]:
+        async with model.session():
+            replies = [await text(), await text()]
+        return [*replies, await text(), await text()]  # after it: a client per stream
+
+    assert asyncio.run(go()) == [f"reply {n}" for n in range(4)]
+    peers = [request.peer for request in sse_server.requests]
+    assert peers[0] == peers[1]
+    assert len({peers[1], peers[2], peers[3]}) == 3

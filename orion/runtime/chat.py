@@ -120,7 +120,8 @@ async def run_chat(config: WorkspaceConfig, plugins: PluginManager, *, base_url:
     reporter.notice(f"orion chat with {model.name} in {runtime.workspace}; /help lists commands")
     try:
         startup(runtime)  # orphaned write sessions: notices, and --continue adopts one
-        return await _loop(runtime, reporter)
+        async with model.session():  # one connection pool for the whole conversation
+            return await _loop(runtime, reporter)
     finally:
         runtime.close()
 
