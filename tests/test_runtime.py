@@ -336,3 +336,21 @@ def test_a_text_sink_that_returns_true_takes_the_text_over_and_any_other_value_d
     runtime.close()
     assert seen == ["keep this,", " take that"]
     assert [m.content for m in runtime.conversation.messages] == ["hello", "keep this,"]
+
+
+def test_a_scripted_reply_read_from_a_file_is_written_by_a_write_session(tmp_path):
+    content = "".join(f"line {i}: café — part of a long reply\n" for i in range(5000))
+    (tmp_path / "reply.md").write_text(content + "DONE\n", encoding="utf-8")
+    result, workspace = run_script(tmp_path, """
+        conversation:
+          - user: Write docs/big.md.
+          - model:
+              tool_calls:
+                - name: WritePlanTool_begin
+                  arguments: {intent: big, target_file: docs/big.md, operation: create}
+          - model: {text_file: reply.md, chunk_size: 4096}
+          - expect: Created docs/big.md (5000 lines
+          - model: {text: Written.}
+    """)
+    assert result.ok, result.errors
+    assert (workspace / "docs" / "big.md").read_text(encoding="utf-8") == content

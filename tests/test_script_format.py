@@ -177,8 +177,8 @@ ERRORS = {
               text: hi
               chunk_sise: 3
         """,
-        "s.yaml:4:7: entry 1: model: unknown key 'chunk_sise' (allowed: text, chunks, "
-        "chunk_size, chunk_delay_ms, reasoning, tool_calls, usage, finish_reason)"),
+        "s.yaml:4:7: entry 1: model: unknown key 'chunk_sise' (allowed: text, text_file, "
+        "chunks, chunk_size, chunk_delay_ms, reasoning, tool_calls, usage, finish_reason)"),
     "unknown key in a tool call": (
         """\
         conversation:
@@ -218,7 +218,8 @@ ERRORS = {
         conversation:
           - model:
         """,
-        "s.yaml:2:5: entry 1: model needs a mapping with text, chunks or tool_calls"),
+        "s.yaml:2:5: entry 1: model needs a mapping with text, text_file, chunks or "
+        "tool_calls"),
     "text and chunks together": (
         """\
         conversation:
@@ -247,8 +248,8 @@ ERRORS = {
         conversation:
           - model: {reasoning: hmm}
         """,
-        "s.yaml:2:12: entry 1: model: a model reply needs at least one of text, chunks or "
-        "tool_calls"),
+        "s.yaml:2:12: entry 1: model: a model reply needs at least one of text, text_file, "
+        "chunks or tool_calls"),
     "negative wait_ms": (
         """\
         conversation:
@@ -461,6 +462,49 @@ def test_every_problem_is_reported_at_once_in_line_order():
         "s.yaml:2:3", "s.yaml:4:14", "s.yaml:6:5", "s.yaml:7:47", "s.yaml:8:1"]
 
 
+def test_a_reply_read_from_a_file_streams_it_in_chunks_as_it_is_read(tmp_path):
+    (tmp_path / "replies").mkdir()
+    (tmp_path / "replies" / "guide.md").write_bytes("# Guide\r\ncafé — done\n".encode())
+    script = load_script(tmp_path / "s.yaml", text=textwrap.dedent("""\
+        conversation:
+          - model: {text_file: replies/guide.md, chunk_size: 5}
+        """))
+    reply = script.entries[0].model
+    assert reply.text_file == str((tmp_path / "replies" / "guide.md").resolve())
+    chunks = reply.text_chunks()
+    assert next(chunks) == "# Gui"  # read as it streams, line breaks as in the file
+    assert list(chunks) == ["de\r\nc", "afé —", " done", "\n"]
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "cannot read it: No such file or directory"),
+    (b"ok\nstill ok\nbad \xff\n", "not valid UTF-8: byte 0xff at offset 16 (line 3); save "
+                                   "the file as UTF-8"),
+    ("cut €".encode()[:-1], "not valid UTF-8: the file ends in the middle of a character"),
+])
+def test_a_reply_file_that_cannot_be_read_as_utf8_is_reported_with_the_script(
+        tmp_path, content, message):
+    if content is not None:
+        (tmp_path / "reply.md").write_bytes(content)
+    with pytest.raises(ConfigError) as info:
+        load_script(tmp_path / "s.yaml", text=textwrap.dedent("""\
+            conversation:
+              - user: go
+              - model:
+                  text_file: reply.md
+            """))
+    assert str(info.value) == (f"{tmp_path / 's.yaml'}:4:18: entry 2: model.text_file "
+                               f"'reply.md' ({tmp_path / 'reply.md'}): {message}")
+
+
+def test_text_and_text_file_are_mutually_exclusive():
+    assert problems("""\
+        conversation:
+          - model: {text: a, text_file: a.md}
+        """) == ["s.yaml:2:22: entry 1: model: text and text_file are mutually exclusive; give "
+                 "one of them"]
+
+
 def test_a_missing_file_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match=r"missing\.yaml:1:1: cannot read file"):
         load_script(tmp_path / "missing.yaml")
@@ -469,7 +513,7 @@ def test_a_missing_file_is_a_config_error(tmp_path):
 def test_reply_rules_also_hold_when_built_in_code():
     with pytest.raises(ValidationError, match="mutually exclusive"):
         ModelReply(text="a", chunks=["a"])
-    with pytest.raises(ValidationError, match="at least one of text, chunks or tool_calls"):
+    with pytest.raises(ValidationError, match="at least one of text, text_file, chunks or tool_calls"):
         ModelReply()
     with pytest.raises(ValidationError):
         ModelReply(text="a", chunk_size=0)

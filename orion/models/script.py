@@ -15,6 +15,7 @@ docs/scripts.md documents the format in full.
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 from collections.abc import Iterator
@@ -102,6 +103,10 @@ class ModelReply(_Strict):
     and a finish reason, in that order."""
 
     text: str | None = None
+    #: A UTF-8 file whose content is the text, read ``chunk_size`` characters at a time as the
+    #: reply streams (never held whole); relative to the script's directory. The loader checks
+    #: it and stores its absolute path.
+    text_file: str | None = Field(default=None, min_length=1)
     chunks: list[str] | None = None
     chunk_size: int = Field(DEFAULT_CHUNK_SIZE, ge=1)
     chunk_delay_ms: float = Field(0, ge=0, allow_inf_nan=False)
@@ -116,10 +121,11 @@ class ModelReply(_Strict):
     @model_validator(mode="after")
     def _consistent(self) -> ModelReply:
         fields = self.model_fields_set
-        if self.text is not None and self.chunks is not None:
+        given = [key for key in ("text", "text_file", "chunks") if getattr(self, key) is not None]
+        if len(given) > 1:
             raise PydanticCustomError(
-                "script_conflict", "text and chunks are mutually exclusive; give one of them",
-                {"key": "chunks"})
+                "script_conflict", "{given} are mutually exclusive; give one of them",
+                {"key": given[1], "given": " and ".join(given)})
         if self.chunks is not None and "chunk_size" in fields:
             raise PydanticCustomError(
                 "script_conflict", "chunk_size applies to text (and reasoning), not to explicit "
@@ -128,10 +134,10 @@ class ModelReply(_Strict):
             raise PydanticCustomError(
                 "script_conflict", "chunks is empty; give at least one chunk or leave it out",
                 {"key": "chunks"})
-        if self.text is None and self.chunks is None and not self.tool_calls:
+        if not given and not self.tool_calls:
             raise PydanticCustomError(
-                "script_conflict", "a model reply needs at least one of text, chunks or "
-                "tool_calls", {})
+                "script_conflict", "a model reply needs at least one of text, text_file, "
+                "chunks or tool_calls", {})
         return self
 
     def raw_finish_reason(self) -> str | None:
@@ -146,10 +152,51 @@ class ModelReply(_Strict):
         can be megabytes)."""
         if self.chunks is not None:
             return iter(self.chunks)
+        if self.text_file is not None:
+            return read_chunks(Path(self.text_file), self.chunk_size)
         return split_chunks(self.text or "", self.chunk_size)
 
     def reasoning_chunks(self) -> Iterator[str]:
         return split_chunks(self.reasoning or "", self.chunk_size)
+
+
+#: How much of a text file is checked at a time.
+_CHECK_BLOCK = 1 << 20
+
+
+def _unreadable_text(path: Path) -> str | None:
+    """Why ``path`` cannot be a reply's text (it cannot be read, or is not UTF-8), or None.
+    Read in blocks: a large file is not held whole."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset, line = 0, 1
+    try:
+        with open(path, "rb") as handle:
+            while block := handle.read(_CHECK_BLOCK):
+                pending = len(decoder.getstate()[0])  # the start of a character cut by a block
+                try:
+                    decoder.decode(block)
+                except UnicodeDecodeError as exc:
+                    seen = exc.object  # the pending bytes, then the block
+                    line += seen.count(b"\n", 0, exc.start)
+                    return (f"not valid UTF-8: byte 0x{seen[exc.start]:02x} at offset "
+                            f"{offset - pending + exc.start} (line {line}); save the file as "
+                            "UTF-8")
+                offset += len(block)
+                line += block.count(b"\n")
+            decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return "not valid UTF-8: the file ends in the middle of a character"
+    except OSError as exc:
+        return f"cannot read it: {exc.strerror or type(exc).__name__}"
+    return None
+
+
+def read_chunks(path: Path, size: int) -> Iterator[str]:
+    """The text of the UTF-8 file ``path``, ``size`` characters at a time, as it is read (line
+    breaks as they are in the file)."""
+    with open(path, encoding="utf-8", newline="") as handle:
+        while chunk := handle.read(size):
+            yield chunk
 
 
 def split_chunks(text: str, size: int) -> Iterator[str]:
@@ -448,16 +495,33 @@ class _Loader:
         (kind,) = keys
         value = item[kind]
         if kind == "model" and value is None:
-            self.problem((*loc, kind), f"{label}: model needs a mapping with text, chunks or "
-                                       "tool_calls", key=True)
+            self.problem((*loc, kind), f"{label}: model needs a mapping with text, "
+                                       "text_file, chunks or tool_calls", key=True)
             return None
         cls = ENTRY_TYPES[kind]
         try:
-            return cls.model_validate({kind: value, "index": index, "line": line})
+            entry = cls.model_validate({kind: value, "index": index, "line": line})
         except ValidationError as exc:
             for error in exc.errors():
                 self.validation_problem(loc, label, error)
             return None
+        if isinstance(entry, ModelEntry) and entry.model.text_file is not None:
+            return self.text_file(loc, label, entry)
+        return entry
+
+    def text_file(self, loc: Loc, label: str, entry: ModelEntry) -> ModelEntry | None:
+        """The entry with its ``text_file`` resolved (against the script's directory), once
+        the file is known to be readable UTF-8: a bad one is reported with the script."""
+        given = entry.model.text_file
+        assert given is not None
+        path = (Path(self.doc.path).parent / given).resolve()
+        problem = _unreadable_text(path)
+        if problem:
+            self.problem((*loc, "model", "text_file"), f"{label}: model.text_file {given!r} "
+                                                       f"({path}): {problem}")
+            return None
+        reply = entry.model.model_copy(update={"text_file": str(path)})
+        return entry.model_copy(update={"model": reply})
 
     def validation_problem(self, loc: Loc, label: str, error: Any) -> None:
         where_loc = tuple(error["loc"])
