@@ -204,6 +204,16 @@ Feature: Auto-continue after truncated output
     Then the user typed 1 line
     And "docs/long.md" holds the generated lines 1 to 210
 
+  @AC-2
+  Scenario: The model sees the part that was cut off as it sent it, and a reference once written
+    When the model streams 120 lines to "docs/long.md" and is cut off with finish reason "length"
+    Then the conversation holds "Line 1 of docs/long.md.\nLine 2 of docs/long.md."
+    And the conversation holds "Line 120 of docs/long.md.\n"
+    When the model streams 80 more lines and DONE
+    Then the conversation does not hold "Line 1 of docs/long.md."
+    And the conversation holds "[wrote docs/long.md: 200 lines, sha256 "
+    And the conversation holds "[continued: docs/long.md]"
+
   @AC-8
   Scenario: Each continuation is reported with its progress
     When the model streams 100 lines to "docs/long.md" and is cut off with finish reason "length"
