@@ -52,6 +52,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench_write_ingest import markdown, open_session  # noqa: E402
 
+from orion.models.script import split_chunks  # noqa: E402
+
 sys.path.insert(0, str(ROOT / "tests"))
 from sse_server import SSEServer, begin_write, stream, text_stream  # noqa: E402
 
@@ -64,25 +66,26 @@ MAX_MEMORY_RATIO = 2.0
 ORPHANS = 10_000
 
 
+def run(argv: list[str], **kwargs) -> None:
+    """Run ``argv`` to its end; stop the benchmark, with its error output, if it fails."""
+    proc = subprocess.run(argv, capture_output=True, **kwargs)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv[:3])} failed ({proc.returncode}):\n"
+                         f"{proc.stderr.decode(errors='replace')[-2000:]}")
+
+
 def best_of(reps: int, argv: list[str], **kwargs) -> float:
     best = float("inf")
     for _ in range(reps):
         started = time.perf_counter()
-        proc = subprocess.run(argv, capture_output=True, **kwargs)
-        elapsed = time.perf_counter() - started
-        if proc.returncode != 0:
-            raise SystemExit(f"{' '.join(argv[:3])} failed ({proc.returncode}):\n"
-                             f"{proc.stderr.decode(errors='replace')[-2000:]}")
-        best = min(best, elapsed)
+        run(argv, **kwargs)
+        best = min(best, time.perf_counter() - started)
     return best
 
 
 def run_probed(argv: list[str], env: dict[str, str], stdin: bytes = b"") -> dict[str, int]:
     """Run ``argv`` to its end with the memory probe (:data:`PROBE`) loaded; what it noted."""
-    proc = subprocess.run(argv, input=stdin, capture_output=True, env=env)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(argv[:3])} failed ({proc.returncode}):\n"
-                         f"{proc.stderr.decode(errors='replace')[-2000:]}")
+    run(argv, input=stdin, env=env)
     out = Path(env["ORION_MEMORY_PROBE"])
     notes: dict[str, int] = {}
     for line in out.read_text().splitlines():
@@ -154,7 +157,7 @@ def chat_responses(content: str) -> list:
     """What a model answers in the chat memory run: the begin call, the content in 4 KiB
     deltas ending with DONE, then a short last reply."""
     text = content + "DONE\n"
-    deltas = [text[i:i + 4096] for i in range(0, len(text), 4096)]
+    deltas = split_chunks(text, 4096)
     return [begin_write("docs/big.md"), stream(text_stream(*deltas)),
             stream(text_stream("The document is written."))]
 

@@ -80,9 +80,10 @@ class Runtime:
         self.requests = 0  # model requests made so far
         self.closing = False  # set by /quit
         #: Called with every text delta the model streams, on the hot path: keep them cheap.
-        #: A sink that returns True (the object, not any true value) has taken the text over (a write session: it is the file's
-        #: content, in the session's journal), and the model system does not keep it in
-        #: ``turn.text``; that sink sets the message's content when the message ends.
+        #: A sink that returns True (the object, not any true value) has taken the text over
+        #: (a write session: it is the file's content, in the session's journal), and the
+        #: model system does not keep it in ``turn.text``; that sink sets the message's
+        #: content when the message ends.
         self.text_sinks: list[Callable[[str], bool | None]] = []
         #: Called with every message the user types, before it joins the conversation; a gate
         #: that returns True holds the message itself (an open write session does, since the

@@ -395,8 +395,8 @@ class WriteSession:
             if self._claimed_from >= 0 and message is not None:
                 # The text the model system did not keep, from the journal, before it is taken
                 # back out: the history keeps what the model said.
-                message.content = text = (message.content or "") + self.journal.read(
-                    self._claimed_from).decode("utf-8", "replace")
+                message.content = text = self._sent_text(
+                    message.content, self._claimed_from, self.journal.bytes, done=False)
             self._not_content("narration", text or "".join(self._message_text))
             self.checkpoint()
             return
