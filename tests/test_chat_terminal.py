@@ -63,6 +63,19 @@ class Terminal:
                 raise AssertionError(f"{text!r} never appeared; the screen:\n{screen}")
             time.sleep(0.1)
 
+    def wait_for_prompt(self, after: str, deadline_s: float = 30.0) -> str:
+        """Polls the screen until ``after`` shows and the prompt is drawn again below it, as the
+        last row: the chat's output and its redrawn prompt are two writes, not one."""
+        end = time.monotonic() + deadline_s
+        while True:
+            screen = self.screen()
+            if after in screen and screen.rstrip().endswith("you>"):
+                return screen
+            if time.monotonic() > end:
+                raise AssertionError(f"{after!r} and then the prompt never appeared; the "
+                                     f"screen:\n{screen}")
+            time.sleep(0.1)
+
     def exit_status(self, deadline_s: float = 30.0) -> str:
         """The command's exit status once it has ended; the deadline only bounds a broken
         run."""
@@ -157,13 +170,9 @@ def test_the_prompt_comes_back_after_the_idle_prompt_and_its_answer(tmp_path):
         try:
             terminal.wait_for("you>")
             terminal.keys("Write the notes.", "Enter")
-            terminal.wait_for("Anything else?")
-            end = time.monotonic() + 30
-            while not terminal.screen().rstrip().endswith("you>"):
-                assert time.monotonic() < end, terminal.screen()
-                time.sleep(0.1)
+            terminal.wait_for_prompt("Anything else?")
             terminal.keys("Thanks.", "Enter")
-            screen = terminal.wait_for("Glad to help.")
+            screen = terminal.wait_for_prompt("Glad to help.")
         finally:
             terminal.close()
     assert (tmp_path / "notes.md").read_text() == "# Notes\n\nAll of them.\n"
