@@ -70,13 +70,7 @@ class PluginManager(pluggy.PluginManager):
         try:
             registered = super().register(plugin, name)
         except pluggy.PluginValidationError as exc:
-            detail = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-            hook = re.search(r"hook '(\w+)'", detail)
-            caller = getattr(self.hook, hook.group(1), None) if hook else None
-            if caller is not None and caller.spec is not None:
-                detail += (f" ({caller.name} takes: "
-                           f"{', '.join(caller.spec.argnames) or 'no arguments'})")
-            raise PluginError(f"plugin {label!r} is invalid: {detail}") from exc
+            raise PluginError(self._invalid(plugin, label, exc)) from exc
         except ValueError as exc:
             raise PluginError(f"plugin {label!r} cannot be registered: {exc}") from exc
         if registered is None:  # blocked
@@ -93,6 +87,30 @@ class PluginManager(pluggy.PluginManager):
                     impl.function = self._fail_closed(impl, caller.name)  # type: ignore[misc]
         self._registry = None
         return registered
+
+    def _invalid(self, plugin: object, label: str, exc: pluggy.PluginValidationError) -> str:
+        """pluggy's refusal of a hook implementation, said at the implementation's own file and
+        line, with the hook's argument names and the closest one to each wrong name."""
+        detail = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        found = re.search(r"hook '(\w+)'", detail)
+        caller = getattr(self.hook, found.group(1), None) if found else None
+        if caller is None or caller.spec is None:
+            return f"plugin {label!r} is invalid: {detail}"
+        argnames = list(caller.spec.argnames)
+        takes = ", ".join(argnames) or "no arguments"
+        function = getattr(plugin, caller.name, None)
+        where = _source_position(function)
+        wrong = re.search(r"Argument\(s\) \{(.*?)\}", detail)
+        if function is None or wrong is None:
+            return f"{where}plugin {label!r} is invalid: {detail} ({caller.name} takes: {takes})"
+        names = re.findall(r"'(\w+)'", wrong.group(1))
+        hints = []
+        for bad in names:
+            close = difflib.get_close_matches(bad, argnames, n=1)
+            hints.append(f"{bad!r} (did you mean {close[0]!r}?)" if close else repr(bad))
+        return (f"{where}plugin {label!r}: {caller.name}() takes no argument named "
+                f"{', '.join(hints)}; the hook's arguments are: {takes} (a hook implementation "
+                f"may take any of them, by name, in any order)")
 
     def unregister(self, plugin: object | None = None, name: str | None = None) -> Any:
         # Look the name up first: once unregistered, ``get_name(plugin)`` no longer knows it.
@@ -229,6 +247,28 @@ class PluginManager(pluggy.PluginManager):
             found = codes.get(tb.tb_frame.f_code, found)
             tb = tb.tb_next
         return found
+
+
+def _source_position(function: Any) -> str:
+    """``path:line: `` of a function's definition, or nothing when Python cannot tell."""
+    if function is None:
+        return ""
+    function = inspect.unwrap(function)
+    try:
+        path = inspect.getsourcefile(function)
+        line = function.__code__.co_firstlineno
+    except (TypeError, AttributeError):
+        return ""
+    if path is None:
+        return ""
+    # A decorated function's first line is its first decorator; point at the ``def``.
+    try:
+        source, first = inspect.getsourcelines(function)
+        line = first + next(i for i, text in enumerate(source)
+                            if text.lstrip().startswith(("def ", "async def ")))
+    except (OSError, TypeError, StopIteration):
+        pass
+    return f"{path}:{line}: "
 
 
 def parse_allow_list(value: str | None) -> set[str] | None:

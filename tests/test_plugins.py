@@ -382,11 +382,34 @@ def test_wrong_argument_name_leaves_the_manager_untouched():
 
     pm = make_plugin_manager(entrypoints=False)
     with pytest.raises(PluginError,
-                       match=r"plugin 'bad' is invalid.*'event'.*store_traces takes: events, blobs, state_dir"):
+                       match=r"plugin 'bad': store_traces\(\) takes no argument named 'event' "
+                             r"\(did you mean 'events'\?\); the hook's arguments are: events, "
+                             r"blobs, state_dir"):
         pm.register(Bad(), "bad")
     assert not pm.has_plugin("bad")
     assert "bad" not in pm.origins
     assert pm.hook.lifecycle_started.get_hookimpls() == []
+
+
+def test_a_wrong_argument_name_is_reported_at_the_plugins_own_file_and_line(tmp_path, monkeypatch):
+    plugin = tmp_path / "licence_plugin.py"
+    plugin.write_text(textwrap.dedent("""\
+        import orion
+
+
+        @orion.hookimpl
+        def build_context(requst):
+            return []
+        """), encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("licence_plugin")
+    pm = make_plugin_manager(entrypoints=False)
+    with pytest.raises(PluginError) as info:
+        pm.register(module)
+    message = str(info.value)
+    assert message.startswith(f"{plugin}:5: ")
+    assert "build_context() takes no argument named 'requst' (did you mean 'request'?)" in message
+    assert "the hook's arguments are: request" in message
 
 
 def test_registering_a_name_twice_is_an_error():
