@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -18,8 +19,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "customize.md"
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs" / "customize.md"
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.M | re.S)
 FILE = re.compile(r"^# file: (\S+)\n")
 
@@ -37,7 +40,7 @@ def test_the_tutorial_has_files_commands_and_expected_output():
                if kind not in ("sh", "text")]
     assert written == ["pyproject.toml", "acme_review/write_session.yaml",
                        "acme_review/__init__.py", "features/review.feature",
-                       "tests/test_review.py"]
+                       "tests/test_review.py", ".github/workflows/orion.yml"]
 
 
 def environment(tmp_path: Path) -> dict[str, str]:
@@ -101,3 +104,48 @@ def test_the_tutorial_runs_from_an_empty_directory_to_a_passing_feature_run(tmp_
     # The run ended with the team's feature passing, its plugin loaded by its entry point.
     assert re.search(r"\b1 passed\b", last), last
     assert (cwd / "acme_review" / "__init__.py").exists()
+
+
+#: What a copy of Orion's source leaves out: state, caches and builds of this checkout.
+NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "reports", "*.egg-info",
+                                    "__pycache__", ".pytest_cache", ".hypothesis", ".orion")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the CI steps are POSIX sh")
+def test_the_ci_steps_pass_in_an_empty_environment(tmp_path):
+    """The tutorial's CI workflow, run line by line as a fresh runner would: a new virtual
+    environment with nothing but pip, Orion installed from ``ORION_SOURCE`` (a copy of this
+    source tree), then the project, then ``orion check`` and the features. Orion's own
+    dependencies come from the package index, as on a runner."""
+    project = tmp_path / "acme-review"
+    workflow = None
+    for kind, body in tutorial_blocks():
+        match = FILE.match(body) if kind not in ("sh", "text") else None
+        if match:
+            target = project / match.group(1)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(body[match.end():], encoding="utf-8")
+            if match.group(1).startswith(".github/workflows/"):
+                workflow = yaml.safe_load(body[match.end():])
+    assert workflow is not None, "docs/customize.md has no CI workflow"
+    [job] = workflow["jobs"].values()
+    steps = [step["run"] for step in job["steps"] if "run" in step]
+    assert steps and "ORION_SOURCE" in job["env"]
+    source = tmp_path / "orion-source"
+    shutil.copytree(ROOT, source, ignore=NOT_SOURCE)
+    venv = tmp_path / "runner"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("ORION_", "PYTEST_", "PIP_", "VIRTUAL_ENV", "PYTHON"))}
+    env.update({"PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+                "ORION_SOURCE": source.as_uri(), "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    output = ""
+    for run in steps:
+        proc = subprocess.run(["bash", "-e", "-c", run], cwd=project, env=env,
+                              capture_output=True, text=True, timeout=600)
+        output = proc.stdout + proc.stderr
+        assert proc.returncode == 0, f"$ {run}\n{textwrap.indent(output, '  ')}"
+    assert re.search(r"\b1 passed\b", output), output
+    installed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "list"], env=env,
+                               capture_output=True, text=True, check=True).stdout
+    assert "orion-statecharts" in installed and "acme-review" in installed
