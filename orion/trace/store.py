@@ -7,9 +7,10 @@ last batches, never the database) and a short busy timeout, so a lock is noticed
 
 Tables:
 
-- ``trace_events``: one row per :class:`~orion.trace.events.TraceEvent`, attributes as
-  compact JSON; indexed on ``conversation_id``, ``session_id``, ``kind`` and ``at_ms``.
-  A batch is one transaction: multi-row INSERTs of 100 rows, ``executemany`` for the rest
+- ``trace_events``: one row per :class:`~orion.trace.events.TraceEvent` (a span), attributes
+  as compact JSON, ``links`` as space-separated ``<trace_id>-<span_id>``; indexed on
+  ``conversation_id``, ``session_id``, ``kind``, ``at_ms`` and ``trace_id``.
+  A batch is one transaction: multi-row INSERTs of 90 rows, ``executemany`` for the rest
   (``bench/bench_trace_store.py``: over 100,000 events/s in batches of 100).
 - ``trace_blobs``: captured full texts by sha256, each stored once.
 - ``trace_counters``: ``dropped``, the number of events the store could not write, so the
@@ -111,25 +112,38 @@ def _m001_trace_tables(db: Database) -> None:
     """)
 
 
+@migrations(name="002_span_ids")
+def _m002_span_ids(db: Database) -> None:
+    # Events became spans: the trace (turn) they belong to, their parent, their links. Rows of
+    # older versions keep empty ids and show as roots.
+    columns = {column.name for column in db["trace_events"].columns}
+    for column in ("trace_id", "span_id", "parent_id", "links"):
+        if column not in columns:
+            db.execute(f"ALTER TABLE trace_events ADD COLUMN {column} TEXT NOT NULL DEFAULT ''")
+    db.execute("CREATE INDEX IF NOT EXISTS idx_trace_events_trace_id ON trace_events (trace_id)")
+
+
 COLUMNS = ("id", "kind", "name", "at_ms", "duration_ms", "conversation_id", "session_id",
-           "attributes")
+           "attributes", "trace_id", "span_id", "parent_id", "links")
 INSERT_EVENT = ("INSERT INTO trace_events (kind, name, at_ms, duration_ms, conversation_id, "
-                "session_id, attributes) VALUES (?, ?, ?, ?, ?, ?, ?)")
+                "session_id, attributes, trace_id, span_id, parent_id, links) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 INSERT_BLOB = "INSERT OR IGNORE INTO trace_blobs (sha256, length, text) VALUES (?, ?, ?)"
 ADD_DROPPED = "UPDATE trace_counters SET value = value + ? WHERE name = 'dropped'"
 
 #: Values per ``trace_events`` row in :data:`INSERT_EVENT` (every column but ``id``).
-WIDTH = 7
-#: Rows per multi-row INSERT (7 parameters a row: 700, under SQLite's old limit of 999).
+WIDTH = 11
+#: Rows per multi-row INSERT (11 parameters a row: 990, under SQLite's old limit of 999).
 #: 1 means plain ``executemany`` for every row.
-ROWS_PER_STATEMENT = 100
+ROWS_PER_STATEMENT = 90
 MAX_ROWS_PER_STATEMENT = 999 // WIDTH
 
 
 @functools.lru_cache(maxsize=8)
 def _multi_insert(rows: int) -> str:
     head = INSERT_EVENT.partition(" VALUES ")[0]
-    return f"{head} VALUES {', '.join(['(?, ?, ?, ?, ?, ?, ?)'] * rows)}"
+    row = f"({', '.join(['?'] * WIDTH)})"
+    return f"{head} VALUES {', '.join([row] * rows)}"
 
 
 def _not_json(value: Any) -> Any:
@@ -156,8 +170,10 @@ else:  # pragma: no cover - interpreters without the C accelerator
 
 #: The event fields stored, in :data:`INSERT_EVENT` order; one C call per event.
 _fields = operator.attrgetter("kind", "name", "at_ms", "duration_ms", "conversation_id",
-                              "session_id", "attributes")
-_ATTRIBUTES = WIDTH - 1  # the index of ``attributes`` in a row
+                              "session_id", "attributes", "trace_id", "span_id", "parent_id",
+                              "links")
+_ATTRIBUTES = 6  # the index of ``attributes`` in a row
+_LINKS = 10  # and of ``links``
 
 
 def event_values(events: Sequence[TraceEvent]) -> list[Any]:
@@ -172,6 +188,11 @@ def event_values(events: Sequence[TraceEvent]) -> list[Any]:
     if not all(attributes):  # rare: an empty dict, or None from a caller
         attributes = [a or {} for a in attributes]
     values[_ATTRIBUTES::WIDTH] = _dumps_all(attributes)
+    links = values[_LINKS::WIDTH]
+    if any(links):  # rare: a span that continues an earlier turn's session
+        values[_LINKS::WIDTH] = [" ".join(map(str, v)) if v else "" for v in links]
+    else:
+        values[_LINKS::WIDTH] = itertools.repeat("", len(links))
     return values
 
 
@@ -453,6 +474,7 @@ class TraceStore:
             for row in cursor:
                 item = dict(zip(COLUMNS, row))
                 item["attributes"] = json.loads(item["attributes"] or "{}")
+                item["links"] = item["links"].split() if item["links"] else []
                 result.append(item)
             return result
 
