@@ -478,6 +478,40 @@ class TraceStore:
                 result.append(item)
             return result
 
+    def traces(self, *, conversation: str | None = None, session: str | None = None,
+               since_ms: float | None = None, limit: int | None = 10) -> list[list[dict[str, Any]]]:
+        """The newest ``limit`` traces (turns) with a span matching every given filter,
+        oldest first, each as its events in start order (the root, when stored, first)."""
+        where, params = ["trace_id != ''"], []
+        for column, value in (("conversation_id", conversation), ("session_id", session)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(str(value))
+        if since_ms is not None:
+            where.append("at_ms >= ?")
+            params.append(float(since_ms))
+        sql = (f"SELECT trace_id FROM trace_events WHERE {' AND '.join(where)} "
+               "GROUP BY trace_id ORDER BY min(at_ms) DESC, min(id) DESC")
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(max(0, int(limit)))
+        with self._lock:
+            conn = self.db.conn
+            ids = [row[0] for row in conn.execute(sql, params)][::-1]
+            result = []
+            for trace_id in ids:
+                rows = conn.execute(
+                    f"SELECT {', '.join(COLUMNS)} FROM trace_events WHERE trace_id = ? "
+                    "ORDER BY parent_id != '', at_ms, id", (trace_id,))
+                spans = []
+                for row in rows:
+                    item = dict(zip(COLUMNS, row))
+                    item["attributes"] = json.loads(item["attributes"] or "{}")
+                    item["links"] = item["links"].split() if item["links"] else []
+                    spans.append(item)
+                result.append(spans)
+            return result
+
     def blob(self, sha256: str) -> str | None:
         """The captured text with this sha256, or ``None``."""
         with self._lock:
