@@ -95,18 +95,34 @@ def _details(row: dict) -> str:
                      if not k.startswith("gen_ai.operation"))
 
 
+#: What a tree shows of each kind of span besides its name and times.
+_SUMMARY = {"model_request": ("orion.finish", "gen_ai.usage.input_tokens",
+                              "gen_ai.usage.output_tokens"),
+            "tool_call": ("orion.tool.outcome",), "transition": ("orion.source", "orion.dest"),
+            "turn": ("orion.turn.chars",)}
+
+
+def _summary(span: dict) -> str:
+    attributes = span["attributes"]
+    if span["kind"] == "transition":
+        return f", {attributes.get('orion.source')} -> {attributes.get('orion.dest')}"
+    shown = [f"{key.rsplit('.', 1)[-1]}={attributes[key]}"
+             for key in _SUMMARY.get(span["kind"], ()) if key in attributes]
+    return f", {', '.join(shown)}" if shown else ""
+
+
 def _tree(spans: list[dict]):
     """One turn as a tree: each span under its parent, in start order; a span whose parent is
     not stored (an older row, a dropped batch) under the root."""
     from rich.tree import Tree
 
     def label(span: dict, start: float) -> str:
-        status = " [red]error[/red]" if span["attributes"].get("error.type") else ""
+        error = span["attributes"].get("error.type")
+        status = f" [red]{escape(str(error))}[/red]" if error else ""
         link = " [dim](continues an earlier turn)[/dim]" if span["links"] else ""
-        details = escape(_details(span)[:100])
         return (f"[bold]{escape(span['name'])}[/bold] [dim]{span['kind']}[/dim] "
-                f"+{span['at_ms'] - start:.0f} ms {span['duration_ms']:.1f} ms{status}{link} "
-                f"[dim]{details}[/dim]")
+                f"+{span['at_ms'] - start:.0f} ms, {span['duration_ms']:.1f} ms"
+                f"{escape(_summary(span))}{status}{link}")
 
     ids = {span["span_id"] for span in spans}
     roots = [s for s in spans if not s["parent_id"] or s["parent_id"] not in ids]

@@ -189,8 +189,8 @@ def test_4_text_discarded_after_done_is_counted_in_the_report_and_the_notice(run
     played = run([
         {"user": "Write todo.md."}, begin("todo.md"),
         say("Task A\nDONE\nTask B\nTask C\nThat is all."),
-        {"expect": "Created todo.md (1 line, 7 B); 3 lines after DONE were not written; they "
-                   "are kept in the trace as commentary"},
+        {"expect": "Created todo.md (1 line, 7 B); 3 lines after DONE were not written; the "
+                   "trace records them as commentary, by size and hash"},
         say("Written."),
     ])
     ok(played)

@@ -52,6 +52,8 @@ from orion.trace.events import ERROR_TYPE, Kind, TraceEvent
 #: The root span of a turn, as the GenAI conventions name an agent's invocation.
 TURN_NAME = "invoke_agent orion"
 AGENT = "orion"
+#: Sessions whose first span is remembered, for the links of their later spans.
+MAX_SESSIONS = 1024
 
 
 def capture_content(configured: bool, env: Mapping[str, str] | None = None) -> bool:
@@ -245,6 +247,8 @@ class Recorder:
             return ()
         origin = self._origins.get(session_id)
         if origin is None:
+            if len(self._origins) >= MAX_SESSIONS:  # the oldest sessions are long over
+                del self._origins[next(iter(self._origins))]
             self._origins[session_id] = link(span.trace_id, span.span_id)
             return ()
         return () if origin.startswith(span.trace_id) else (origin,)
@@ -258,7 +262,12 @@ class Recorder:
             duration = 0.0
         span = self.open(event.kind, event.name, None,
                          session_id=event.session_id if type(event.session_id) is str else "")
-        self._record(TraceEvent(event.kind, event.name, self.now_ms() - duration,
+        start = self.now_ms() - duration
+        root = self.turn.root if self.turn is not None else None
+        if root is not None and not self.turn.recorded and start < root.at_ms:
+            root.started -= (root.at_ms - start) / 1000.0  # the turn began with this event
+            root.at_ms = start
+        self._record(TraceEvent(event.kind, event.name, start,
                                 event.conversation_id or span.conversation_id,
                                 event.session_id, event.attributes, duration, span.trace_id,
                                 span.span_id, span.parent_id, span.links))
@@ -284,7 +293,6 @@ class Recorder:
         if phase is not None:
             self._finish(phase)
         self._carried = [p for p in self._carried if p.session_id != lifecycle_id]
-        self._origins.pop(lifecycle_id, None)
 
     def _open_phase(self, lifecycle_id: str, name: str, attributes: dict[str, Any],
                     root: Span) -> None:
