@@ -36,6 +36,7 @@ from typing import Any
 
 import orion
 from orion import hookimpl
+from orion.api import OrionError
 from orion.trace.events import (CONVERSATION_ID, ERROR_TYPE, SEMCONV_SCHEMA_URL, Kind,
                                 TraceEvent)
 
@@ -336,7 +337,7 @@ class OtelExporter:
             return
         try:
             self.pipeline = otlp.build(env)
-        except (orion.OrionError, ImportError) as exc:
+        except (OrionError, ImportError) as exc:
             otlp.install_failed(exc)
             return
         self.tracer_provider = self.pipeline.provider

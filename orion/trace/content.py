@@ -35,12 +35,14 @@ from orion.trace.events import TraceEvent
 
 #: Shapes of the strings a trace keeps.
 ID = "id"        # an id, a model or plugin name: no spaces
-LABEL = "label"  # an enum or a name from a statechart or from code: words, no paths
+TOKEN = "token"  # an enum value: one word, no paths
+LABEL = "label"  # a name from a statechart or from Orion's code: a few words, no paths
 HASH = "hash"    # a hex digest
 
 _SHAPES = {
     ID: re.compile(r"[A-Za-z0-9_.:@+\-]+(?:/[A-Za-z0-9_.:@+\-]+)*"),
-    LABEL: re.compile(r"[A-Za-z0-9_.:\-]+(?: [A-Za-z0-9_.:\-()]+){0,7}"),
+    TOKEN: re.compile(r"[A-Za-z0-9_.:\-]{1,80}"),
+    LABEL: re.compile(r"[A-Za-z0-9_.:\-']+(?: [A-Za-z0-9_.:\-'()]+){0,7}"),
     HASH: re.compile(r"[0-9a-f]{8,128}"),
 }
 
@@ -49,23 +51,26 @@ STRINGS: dict[str, str] = {
     "gen_ai.conversation.id": ID, "session.id": ID, "gen_ai.tool.call.id": ID,
     "gen_ai.response.id": ID, "gen_ai.request.model": ID, "gen_ai.response.model": ID,
     "gen_ai.provider.name": ID, "server.address": ID, "gen_ai.agent.name": ID,
-    "gen_ai.operation.name": LABEL, "gen_ai.tool.name": LABEL,
-    "gen_ai.response.finish_reasons": LABEL, "error.type": LABEL,
-    "openinference.span.kind": LABEL,
-    "orion.finish": LABEL, "orion.tool.outcome": LABEL, "orion.lifecycle": LABEL,
-    "orion.event": LABEL, "orion.source": LABEL, "orion.dest": LABEL, "orion.state": LABEL,
-    "orion.phase": LABEL, "orion.where": LABEL, "orion.hook": LABEL, "orion.plugin": ID,
-    "orion.policy.plugin": ID, "orion.action": LABEL, "orion.status": LABEL,
-    "orion.operation": LABEL, "orion.code": LABEL, "orion.reason": LABEL, "orion.kind": LABEL,
+    "gen_ai.operation.name": TOKEN, "gen_ai.tool.name": TOKEN,
+    "gen_ai.response.finish_reasons": TOKEN, "error.type": TOKEN,
+    "openinference.span.kind": TOKEN,
+    "orion.finish": TOKEN, "orion.tool.outcome": TOKEN, "orion.lifecycle": TOKEN,
+    "orion.event": TOKEN, "orion.source": TOKEN, "orion.dest": TOKEN, "orion.state": TOKEN,
+    "orion.phase": TOKEN, "orion.hook": TOKEN, "orion.plugin": ID, "orion.policy.plugin": ID,
+    "orion.action": TOKEN, "orion.status": TOKEN, "orion.operation": TOKEN,
+    "orion.code": TOKEN, "orion.kind": TOKEN,
+    # Orion's own phrases: where an error happened, why the engine set a trigger aside
+    "orion.where": LABEL, "orion.reason": LABEL,
     "orion.sha256": HASH,
 }
 #: Name endings that say what a string is, for attributes not in :data:`STRINGS` (a plugin's
-#: own ``myteam.review.id``) and for the keys inside mappings (``orion.payload.operation``).
+#: own ``myteam.review.id``) and for the keys inside mappings (``orion.payload.operation``):
+#: one word at most, so a sentence (which may quote anything) never passes for an enum.
 SUFFIXES: dict[str, str] = {
     "id": ID, "ids": ID, "sha256": HASH, "model": ID,
-    "kind": LABEL, "state": LABEL, "status": LABEL, "outcome": LABEL, "code": LABEL,
-    "operation": LABEL, "phase": LABEL, "reason": LABEL, "action": LABEL, "type": LABEL,
-    "$error": LABEL, "$cycle": LABEL,
+    "kind": TOKEN, "state": TOKEN, "status": TOKEN, "outcome": TOKEN, "code": TOKEN,
+    "operation": TOKEN, "phase": TOKEN, "action": TOKEN, "type": TOKEN,
+    "$error": TOKEN, "$cycle": TOKEN,
 }
 
 _KEY = re.compile(r"[A-Za-z_$][A-Za-z0-9_.\-$]{0,63}")

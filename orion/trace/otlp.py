@@ -139,7 +139,9 @@ class _LastProblem(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             message = record.getMessage().splitlines()[0]
-            self.message = message if len(message) <= 200 else message[:199] + "…"
+            # Long ones keep their beginning (what failed) and end (the cause, last).
+            self.message = message if len(message) <= 240 else (
+                f"{message[:90]} … {message[-140:]}")
         except Exception:  # a record that cannot format itself: keep the previous one
             pass
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -52,6 +53,7 @@ from orion.trace.events import ERROR_TYPE, Kind, TraceEvent
 #: The root span of a turn, as the GenAI conventions name an agent's invocation.
 TURN_NAME = "invoke_agent orion"
 AGENT = "orion"
+_ERROR_TYPE = re.compile(r"([A-Za-z_][\w.]*):")
 #: Sessions whose first span is remembered, for the links of their later spans.
 MAX_SESSIONS = 1024
 
@@ -337,5 +339,8 @@ class Recorder:
         for failure in new:
             if failure.hook == "store_traces":
                 continue  # a failing store is counted by the store; don't loop on it
+            # The failure is recorded as "Type: message"; the type is what a trace keeps.
+            kind = _ERROR_TYPE.match(str(failure.error))
             self.emit(ev.error("plugin", failure.error, attributes={
-                "orion.plugin": failure.plugin, "orion.hook": failure.hook}))
+                "orion.plugin": failure.plugin, "orion.hook": failure.hook,
+                ERROR_TYPE: kind.group(1) if kind else "str"}))
