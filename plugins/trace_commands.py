@@ -99,13 +99,16 @@ def _details(row: dict) -> str:
 _SUMMARY = {"model_request": ("orion.finish", "gen_ai.usage.input_tokens",
                               "gen_ai.usage.output_tokens"),
             "tool_call": ("orion.tool.outcome",), "transition": ("orion.source", "orion.dest"),
-            "turn": ("orion.turn.chars",)}
+            "turn": ()}
 
 
 def _summary(span: dict) -> str:
     attributes = span["attributes"]
     if span["kind"] == "transition":
         return f", {attributes.get('orion.source')} -> {attributes.get('orion.dest')}"
+    message = attributes.get("orion.turn.input")
+    if isinstance(message, dict) and "$text" in message:
+        return f", message of {message['$text']} characters"
     shown = [f"{key.rsplit('.', 1)[-1]}={attributes[key]}"
              for key in _SUMMARY.get(span["kind"], ()) if key in attributes]
     return f", {', '.join(shown)}" if shown else ""

@@ -160,7 +160,7 @@ class Recorder:
         if turn is None:
             turn = self._open_turn(conversation)
         turn.message = True
-        turn.root.update({"orion.turn.chars": len(message), "orion.turn.input": message})
+        turn.root.set("orion.turn.input", message)  # content: traced as length and hash
         try:
             yield turn.root
         except BaseException as exc:
