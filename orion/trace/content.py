@@ -75,8 +75,8 @@ SUFFIXES: dict[str, str] = {
 
 _KEY = re.compile(r"[A-Za-z_$][A-Za-z0-9_.\-$]{0,63}")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]{0,39}|[0-9]{1,9}")
-#: Content values this short (a title, a path, a name) are also compared word by word with the
-#: event's name; longer ones (a file, a plan) only whole.
+#: Content values of one word (a path, a name: what an event's name may be built from) are
+#: also compared part by part with the event's name; others (a title, a message, a file) whole.
 _SHORT = 200
 _SPLIT = re.compile(r"[\s/\\.,:;'\"()\[\]{}]+")
 _GAP = "…"
@@ -185,7 +185,7 @@ class _Filter:
     def _content_words(self) -> set[str]:
         words = set(self.content)
         for value in self.content:
-            if len(value) <= _SHORT:
+            if len(value) <= _SHORT and not any(c.isspace() for c in value):
                 words.update(_SPLIT.split(value))
         return words
 
