@@ -24,6 +24,7 @@ spans. The events themselves are the same either way.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -115,12 +116,29 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+@functools.lru_cache(maxsize=4096)
 def shape_of(key: str) -> str | None:
     """What the strings of attribute ``key`` are, or ``None`` (content)."""
     shape = STRINGS.get(key)
     if shape is None:
         shape = SUFFIXES.get(key.rsplit(".", 1)[-1])
     return shape
+
+
+@functools.lru_cache(maxsize=8192)
+def _fits(shape: str, value: str) -> bool:
+    # Cached: the same ids and enums (states, tool names, models) come back all the time.
+    return _SHAPES[shape].fullmatch(value) is not None
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_word(word: str) -> bool:
+    return _WORD.fullmatch(word) is not None
+
+
+@functools.lru_cache(maxsize=4096)
+def _plain_key(key: str) -> bool:
+    return _KEY.fullmatch(key) is not None
 
 
 class _Filter:
@@ -143,8 +161,7 @@ class _Filter:
         return {"$text": len(value), "sha256": sha}
 
     def string(self, value: str, shape: str | None) -> Any:
-        if (shape is not None and len(value) <= self.max_text
-                and _SHAPES[shape].fullmatch(value) is not None):
+        if shape is not None and len(value) <= self.max_text and _fits(shape, value):
             self.kept.add(value)
             return value
         return self.text(value)
@@ -164,7 +181,7 @@ class _Filter:
     def mapping(self, value: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, item in value.items():
-            if _KEY.fullmatch(key) is None:
+            if not _plain_key(key):
                 key = f"$key.{digest(key)[:16]}"
             out[key] = self.value(item, SUFFIXES.get(key.rsplit(".", 1)[-1]))
         return out
@@ -172,13 +189,13 @@ class _Filter:
     def attributes(self, attributes: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, item in attributes.items():
-            if _KEY.fullmatch(key) is None:
+            if not _plain_key(key):
                 key = f"$key.{digest(key)[:16]}"
             out[key] = self.value(item, shape_of(key))
         return out
 
     def ident(self, value: str) -> str:
-        if not value or (len(value) <= 128 and _SHAPES[ID].fullmatch(value) is not None):
+        if not value or (len(value) <= 128 and _fits(ID, value)):
             return value
         return "sha256:" + self.text(value)["sha256"]
 
@@ -195,8 +212,7 @@ class _Filter:
         for word in name.split(" "):
             if not word:
                 continue
-            if not (word in self.kept or (_WORD.fullmatch(word) is not None
-                                          and word not in content)):
+            if not (word in self.kept or (_is_word(word) and word not in content)):
                 word = _GAP
             if word == _GAP and words and words[-1] == _GAP:
                 continue
@@ -212,7 +228,7 @@ def content_free(event: TraceEvent, *, blobs: dict[str, str] | None = None,
     walk = _Filter(blobs, max_text)
     attributes = walk.attributes(event.attributes)
     return TraceEvent(
-        event.kind if _SHAPES[LABEL].fullmatch(event.kind or "-") else "custom",
+        event.kind if _fits(TOKEN, event.kind or "-") else "custom",
         walk.name(event.name, event.kind),
         event.at_ms, walk.ident(event.conversation_id), walk.ident(event.session_id),
         attributes, event.duration_ms, event.trace_id, event.span_id, event.parent_id,

@@ -36,7 +36,7 @@ recorded by the plugin manager become ``error`` events.
 from __future__ import annotations
 
 import math
-import os
+import random
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -67,11 +67,11 @@ def capture_content(configured: bool, env: Mapping[str, str] | None = None) -> b
 
 
 def new_trace_id() -> str:
-    return os.urandom(16).hex()
+    return f"{random.getrandbits(128) or 1:032x}"
 
 
 def new_span_id() -> str:
-    return os.urandom(8).hex()
+    return f"{random.getrandbits(64) or 1:016x}"
 
 
 def link(trace_id: str, span_id: str) -> str:
@@ -216,7 +216,7 @@ class Recorder:
             parent = self._stack[-1] if self._stack else turn.root
         span = Span(kind, name, parent.trace_id, new_span_id(), parent.span_id, self.now_ms(),
                     parent.conversation_id, session_id, dict(attributes or {}))
-        span.links = self._links(session_id, span)
+        span.links = self._links(session_id, span.trace_id, span.span_id)
         return span
 
     @contextmanager
@@ -242,7 +242,7 @@ class Recorder:
                                 span.session_id, span.attributes, duration, span.trace_id,
                                 span.span_id, span.parent_id, span.links))
 
-    def _links(self, session_id: str, span: Span) -> tuple[str, ...]:
+    def _links(self, session_id: str, trace_id: str, span_id: str) -> tuple[str, ...]:
         """The span where ``session_id`` began, when that was in another turn; the first span
         of a session is where it begins."""
         if not session_id:
@@ -251,9 +251,9 @@ class Recorder:
         if origin is None:
             if len(self._origins) >= MAX_SESSIONS:  # the oldest sessions are long over
                 del self._origins[next(iter(self._origins))]
-            self._origins[session_id] = link(span.trace_id, span.span_id)
+            self._origins[session_id] = link(trace_id, span_id)
             return ()
-        return () if origin.startswith(span.trace_id) else (origin,)
+        return () if origin.startswith(trace_id) else (origin,)
 
     # -- events ---------------------------------------------------------------------------
 
@@ -262,17 +262,20 @@ class Recorder:
         duration = event.duration_ms
         if type(duration) not in (int, float) or not math.isfinite(duration) or duration < 0:
             duration = 0.0
-        span = self.open(event.kind, event.name, None,
-                         session_id=event.session_id if type(event.session_id) is str else "")
+        turn = self._current_turn(self._conversation())
+        parent = self._stack[-1] if self._stack else turn.root
+        span_id = new_span_id()
+        session_id = event.session_id if type(event.session_id) is str else ""
+        links = self._links(session_id, parent.trace_id, span_id) if session_id else ()
         start = self.now_ms() - duration
-        root = self.turn.root if self.turn is not None else None
-        if root is not None and not self.turn.recorded and start < root.at_ms:
+        root = turn.root
+        if not turn.recorded and start < root.at_ms:
             root.started -= (root.at_ms - start) / 1000.0  # the turn began with this event
             root.at_ms = start
         self._record(TraceEvent(event.kind, event.name, start,
-                                event.conversation_id or span.conversation_id,
-                                event.session_id, event.attributes, duration, span.trace_id,
-                                span.span_id, span.parent_id, span.links))
+                                event.conversation_id or parent.conversation_id,
+                                event.session_id, event.attributes, duration, parent.trace_id,
+                                span_id, parent.span_id, links))
 
     def transition(self, lifecycle: Any, record: Any) -> None:
         """A lifecycle transition: the phase it ends, the transition, the phase it starts."""
