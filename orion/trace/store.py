@@ -452,15 +452,7 @@ class TraceStore:
               limit: int | None = 100) -> list[dict[str, Any]]:
         """Events matching every given filter, newest first (by ``at_ms``, then insertion),
         at most ``limit`` (``None``: all). ``attributes`` are parsed back from JSON."""
-        where, params = [], []
-        for column, value in (("conversation_id", conversation), ("session_id", session),
-                              ("kind", kind)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                params.append(str(value))
-        if since_ms is not None:
-            where.append("at_ms >= ?")
-            params.append(float(since_ms))
+        where, params = _filters(conversation, session, kind, since_ms)
         sql = f"SELECT {', '.join(COLUMNS)} FROM trace_events"
         if where:
             sql += " WHERE " + " AND ".join(where)
@@ -469,27 +461,14 @@ class TraceStore:
             sql += " LIMIT ?"
             params.append(max(0, int(limit)))
         with self._lock:
-            cursor = self.db.conn.execute(sql, params)
-            result = []
-            for row in cursor:
-                item = dict(zip(COLUMNS, row))
-                item["attributes"] = json.loads(item["attributes"] or "{}")
-                item["links"] = item["links"].split() if item["links"] else []
-                result.append(item)
-            return result
+            return _decoded(self.db.conn.execute(sql, params))
 
     def traces(self, *, conversation: str | None = None, session: str | None = None,
                since_ms: float | None = None, limit: int | None = 10) -> list[list[dict[str, Any]]]:
         """The newest ``limit`` traces (turns) with a span matching every given filter,
         oldest first, each as its events in start order (the root, when stored, first)."""
-        where, params = ["trace_id != ''"], []
-        for column, value in (("conversation_id", conversation), ("session_id", session)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                params.append(str(value))
-        if since_ms is not None:
-            where.append("at_ms >= ?")
-            params.append(float(since_ms))
+        where, params = _filters(conversation, session, None, since_ms)
+        where.append("trace_id != ''")
         sql = (f"SELECT trace_id FROM trace_events WHERE {' AND '.join(where)} "
                "GROUP BY trace_id ORDER BY min(at_ms) DESC, min(id) DESC")
         if limit is not None:
@@ -498,19 +477,9 @@ class TraceStore:
         with self._lock:
             conn = self.db.conn
             ids = [row[0] for row in conn.execute(sql, params)][::-1]
-            result = []
-            for trace_id in ids:
-                rows = conn.execute(
-                    f"SELECT {', '.join(COLUMNS)} FROM trace_events WHERE trace_id = ? "
-                    "ORDER BY parent_id != '', at_ms, id", (trace_id,))
-                spans = []
-                for row in rows:
-                    item = dict(zip(COLUMNS, row))
-                    item["attributes"] = json.loads(item["attributes"] or "{}")
-                    item["links"] = item["links"].split() if item["links"] else []
-                    spans.append(item)
-                result.append(spans)
-            return result
+            return [_decoded(conn.execute(
+                f"SELECT {', '.join(COLUMNS)} FROM trace_events WHERE trace_id = ? "
+                "ORDER BY parent_id != '', at_ms, id", (trace_id,))) for trace_id in ids]
 
     def blob(self, sha256: str) -> str | None:
         """The captured text with this sha256, or ``None``."""
@@ -570,6 +539,33 @@ class TraceStore:
 
     def __repr__(self) -> str:
         return f"<TraceStore {self.path}{' closed' if self._closed else ''}>"
+
+
+def _filters(conversation: str | None, session: str | None, kind: str | None,
+             since_ms: float | None) -> tuple[list[str], list[Any]]:
+    """The WHERE clauses and parameters of the given filters."""
+    where: list[str] = []
+    params: list[Any] = []
+    for column, value in (("conversation_id", conversation), ("session_id", session),
+                          ("kind", kind)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(str(value))
+    if since_ms is not None:
+        where.append("at_ms >= ?")
+        params.append(float(since_ms))
+    return where, params
+
+
+def _decoded(rows: Iterator[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """``trace_events`` rows as dicts, their attributes and links parsed back."""
+    result = []
+    for row in rows:
+        item = dict(zip(COLUMNS, row))
+        item["attributes"] = json.loads(item["attributes"] or "{}")
+        item["links"] = item["links"].split() if item["links"] else []
+        result.append(item)
+    return result
 
 
 # -- the CLI's --since ---------------------------------------------------------------------
