@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("opentelemetry.exporter.otlp.proto.http", reason="the otel extra is not installed")
-pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc", reason="the otel extra is not installed")
+for exporter in ("http", "grpc"):
+    pytest.importorskip(f"opentelemetry.exporter.otlp.proto.{exporter}",
+                        reason="the otel extra is not installed")
 
 from otlp_receiver import OTLPReceiver  # noqa: E402
 
@@ -98,7 +99,8 @@ def leaked(text: str | bytes) -> list[str]:
 def test_a_three_turn_chat_arrives_as_three_nested_traces_of_one_session(tmp_path, protocol):
     with OTLPReceiver("grpc" if protocol == "grpc" else "http") as receiver:
         before = time.time_ns()
-        proc = orion_run(THREE_TURNS, tmp_path / "ws", OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint,
+        proc = orion_run(THREE_TURNS, tmp_path / "ws",
+                         OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint,
                          OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
                          OTEL_RESOURCE_ATTRIBUTES="deployment.environment.name=ci,host.name=")
         after = time.time_ns()
@@ -176,7 +178,8 @@ def test_a_protocol_sent_to_the_other_protocols_port_is_pointed_out(tmp_path):
 # -- never in the way ----------------------------------------------------------------------
 
 
-def timed(script: str, workspace: Path, **variables: str) -> tuple[float, subprocess.CompletedProcess]:
+def timed(script: str, workspace: Path,
+          **variables: str) -> tuple[float, subprocess.CompletedProcess]:
     started = time.monotonic()
     proc = orion_run(script, workspace, **variables)
     return time.monotonic() - started, proc
@@ -216,7 +219,8 @@ def test_the_exit_bound_is_configurable(tmp_path):
 
 def test_a_backend_that_answers_gets_every_span_and_no_notice(tmp_path):
     with OTLPReceiver("http") as receiver:
-        proc = orion_run(THREE_TURNS, tmp_path / "ws", OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint)
+        proc = orion_run(THREE_TURNS, tmp_path / "ws",
+                         OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint)
         received = len(receiver.spans)
     assert proc.returncode == 0 and "did not reach" not in proc.stderr
     stored = sqlite3.connect(tmp_path / "ws" / ".orion" / "orion.db").execute(

@@ -116,7 +116,8 @@ def test_text_after_done_is_commentary_recorded_in_the_trace_not_written(run):
     assert_ok(played)
     assert played.text("notes.md") == "alpha\nbeta\n"
     [event] = [e for e in played.events("write_report") if e["name"] == "commentary after DONE"]
-    assert event["attributes"]["orion.commentary"] == traced("I kept it short; say if you want more.")
+    assert event["attributes"]["orion.commentary"] == traced(
+        "I kept it short; say if you want more.")
     # the model still sees its commentary, after the reference to the file
     assistant = [m["content"] for m in played.sent(3) if m["role"] == "assistant"]
     assert SHA_REFERENCE.fullmatch(assistant[-1].split("\n")[0])

@@ -26,7 +26,8 @@ an :class:`Exception`:
 * in every string, each surrogate code point (``"\\ud800"``; Python strings may hold them, UTF-8
   cannot) is replaced with U+FFFD, so the result always encodes to UTF-8.
 * a string longer than ``max_text`` characters is summarized as ``{"$text": length, "sha256":
-  hex digest of its UTF-8 bytes}``, never kept, not even in part. With a ``blobs`` dict, the full text is also stored there under its sha256 (the
+  hex digest of its UTF-8 bytes}``, never kept, not even in part.
+  With a ``blobs`` dict, the full text is also stored there under its sha256 (the
   ``capture_content`` setting: a store writes each blob once). The same rule applies to every
   string taken from the value: messages, reprs, paths, ISO dates, type names.
 * a container met again inside itself becomes ``{"$cycle": type name}``; a container shared

@@ -234,7 +234,7 @@ def build(env: Mapping[str, str]) -> Pipeline:
         if proto == "grpc":
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
         else:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore[assignment]
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore
                 OTLPSpanExporter)
         inner = OTLPSpanExporter()
     else:
