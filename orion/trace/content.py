@@ -132,6 +132,11 @@ def _fits(shape: str, value: str) -> bool:
 
 
 @functools.lru_cache(maxsize=4096)
+def _plain_name(name: str) -> bool:
+    return bool(name) and all(_is_word(word) for word in name.split(" "))
+
+
+@functools.lru_cache(maxsize=4096)
 def _is_word(word: str) -> bool:
     return _WORD.fullmatch(word) is not None
 
@@ -199,7 +204,7 @@ class _Filter:
             return value
         return "sha256:" + self.text(value)["sha256"]
 
-    def _content_words(self) -> set[str]:
+    def _words(self) -> set[str]:
         words = set(self.content)
         for value in self.content:
             if len(value) <= _SHORT and not any(c.isspace() for c in value):
@@ -207,8 +212,10 @@ class _Filter:
         return words
 
     def name(self, name: str, kind: str) -> str:
+        if _plain_name(name) and not (self.content and set(name.split(" ")) & self._words()):
+            return name  # the usual case: plain words, none of them content
         words: list[str] = []
-        content = self._content_words() if self.content else frozenset()
+        content = self._words() if self.content else frozenset()
         for word in name.split(" "):
             if not word:
                 continue
