@@ -305,14 +305,15 @@ Feature: Every write is a plan that Orion checks, then carries out
     When the model begins to create "docs/guide.md"
     Then the journal of "docs/guide.md" records the plan
     When the model streams 3 lines and DONE
-    Then the trace holds "create docs/guide.md"
-    And the trace records "wrote docs/guide.md"
+    Then the trace holds the sha256 of "docs/guide.md"
+    And the trace holds "\"operation\": \"create\""
+    And the trace records "wrote"
 
   @WP-14
   Scenario: The intent of a write is kept with its journal and in the trace
     When the model begins to create "docs/guide.md" for "a guide for new users"
     Then the journal of "docs/guide.md" records the intent "a guide for new users"
-    And the trace holds "a guide for new users"
+    And the trace holds the sha256 of "a guide for new users"
 
   @WS-4
   Scenario: Content with quotes, backslashes and braces arrives verbatim

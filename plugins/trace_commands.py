@@ -29,13 +29,16 @@ def _trace_store(workspace: str, state_dir: str | None):
 @click.option("--kind", help="Only this kind: transition, model_request, tool_call, "
               "policy_denial, validation_issue, write_report, recovery, error.")
 @click.option("--since", help="Only newer events: 10m, 2h, 1d, or an ISO 8601 date or time.")
-@click.option("--limit", type=click.IntRange(min=1, max=1_000_000), default=50, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1, max=1_000_000), default=None,
+              help="At most this many events (default 50), or turns with --tree (default 5).")
 @click.option("--json", "as_json", is_flag=True, help="Print the events as JSON.")
+@click.option("--tree", is_flag=True,
+              help="Show the newest turns as trees of spans (--limit counts turns, default 5).")
 @click.pass_context
 def traces(ctx: click.Context, workspace: str, state_dir: str | None,
            conversation: str | None, session: str | None, kind: str | None,
-           since: str | None, limit: int, as_json: bool) -> None:
-    """Show recorded trace events, newest first."""
+           since: str | None, limit: int | None, as_json: bool, tree: bool) -> None:
+    """Show recorded trace events, newest first (--tree: turn by turn, as trees)."""
     ctx.obj = {"workspace": workspace, "state_dir": state_dir}
     if ctx.invoked_subcommand is not None:
         return
@@ -49,23 +52,101 @@ def traces(ctx: click.Context, workspace: str, state_dir: str | None,
             since_ms = parse_since(since, time.time() * 1000.0)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--since") from exc
-    rows = _trace_store(workspace, state_dir).query(
-        conversation=conversation, session=session, kind=kind, since_ms=since_ms, limit=limit)
+    store = _trace_store(workspace, state_dir)
+    if tree:
+        if kind is not None:
+            raise click.BadParameter("a tree shows every kind of its turn", param_hint="--kind")
+        found = store.traces(conversation=conversation, session=session, since_ms=since_ms,
+                             limit=limit or 5)
+        if as_json:
+            click.echo(json.dumps(found, indent=2))
+        elif not found:
+            say("no turns recorded (traces of earlier Orion versions have no turns)")
+        for spans in [] if as_json else found:
+            show(_tree(spans))
+        return
+    rows = store.query(conversation=conversation, session=session, kind=kind,
+                       since_ms=since_ms, limit=limit or 50)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    from datetime import datetime
-
     from rich.table import Table
 
     table = Table("time", "kind", "name", "ms", "session", "details")
     for row in rows:
-        when = datetime.fromtimestamp(row["at_ms"] / 1000.0).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-        details = ", ".join(f"{k}={v}" for k, v in row["attributes"].items()
-                            if not k.startswith("gen_ai.operation"))
-        table.add_row(when, row["kind"], escape(row["name"]), f"{row['duration_ms']:.1f}",
-                      (row["session_id"] or "")[:8], escape(details[:120]))
+        table.add_row(_when(row["at_ms"]), row["kind"], escape(row["name"]),
+                      f"{row['duration_ms']:.1f}", (row["session_id"] or "")[:8],
+                      escape(_details(row)[:120]))
     show(table)
+
+
+def _when(at_ms: float) -> str:
+    from datetime import datetime
+
+    return datetime.fromtimestamp(at_ms / 1000.0).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _details(row: dict) -> str:
+    def value(v):
+        if isinstance(v, dict) and "$text" in v and "sha256" in v:
+            return f"<{v['$text']} chars sha256:{str(v['sha256'])[:12]}>"
+        return v
+    return ", ".join(f"{k}={value(v)}" for k, v in row["attributes"].items()
+                     if not k.startswith("gen_ai.operation"))
+
+
+#: What a tree shows of each kind of span besides its name and times.
+_SUMMARY = {"model_request": ("orion.finish", "gen_ai.usage.input_tokens",
+                              "gen_ai.usage.output_tokens"),
+            "tool_call": ("orion.tool.outcome",), "transition": ("orion.source", "orion.dest"),
+            "turn": ()}
+
+
+def _summary(span: dict) -> str:
+    attributes = span["attributes"]
+    if span["kind"] == "transition":
+        return f", {attributes.get('orion.source')} -> {attributes.get('orion.dest')}"
+    message = attributes.get("orion.turn.input")
+    if isinstance(message, dict) and "$text" in message:
+        return f", message of {message['$text']} characters"
+    shown = [f"{key.rsplit('.', 1)[-1]}={attributes[key]}"
+             for key in _SUMMARY.get(span["kind"], ()) if key in attributes]
+    return f", {', '.join(shown)}" if shown else ""
+
+
+def _tree(spans: list[dict]):
+    """One turn as a tree: each span under its parent, in start order; a span whose parent is
+    not stored (an older row, a dropped batch) under the root."""
+    from rich.tree import Tree
+
+    def label(span: dict, start: float) -> str:
+        error = span["attributes"].get("error.type")
+        status = f" [red]{escape(str(error))}[/red]" if error else ""
+        link = " [dim](continues an earlier turn)[/dim]" if span["links"] else ""
+        return (f"[bold]{escape(span['name'])}[/bold] [dim]{span['kind']}[/dim] "
+                f"+{span['at_ms'] - start:.0f} ms, {span['duration_ms']:.1f} ms"
+                f"{escape(_summary(span))}{status}{link}")
+
+    ids = {span["span_id"] for span in spans}
+    roots = [s for s in spans if not s["parent_id"] or s["parent_id"] not in ids]
+    root = next((s for s in roots if s["kind"] == "turn"), roots[0])
+    start = min(s["at_ms"] for s in spans)
+    title = (f"turn {root['attributes'].get('orion.turn.number', '?')} "
+             f"{_when(start)}  trace {root['trace_id']}  session {root['conversation_id']}")
+    tree = Tree(escape(title))
+    children: dict[str, list[dict]] = {}
+    for span in spans:
+        if span is root:
+            continue
+        parent = span["parent_id"] if span["parent_id"] in ids else root["span_id"]
+        children.setdefault(parent, []).append(span)
+
+    def add(node, span_id: str) -> None:
+        for child in sorted(children.get(span_id, []), key=lambda s: (s["at_ms"], s["id"])):
+            add(node.add(label(child, start)), child["span_id"])
+
+    add(tree.add(label(root, start)), root["span_id"])
+    return tree
 
 
 @traces.command("stats")

@@ -1,23 +1,41 @@
-"""Tracing through the public hooks: every lifecycle transition becomes a trace event, and the
-``trace`` system of the pipeline flushes the batch after every model request."""
+"""Tracing through the public hooks: every lifecycle transition is a span of its turn's trace
+(and each state it rests in a phase span), the ``finalize`` action (the write) a span of its
+own, and the ``trace`` system of the pipeline flushes the batch after every model request."""
 
 from __future__ import annotations
 
-from orion.api import hookimpl
+from orion.api import Kind, hookimpl
 from orion.api import trace_events as events
 
 
 @hookimpl
 def lifecycle_transition(lifecycle, transition, host):
     if host is not None:
-        host.tracer.emit(events.transition(lifecycle, transition, host.conversation.id))
+        host.tracer.transition(lifecycle, transition)
+
+
+@hookimpl
+def lifecycle_finished(lifecycle, host):
+    if host is not None:
+        host.tracer.lifecycle_finished(lifecycle)
 
 
 @hookimpl
 def lifecycle_event_discarded(lifecycle, trigger, payload, reason, host):
     if host is not None:
-        host.tracer.emit(events.discarded_event(lifecycle, trigger, payload, reason,
-                                                lifecycle.clock.now_ms(), host.conversation.id))
+        host.tracer.emit(events.discarded_event(lifecycle, trigger, payload, reason, 0.0, ""))
+
+
+@hookimpl(wrapper=True)
+def finalize(lifecycle, transition):
+    """The write a ``finalize`` action makes, timed: the spans inside nest under it."""
+    host = lifecycle.host
+    if host is None:
+        return (yield)
+    with host.tracer.span(Kind.FINALIZE, f"{lifecycle.name} finalize",
+                          {"orion.lifecycle": lifecycle.name, "orion.event": transition.trigger},
+                          session_id=lifecycle.id):
+        return (yield)
 
 
 class TraceSystem:

@@ -6,16 +6,28 @@ Each is an ordinary plugin system: a team can replace any of them by name in ``o
 from __future__ import annotations
 
 import json
-import time
+from urllib.parse import urlsplit
 
-from orion.api import (ContextRequest, Finish, GateRequest, ModelRequest, ReasoningDelta,
-                       TextDelta, ToolCall, ToolContext, Usage, advertised, build_context,
-                       execute_call, hookimpl, trace_events)
+from orion.api import (ContextRequest, Finish, GateRequest, Kind, ModelRequest,
+                       ReasoningDelta, TextDelta, ToolCall, ToolContext, Usage, advertised,
+                       build_context, execute_call, hookimpl, trace_events)
 
 
 def gate_request(runtime) -> GateRequest:
     return GateRequest(conversation_id=runtime.conversation.id, states=runtime.states(),
                        tags=runtime.tags(), runtime=runtime)
+
+
+def _server(base_url: str | None) -> tuple[str, int] | None:
+    """``server.address`` and ``server.port`` of the model endpoint, for its spans."""
+    if not base_url:
+        return None
+    try:
+        parts = urlsplit(base_url)
+        return (parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)) \
+            if parts.hostname else None
+    except ValueError:
+        return None
 
 
 class ContextSystem:
@@ -55,31 +67,37 @@ class ModelSystem:
         reporter = runtime.reporter
         # Bound once: this loop runs for every chunk of a reply (a long write: 100,000s).
         keep, show = turn.text.append, reporter.text
-        at_ms, started = runtime.clock.now_ms(), time.perf_counter()
-        async for event in runtime.model.stream(request):
-            if type(event) is TextDelta:
-                text = event.text
-                show(text)
-                taken = False
-                for sink in sinks:
-                    if sink(text) is True:  # True only: a sink returning the text keeps nothing
-                        taken = True
-                if not taken:
-                    keep(text)
-            elif type(event) is ReasoningDelta:
-                turn.reasoning.append(event.text)
-            elif type(event) is ToolCall:
-                turn.tool_calls.append(event)
-            elif type(event) is Usage:
-                turn.usage = event
-            elif type(event) is Finish:
-                turn.finish = event
-        if turn.finish is None:  # an adapter that ended without saying why: cut off
-            turn.finish = Finish("truncated", None)
-        runtime.tracer.emit(trace_events.model_request(
-            runtime.model.name, turn.number, turn.finish, turn.usage, at_ms=at_ms,
-            duration_ms=(time.perf_counter() - started) * 1000.0,
-            conversation_id=runtime.conversation.id))
+        model = runtime.model
+        # The request's span (an LLM span): what happens while the reply streams (a write
+        # session's transitions) nests under it; a request that fails is a failed span.
+        with runtime.tracer.span(Kind.MODEL_REQUEST, f"chat {model.name}",
+                                 trace_events.request_attributes(
+                                     model.name, turn.number, getattr(model, "provider", None),
+                                     _server(getattr(model, "base_url", None)))) as span:
+            async for event in model.stream(request):
+                if type(event) is TextDelta:
+                    text = event.text
+                    show(text)
+                    taken = False
+                    for sink in sinks:
+                        if sink(text) is True:  # True only: a sink returning text keeps none
+                            taken = True
+                    if not taken:
+                        keep(text)
+                elif type(event) is ReasoningDelta:
+                    turn.reasoning.append(event.text)
+                elif type(event) is ToolCall:
+                    turn.tool_calls.append(event)
+                elif type(event) is Usage:
+                    turn.usage = event
+                elif type(event) is Finish:
+                    turn.finish = event
+            if turn.finish is None:  # an adapter that ended without saying why: cut off
+                turn.finish = Finish("truncated", None)
+            span.update(trace_events.response_attributes(turn.finish, turn.usage))
+            if runtime.tracer.capture_content:  # opt-in: the messages, for the team's backend
+                span.update(trace_events.message_content(request.messages, turn.response_text,
+                                                         turn.tool_calls))
         reporter.message_end(turn.finish)
         runtime.conversation.add_assistant(
             turn.response_text,
@@ -103,17 +121,21 @@ class ToolsSystem:
                               conversation_id=runtime.conversation.id, runtime=runtime)
         conversation_id = runtime.conversation.id
         for call in turn.tool_calls:
-            at_ms, started = runtime.clock.now_ms(), time.perf_counter()
-            outcome = await execute_call(call, tools=tools, pm=runtime.plugins,
-                                         gate=gate_request(runtime), context=context)
-            runtime.tracer.emit(trace_events.tool_call(
-                outcome, at_ms=at_ms, duration_ms=(time.perf_counter() - started) * 1000.0,
-                conversation_id=conversation_id))
-            if outcome.kind == "denied":
-                detail = json.loads(outcome.content)
-                runtime.tracer.emit(trace_events.policy_denial(
-                    outcome, detail.get("error", ""), detail.get("plugin", ""), at_ms=at_ms,
-                    conversation_id=conversation_id))
+            with runtime.tracer.span(Kind.TOOL_CALL, trace_events.tool_span_name(call.name),
+                                     {"gen_ai.operation.name": "execute_tool",
+                                      "gen_ai.tool.call.id": call.id}) as span:
+                outcome = await execute_call(call, tools=tools, pm=runtime.plugins,
+                                             gate=gate_request(runtime), context=context)
+                span.name = trace_events.tool_span_name(outcome.name, outcome.kind)
+                span.update(trace_events.tool_attributes(outcome))
+                if runtime.tracer.capture_content:
+                    span.update({trace_events.TOOL_ARGUMENTS: call.arguments,
+                                 trace_events.TOOL_RESULT: outcome.content})
+                if outcome.kind == "denied":
+                    detail = json.loads(outcome.content)
+                    runtime.tracer.emit(trace_events.policy_denial(
+                        outcome, detail.get("error", ""), detail.get("plugin", ""), at_ms=0.0,
+                        conversation_id=conversation_id))
             turn.outcomes.append(outcome)
             runtime.conversation.add_tool_result(call.id, outcome.content)
             runtime.reporter.tool(outcome)

@@ -8,6 +8,7 @@ docs/write-sessions.md ("What is content"); features/content_integrity.feature s
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import subprocess
@@ -75,7 +76,9 @@ def test_1_a_reply_without_done_after_the_idle_prompt_is_never_appended(run):
                in n for n in played.reporter.notices)
     [event] = played.events("write_report")[:1]
     assert event["name"] == "reply not written"
-    assert event["attributes"]["orion.commentary"] == "I have finished writing the file."
+    reply = "I have finished writing the file."  # traced as content is: length and sha256
+    assert event["attributes"]["orion.commentary"] == {
+        "$text": len(reply), "sha256": hashlib.sha256(reply.encode()).hexdigest()}
     # The model still has its own words in the history.
     assert {"role": "assistant", "content": "I have finished writing the file."} in \
         played.sent(5)
@@ -189,14 +192,14 @@ def test_4_text_discarded_after_done_is_counted_in_the_report_and_the_notice(run
     played = run([
         {"user": "Write todo.md."}, begin("todo.md"),
         say("Task A\nDONE\nTask B\nTask C\nThat is all."),
-        {"expect": "Created todo.md (1 line, 7 B); 3 lines after DONE were not written; they "
-                   "are kept in the trace as commentary"},
+        {"expect": "Created todo.md (1 line, 7 B); 3 lines after DONE were not written; the "
+                   "trace records them as commentary, by size and hash"},
         say("Written."),
     ])
     ok(played)
     assert played.text("todo.md") == "Task A\n"
-    assert "todo.md: 3 lines after DONE were not written; they are kept in the trace as " \
-           "commentary" in played.reporter.notices
+    assert "todo.md: 3 lines after DONE were not written; the trace records them as " \
+           "commentary, by size and hash" in played.reporter.notices
 
 
 # -- 5. a cut-off that arrives as stop ---------------------------------------------------------

@@ -500,7 +500,8 @@ def test_store_traces_gets_the_batch_and_a_failing_store_is_isolated(pm, tmp_pat
     assert lines == [e.as_dict() for e in events]
     assert lines[0] == {"kind": "lifecycle", "name": "transition", "at_ms": 1.5,
                         "duration_ms": 0.0, "conversation_id": "conv", "session_id": "sess",
-                        "attributes": {"dest": "review"}}
+                        "attributes": {"dest": "review"}, "trace_id": "", "span_id": "",
+                        "parent_id": "", "links": []}
     # the built-in SQLite store got the same batch
     assert [row["name"] for row in sqlite_rows(tmp_path / "orion.db")] == [
         "transition", "read_file"]

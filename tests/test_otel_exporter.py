@@ -86,6 +86,8 @@ def test_a_tool_call_becomes_an_execute_tool_span(pm, spans, tmp_path):
         "orion.tool.arguments.window.end": 40,
         "orion.tool.arguments.ranges": "[[1, 2], [5, 9]]",
         "orion.tool.arguments.tags": ("a", "b"),
+        "session.id": CONVERSATION,
+        "openinference.span.kind": "TOOL",
     }
 
 
@@ -131,6 +133,8 @@ def test_a_model_request_is_a_client_chat_span_with_token_usage(pm, spans, tmp_p
         "orion.request.number": 3,
         "orion.finish": "tool_calls",
         "orion.kind": "model_request",
+        "session.id": CONVERSATION,
+        "openinference.span.kind": "LLM",
     }
 
 
@@ -156,7 +160,8 @@ def test_a_policy_denial(pm, spans, tmp_path):
     assert dict(span.attributes) == {
         "gen_ai.tool.name": "write_file", "gen_ai.tool.call.id": "call_7",
         "gen_ai.conversation.id": CONVERSATION, "orion.kind": "policy_denial",
-        "orion.policy.reason": "outside the workspace", "orion.policy.plugin": "audit"}
+        "orion.policy.reason": "outside the workspace", "orion.policy.plugin": "audit",
+        "session.id": CONVERSATION, "openinference.span.kind": "GUARDRAIL"}
 
 
 def test_an_error_event_is_an_error_span_with_the_message(pm, spans, tmp_path):
@@ -165,21 +170,33 @@ def test_an_error_event_is_an_error_span_with_the_message(pm, spans, tmp_path):
     [span] = spans.get_finished_spans()
     assert span.name == "error in model"
     assert span.status.status_code is StatusCode.ERROR
-    assert span.status.description == "ConnectionError: reset by peer"
+    assert span.status.description == "ConnectionError"  # the type: a message may quote content
+    [exception] = span.events
+    assert (exception.name, dict(exception.attributes)) == (
+        "exception", {"exception.type": "ConnectionError"})
     assert dict(span.attributes) == {
         "orion.where": "model", "orion.error": "ConnectionError: reset by peer",
         "error.type": "ConnectionError", "gen_ai.conversation.id": CONVERSATION,
-        "orion.session.id": "sess-1", "orion.kind": "error"}
+        "orion.session.id": "sess-1", "orion.kind": "error", "session.id": CONVERSATION,
+        "openinference.span.kind": "CHAIN"}
 
 
-def test_a_summarized_error_message_is_described_by_its_head(pm, spans, tmp_path):
-    summary = {"$text": 4000, "sha256": "ab12", "head": "ValueError: bad"}
+def test_a_message_left_out_is_its_length_and_hash_unless_the_batch_captured_it(pm, spans,
+                                                                                 tmp_path):
+    summary = {"$text": 15, "sha256": "ab12"}
     event = TraceEvent("error", "error in store", AT, attributes={
         "orion.where": "store", "orion.error": summary, "error.type": "ValueError"})
     store(pm, tmp_path, event)
-    [span] = spans.get_finished_spans()
-    assert span.status.description == "ValueError: bad\u2026 (4000 characters)"
-    assert json.loads(span.attributes["orion.error"]) == summary
+    pm.hook.store_traces(events=[event], blobs={"ab12": "ValueError: bad"}, state_dir=tmp_path)
+    plain, captured = spans.get_finished_spans()
+    assert plain.status.description == "ValueError"
+    assert (plain.attributes["orion.error.length"], plain.attributes["orion.error.sha256"]) == (
+        15, "ab12")
+    assert "orion.error" not in plain.attributes
+    assert captured.status.description == "ValueError: bad"
+    assert captured.attributes["orion.error"] == "ValueError: bad"
+    assert dict(captured.events[0].attributes) == {"exception.type": "ValueError",
+                                                   "exception.message": "ValueError: bad"}
 
 
 CHART = """
@@ -233,7 +250,8 @@ def test_a_lifecycle_transition_with_its_payload_flattened(pm, spans, tmp_path):
         "orion.payload.flags": (True, False),
         "gen_ai.conversation.id": CONVERSATION,
         "orion.session.id": "lc-1",
-        "orion.kind": "transition"}
+        "orion.kind": "transition", "session.id": CONVERSATION,
+        "openinference.span.kind": "CHAIN"}
 
 
 def test_a_batch_is_one_root_span_per_event_in_order(pm, spans, tmp_path):
@@ -266,7 +284,7 @@ def test_flatten():
         "strs": ["a", "b"], "ints": [1, 2], "bools": [True], "empty": [],
         "mixed": [1, "a"], "int_float": [1, 2.0], "bool_int": [True, 1], "with_none": ["a", None],
         "dicts": [{"k": "v"}], "huge": 2 ** 70, "huge_list": [2 ** 70],
-        "summary": {"$text": 5000, "sha256": "ab12", "head": "def main"},
+        "summary": {"$text": 5000, "sha256": "ab12"},
         "nested": {"content": {"$bytes": 3, "sha256": "cd34"}},
         "other": object.__new__(type("Thing", (), {"__str__": lambda self: "thing"})),
     }) == {
@@ -276,8 +294,8 @@ def test_flatten():
         "mixed": '[1, "a"]', "int_float": "[1, 2.0]", "bool_int": "[true, 1]",
         "with_none": '["a", null]', "dicts": '[{"k": "v"}]',
         "huge": str(2 ** 70), "huge_list": f"[{2 ** 70}]",
-        # the encoder's special values stay whole
-        "summary": '{"$text": 5000, "head": "def main", "sha256": "ab12"}',
+        # a text left out is its length and hash; the encoder's other values stay whole
+        "summary.length": 5000, "summary.sha256": "ab12",
         "nested.content": '{"$bytes": 3, "sha256": "cd34"}',
         "other": "thing",
     }
@@ -402,3 +420,79 @@ def test_the_builtin_builds_nothing_until_a_tracer_provider_is_configured(tmp_pa
         """, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == [False, True, True]
+
+
+# -- spans of a real runtime ------------------------------------------------------------------
+
+
+def runtime_with(provider, model, workspace):
+    from orion.runtime.runtime import Runtime
+
+    pm = make_plugin_manager(entrypoints=False, env={}, blocked=["otel_exporter"])
+    pm.register(OtelExporter(provider), "otel-test")
+    return Runtime(model=model, plugins=pm, workspace=workspace, clock=VirtualClock(), env={})
+
+
+def test_model_requests_are_llm_spans_with_the_response_and_a_failed_one_is_an_error(tmp_path):
+    # The real OpenAI adapter against a loopback server: the second request is refused.
+    import asyncio
+
+    from sse_server import SSEServer, error, stream, text_stream
+
+    from orion.errors import OrionError
+    from orion.models.openai_compat import OpenAICompatibleModel
+
+    exported = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exported))
+    with SSEServer([stream(text_stream("Hi", usage=(5, 2))),
+                    error(400, message="no such thing as zqxSECRETq")]) as server:
+        model = OpenAICompatibleModel(model="test-model", base_url=server.base_url,
+                                      api_key="k", max_retries=0)
+        runtime = runtime_with(provider, model, tmp_path)
+        asyncio.run(runtime.handle("hello"))
+        with pytest.raises(OrionError):
+            asyncio.run(runtime.handle("again"))
+        runtime.close()
+        port = server.port
+    spans = exported.get_finished_spans()
+    ok, failed = [s for s in spans if s.name == "chat test-model"]
+    assert ok.kind is SpanKind.CLIENT and ok.status.status_code is StatusCode.UNSET
+    assert {k: ok.attributes[k] for k in (
+        "gen_ai.response.id", "gen_ai.response.model", "gen_ai.provider.name",
+        "gen_ai.request.model", "server.address", "server.port",
+        "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")} == {
+        "gen_ai.response.id": "chatcmpl-test", "gen_ai.response.model": "test-model",
+        "gen_ai.provider.name": "openai", "gen_ai.request.model": "test-model",
+        "server.address": "127.0.0.1", "server.port": port,
+        "gen_ai.usage.input_tokens": 5, "gen_ai.usage.output_tokens": 2}
+    # the failed request: an LLM span with status ERROR and its exception, under its turn
+    assert failed.status.status_code is StatusCode.ERROR
+    assert failed.status.description == "ModelError"
+    assert failed.attributes["openinference.span.kind"] == "LLM"
+    assert [(e.name, dict(e.attributes)) for e in failed.events] == [
+        ("exception", {"exception.type": "ModelError"})]
+    assert failed.end_time > failed.start_time
+    roots = [s for s in spans if s.parent is None]
+    assert [r.name for r in roots] == ["invoke_agent orion", "invoke_agent orion"]
+    assert failed.parent.span_id == roots[1].context.span_id
+    assert roots[1].status.status_code is StatusCode.ERROR
+    assert ok.context.trace_id == roots[0].context.trace_id != roots[1].context.trace_id
+    assert "zqxSECRETq" not in repr([dict(s.attributes) for s in spans])
+
+
+def test_spans_keep_the_ids_parents_and_links_of_their_events(pm, spans, tmp_path):
+    root = TraceEvent("turn", "invoke_agent orion", AT, CONVERSATION, "", {}, 5.0,
+                      "a" * 32, "1" * 16, "")
+    child = TraceEvent("tool_call", "execute_tool read_file", AT + 1, CONVERSATION, "s1", {}, 1.0,
+                       "a" * 32, "2" * 16, "1" * 16, ("b" * 32 + "-" + "3" * 16,))
+    store(pm, tmp_path, child, root)  # a child may be exported before its root
+    by_name = {s.name: s for s in spans.get_finished_spans()}
+    exported_root, exported_child = by_name["invoke_agent orion"], by_name[child.name]
+    assert f"{exported_root.context.trace_id:032x}" == "a" * 32
+    assert f"{exported_root.context.span_id:016x}" == "1" * 16
+    assert exported_child.parent.span_id == exported_root.context.span_id
+    assert f"{exported_child.context.span_id:016x}" == "2" * 16
+    [link] = exported_child.links
+    assert (f"{link.context.trace_id:032x}", f"{link.context.span_id:016x}") == (
+        "b" * 32, "3" * 16)

@@ -344,7 +344,8 @@ def test_a_plan_tool_called_after_plan_work_ended_is_denied_traced_and_changes_n
     [denial] = trace_events(workspace, "policy_denial")
     assert denial["gen_ai.tool.name"] == "plan_set_content"
     assert denial["orion.policy.plugin"] == "orion_plugins.plan_mode"
-    assert "needs plan work" in denial["orion.policy.reason"]
+    # the reason a plugin gives may quote anything: traced by length and sha256
+    assert set(denial["orion.policy.reason"]) == {"$text", "sha256"}
 
 
 # == Invariant 3: Plan.markdown is the only canonical content ===================================

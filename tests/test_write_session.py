@@ -31,6 +31,13 @@ SHA_REFERENCE = re.compile(r"\[wrote (?P<path>\S+): (?P<lines>\d+) lines, sha256
 # -- the harness (tests/write_harness.py, shared with test_content_integrity.py) ---------------
 
 
+def traced(text: str) -> dict:
+    """What a trace keeps of a text: its length and sha256."""
+    import hashlib
+
+    return {"$text": len(text), "sha256": hashlib.sha256(text.encode()).hexdigest()}
+
+
 @pytest.fixture
 def run(tmp_path, monkeypatch):
     return make_runner(tmp_path, monkeypatch)
@@ -109,7 +116,8 @@ def test_text_after_done_is_commentary_recorded_in_the_trace_not_written(run):
     assert_ok(played)
     assert played.text("notes.md") == "alpha\nbeta\n"
     [event] = [e for e in played.events("write_report") if e["name"] == "commentary after DONE"]
-    assert event["attributes"]["orion.commentary"] == "I kept it short; say if you want more."
+    assert event["attributes"]["orion.commentary"] == traced(
+        "I kept it short; say if you want more.")
     # the model still sees its commentary, after the reference to the file
     assistant = [m["content"] for m in played.sent(3) if m["role"] == "assistant"]
     assert SHA_REFERENCE.fullmatch(assistant[-1].split("\n")[0])
@@ -587,7 +595,7 @@ def test_a_wrapped_guide_with_nested_blocks_and_a_done_line_is_written_whole(run
     assert_ok(played)
     assert played.text("docs/protocol.md") == guide_text
     [event] = [e for e in played.events("write_report") if e["name"] == "commentary after DONE"]
-    assert event["attributes"]["orion.commentary"] == "The guide is written."
+    assert event["attributes"]["orion.commentary"] == traced("The guide is written.")
 
 
 def test_unwrapping_can_be_disabled_in_orion_yaml(tmp_path):
@@ -1006,7 +1014,8 @@ def test_validation_issues_and_the_write_report_are_traced(run):
     issue = next(e for e in played.events("validation_issue") if e["name"] == "issue control-char")
     assert issue["session_id"] == session["id"]
     assert issue["attributes"]["orion.line"] == 1 and issue["attributes"]["orion.column"] == 2
-    report = next(e for e in played.events("write_report") if e["name"] == "wrote menu.txt")
+    report = next(e for e in played.events("write_report") if e["name"] == "wrote …")
+    assert report["attributes"]["orion.target"] == traced("menu.txt")  # a path: its hash
     attributes = report["attributes"]
     assert (attributes["orion.status"], attributes["orion.lines"], attributes["orion.bytes"],
             attributes["orion.operation"]) == ("written", 1, 3, "create")
@@ -1161,8 +1170,8 @@ def test_a_full_disk_keeps_the_journal_in_memory_and_the_target_is_still_written
     assert played.text("notes.md") == "first\nsecond\nthird\n"
     warnings = [n for n in played.reporter.notices if "cannot save notes.md" in n]
     assert len(warnings) == 1 and "ENOSPC" in warnings[0]
-    report = next(e for e in played.events("write_report") if e["name"] == "wrote notes.md")
-    assert report["attributes"]["orion.degraded"].startswith("ENOSPC")
+    report = next(e for e in played.events("write_report") if e["name"] == "wrote …")
+    assert set(report["attributes"]["orion.degraded"]) == {"$text", "sha256"}  # an OS message
 
 
 # -- validating edits: the file after the edit, issues on the content's lines ------------------

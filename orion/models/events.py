@@ -6,7 +6,7 @@ events, at most one :class:`Usage`, and exactly one :class:`Finish`, last.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 #: Finish reasons that end a message cleanly. Everything else (``length``,
@@ -50,10 +50,14 @@ class Usage:
 @dataclass(frozen=True, slots=True)
 class Finish:
     """``reason`` is normalized: ``stop``, ``tool_calls`` or ``truncated``; ``raw`` is what the
-    provider said (``None`` when the stream ended without a reason)."""
+    provider said (``None`` when the stream ended without a reason). ``response_id`` and
+    ``response_model`` are the response's ``id`` and ``model`` when the endpoint sent them
+    (for traces; they take no part in comparisons)."""
 
     reason: Literal["stop", "tool_calls", "truncated"]
     raw: str | None = None
+    response_id: str | None = field(default=None, compare=False)
+    response_model: str | None = field(default=None, compare=False)
 
     @property
     def truncated(self) -> bool:

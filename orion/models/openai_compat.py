@@ -52,7 +52,7 @@ import contextlib
 import json
 import os
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from openai import (
@@ -91,6 +91,10 @@ class OpenAICompatibleModel:
     it). Otherwise the streams made inside :meth:`session` share one client, and any other
     :meth:`stream` creates a client and closes it when the stream ends.
     """
+
+    #: ``gen_ai.provider.name`` in traces: the API spoken, as the OpenAI SDK's own
+    #: instrumentation says; ``server.address`` tells which endpoint served it.
+    provider = "openai"
 
     def __init__(self, *, model: str, base_url: str | None = None, api_key: str | None = None,
                  max_retries: int = 3, timeout: float = 120.0,
@@ -241,7 +245,7 @@ class OpenAICompatibleModel:
             self._cuts += 1
             if state.usage is not None:
                 yield state.usage
-            yield Finish("truncated", CONNECTION_LOST)
+            yield state.identified(Finish("truncated", CONNECTION_LOST))
             return
         self._cuts = 0
         for event in state.finish():
@@ -331,10 +335,15 @@ class _StreamState:
         self.tool_calls = _ToolCalls()
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
+        self.response_id: str | None = None
+        self.response_model: str | None = None
 
     def feed(self, chunk: Any) -> list[ModelEvent]:
         self.chunks += 1
         events: list[ModelEvent] = []
+        if self.response_id is None:  # the same in every chunk: read once, for the trace
+            self.response_id = getattr(chunk, "id", None) or None
+            self.response_model = getattr(chunk, "model", None) or None
         usage = getattr(chunk, "usage", None)
         if usage is not None:
             self.usage = Usage(
@@ -386,8 +395,13 @@ class _StreamState:
                                    "".join(call.arguments)))
         if self.usage is not None:
             events.append(self.usage)
-        events.append(normalize_finish(self.finish_reason, saw_tool_calls=position > 0))
+        events.append(self.identified(normalize_finish(self.finish_reason,
+                                                       saw_tool_calls=position > 0)))
         return events
+
+    def identified(self, finish: Finish) -> Finish:
+        """``finish`` with the response's id and model."""
+        return replace(finish, response_id=self.response_id, response_model=self.response_model)
 
 
 def _extra(obj: Any, name: str) -> Any:

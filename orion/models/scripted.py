@@ -69,6 +69,7 @@ class ScriptedModel:
     """A :class:`~orion.models.base.Model` that plays the ``model`` entries of a script."""
 
     name = "scripted"
+    provider = "orion.scripted"  # gen_ai.provider.name in traces
 
     def __init__(self, cursor: ScriptCursor | Script):
         self.cursor = cursor.cursor() if isinstance(cursor, Script) else cursor

@@ -26,7 +26,7 @@ from orion.runtime.report import Reporter
 from orion.statechart.catalog import Catalog
 from orion.statechart.definition import Definition
 from orion.statechart.lifecycle import Lifecycle
-from orion.trace.recorder import Recorder
+from orion.trace.recorder import Recorder, capture_content
 
 
 class CommandError(OrionError):
@@ -94,10 +94,13 @@ class Runtime:
         self._pending = False  # an injected prompt the model has not answered yet
         self.lifecycle_clock = _NotifyingClock(self.clock, self._after_timer)
         trace = self.config.model.trace
-        self.tracer = Recorder(plugins, self.state_dir, capture_content=trace.capture_content,
+        # Spans run on the wall clock, whatever clock the lifecycles' timers use; a turn and
+        # its conversation (the trace's session) are the recorder's to track.
+        self.tracer = Recorder(plugins, self.state_dir,
+                               capture_content=capture_content(trace.capture_content, env),
                                max_text=trace.max_text,
                                flush_interval_ms=trace.flush_interval_ms,
-                               now_ms=self.clock.now_ms)
+                               conversation=lambda: self.conversation.id)
         self._turn_lock = asyncio.Lock()
         self._catalog: Catalog | None = None
         plugins.hook.runtime_started(runtime=self)
@@ -168,13 +171,14 @@ class Runtime:
         if line.startswith("/"):
             return await self.command(line)
         self.reporter.user(line)
-        for gate in list(self.user_gates):
-            if gate(line):
-                self.drain_outboxes()
-                await self.pump()
-                return None
-        self.conversation.add_user(line)
-        await self.run_turn()
+        with self.tracer.user_turn(line):  # one trace per user message
+            for gate in list(self.user_gates):
+                if gate(line):
+                    self.drain_outboxes()
+                    await self.pump()
+                    return None
+            self.conversation.add_user(line)
+            await self.run_turn()
         return None
 
     async def command(self, line: str) -> str | None:
@@ -248,10 +252,10 @@ class Runtime:
         self.drain_outboxes()
 
     def close(self) -> None:
-        """Flush what is still batched for the trace stores, and close the services (the
-        write sessions' journals, the plan store)."""
+        """Record the open turn, flush what is still batched for the trace stores, and close
+        the services (the write sessions' journals, the plan store)."""
         self.plugins.hook.runtime_closing(runtime=self)
-        self.tracer.flush()
+        self.tracer.close()
         for service in self.services.values():
             close = getattr(service, "close", None)
             if callable(close):

@@ -1291,7 +1291,21 @@ def trace_is_json(orion_world: World) -> None:
                                  f"{attributes[:300]}") from None
 
 
-@then(parsers.re(rf"the trace holds {TEXT}"))
+@then(parsers.re(rf"the trace holds the sha256 of {TEXT}"))
+def trace_holds_hash(orion_world: World, text: str) -> None:
+    """What a trace keeps of a text (a path, an intent, a message): its sha256, never the
+    text itself."""
+    import hashlib
+
+    wanted = unescape(text)
+    digest = hashlib.sha256(wanted.encode("utf-8", "surrogatepass")).hexdigest()
+    events = [json.dumps(e, ensure_ascii=False) for e in _trace_events(orion_world)]
+    assert any(digest in event for event in events), \
+        f"the sha256 of {wanted!r} is in no trace event"
+    assert not any(wanted in event for event in events), f"{wanted!r} is in a trace event"
+
+
+@then(parsers.re(rf"the trace holds (?!the sha256 of ){TEXT}"))
 def trace_holds(orion_world: World, text: str) -> None:
     wanted = unescape(text)
     events = _trace_events(orion_world)

@@ -26,8 +26,8 @@ an :class:`Exception`:
 * in every string, each surrogate code point (``"\\ud800"``; Python strings may hold them, UTF-8
   cannot) is replaced with U+FFFD, so the result always encodes to UTF-8.
 * a string longer than ``max_text`` characters is summarized as ``{"$text": length, "sha256":
-  hex digest of its UTF-8 bytes, "head": its first min(40, max_text) characters}``, never kept
-  whole. With a ``blobs`` dict, the full text is also stored there under its sha256 (the
+  hex digest of its UTF-8 bytes}``, never kept, not even in part.
+  With a ``blobs`` dict, the full text is also stored there under its sha256 (the
   ``capture_content`` setting: a store writes each blob once). The same rule applies to every
   string taken from the value: messages, reprs, paths, ISO dates, type names.
 * a container met again inside itself becomes ``{"$cycle": type name}``; a container shared
@@ -66,13 +66,10 @@ from pydantic import BaseModel
 
 from orion.trace.events import TraceEvent
 
-__all__ = ["MAX_DEPTH", "MAX_TEXT", "HEAD", "json_safe", "dumps", "encode_event"]
+__all__ = ["MAX_DEPTH", "MAX_TEXT", "json_safe", "dumps", "encode_event"]
 
 #: The default longest string kept whole.
 MAX_TEXT = 1024
-#: How many characters of a summarized string are kept (at most ``max_text``): enough to tell
-#: which value it was, too few to hold a line of the content it summarizes.
-HEAD = 40
 #: The deepest nesting of containers encoded; deeper ones become ``{"$depth": ...}``.
 MAX_DEPTH = 64
 
@@ -112,7 +109,8 @@ def encode_event(event: TraceEvent, *, max_text: int = MAX_TEXT,
     """A copy of ``event`` that is safe to store: its attributes pass through :func:`json_safe`
     (attributes that are not a mapping are kept under ``"orion.attributes"``), ``kind``,
     ``name``, ``conversation_id`` and ``session_id`` become plain strings (surrogate-free, cut
-    to ``max_text``), and a non-finite or non-numeric ``at_ms``/``duration_ms`` becomes 0.0."""
+    to ``max_text``), and so do the span ids and links; a non-finite or non-numeric
+    ``at_ms``/``duration_ms`` becomes 0.0."""
     if type(max_text) is not int or max_text < 0:
         max_text = MAX_TEXT
     if type(event) is TraceEvent:  # the runtime's events: plain fields, attributes usually plain
@@ -125,7 +123,9 @@ def encode_event(event: TraceEvent, *, max_text: int = MAX_TEXT,
                           _label(event.session_id, max_text),
                           attributes if type(attributes) is dict
                           else {"orion.attributes": attributes},
-                          _number(event.duration_ms))
+                          _number(event.duration_ms), _label(event.trace_id, max_text),
+                          _label(event.span_id, max_text), _label(event.parent_id, max_text),
+                          _links(event.links, max_text))
     attributes = json_safe(getattr(event, "attributes", None), max_text=max_text, blobs=blobs)
     if type(attributes) is not dict:
         attributes = {"orion.attributes": attributes}
@@ -137,6 +137,10 @@ def encode_event(event: TraceEvent, *, max_text: int = MAX_TEXT,
         "session_id": _label(getattr(event, "session_id", ""), max_text),
         "attributes": attributes,
         "duration_ms": _number(getattr(event, "duration_ms", 0.0)),
+        "trace_id": _label(getattr(event, "trace_id", ""), max_text),
+        "span_id": _label(getattr(event, "span_id", ""), max_text),
+        "parent_id": _label(getattr(event, "parent_id", ""), max_text),
+        "links": _links(getattr(event, "links", ()), max_text),
     }
     if type(event) is TraceEvent:
         return TraceEvent(**fields)
@@ -278,7 +282,7 @@ class _Encoder:
                 self.blobs[digest] = safe
             except Exception:
                 pass
-        return {"$text": len(s), "sha256": digest, "head": safe[:min(HEAD, self.max_text)]}
+        return {"$text": len(s), "sha256": digest}
 
     def integer(self, v: int) -> Any:
         if -_SMALL_INT < v < _SMALL_INT:
@@ -471,6 +475,16 @@ def _label(value: Any, max_text: int) -> str:
             s = _repr(value)
     s = s[:max_text]
     return s if s.isascii() else _SURROGATE.sub("\ufffd", s)
+
+
+def _links(value: Any, max_text: int) -> tuple[str, ...]:
+    """Span links as a tuple of plain strings (anything else: none)."""
+    if type(value) is tuple and all(type(v) is str for v in value):
+        return value
+    try:
+        return tuple(_label(v, max_text) for v in value) if isinstance(value, (list, tuple)) else ()
+    except Exception:
+        return ()
 
 
 def _number(value: Any) -> float:

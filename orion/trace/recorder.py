@@ -1,44 +1,318 @@
-"""The runtime's trace recorder: encodes events as they happen and hands them to the
+"""The runtime's trace recorder: spans as they happen, content-free, handed to the
 ``store_traces`` hook in batches.
 
+**Turns.** A turn is one trace: a user message and everything until the next one (the model's
+requests, tool calls, lifecycle transitions, the prompts timers inject, slash commands typed
+meanwhile). What happens before the first message (recovering write sessions at startup, a
+``/plan on`` typed first) opens the first turn, which the first message then joins. The turn's
+root span (``invoke_agent orion``) is recorded when the runtime has answered the message;
+what happens later in the turn is still under it. A new conversation (``/reset``) starts a new
+turn.
+
+**Spans.** :meth:`Recorder.span` opens a span the events inside it nest under (a model
+request, a tool call); :meth:`Recorder.emit` records an event that ends now, under the span
+open at that moment. Lifecycle transitions (:meth:`Recorder.transition`) are recorded that
+way too, and each state a lifecycle rests in (outside its initial and final states) is a
+**phase** span under the turn: ``write_session awaiting_content``, ``write_session
+finalizing`` (validation), ``plan_mode collecting``. A phase still open when the turn ends is
+cut there and goes on in the next turn as a new span; every span of a lifecycle (or any
+session id) in a later turn links to the span where it began, so a write session that spans
+several turns is one chain across their traces.
+
+**Times.** Wall-clock, whatever clock the runtime's lifecycles use: ``orion run`` plays on a
+virtual clock (timers fire at once), but its spans get the real start times and durations
+(``time.time`` and ``time.perf_counter``). The time an event carries is ignored: it is
+recorded as ending when it is emitted.
+
+**Content.** Events are made JSON-safe (:func:`orion.trace.encoding.encode_event`) and
+content-free (:func:`orion.trace.content.content_free`) here, before any plugin sees them;
+with ``capture_content`` the texts left out go to the batch's blobs.
+
 A batch is flushed after every model request (the ``trace`` system of the pipeline), when it
-is ``flush_interval_ms`` old at the next event, and when the runtime closes. Events are made
-JSON-safe and content-free here, before any plugin sees them, so no store can hold content by
-accident. Plugin failures recorded by the plugin manager become ``error`` events.
+is ``flush_interval_ms`` old at the next event, and when the runtime closes. Plugin failures
+recorded by the plugin manager become ``error`` events.
 """
 
 from __future__ import annotations
 
+import math
+import random
+import re
 import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orion.trace import events as ev
+from orion.trace.content import capture_from_env, content_free
 from orion.trace.encoding import encode_event
-from orion.trace.events import TraceEvent
+from orion.trace.events import ERROR_TYPE, Kind, TraceEvent
+
+#: The root span of a turn, as the GenAI conventions name an agent's invocation.
+TURN_NAME = "invoke_agent orion"
+AGENT = "orion"
+_ERROR_TYPE = re.compile(r"([A-Za-z_][\w.]*):")
+#: Sessions whose first span is remembered, for the links of their later spans.
+MAX_SESSIONS = 1024
+
+
+def capture_content(configured: bool, env: Mapping[str, str] | None = None) -> bool:
+    """Whether traces keep content: as ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``
+    says when it is set (see :func:`orion.trace.content.capture_from_env`), else as
+    ``trace.capture_content`` in ``orion.yaml`` says (off unless turned on)."""
+    from_env = capture_from_env(env)
+    return configured if from_env is None else from_env
+
+
+def new_trace_id() -> str:
+    return f"{random.getrandbits(128) or 1:032x}"
+
+
+def new_span_id() -> str:
+    return f"{random.getrandbits(64) or 1:016x}"
+
+
+def link(trace_id: str, span_id: str) -> str:
+    """A span link as events carry it."""
+    return f"{trace_id}-{span_id}"
+
+
+@dataclass(eq=False)
+class Span:
+    """An open span: its place in the trace, when it started, its attributes so far."""
+
+    kind: str
+    name: str
+    trace_id: str
+    span_id: str
+    parent_id: str
+    at_ms: float
+    conversation_id: str
+    session_id: str = ""
+    attributes: dict[str, Any] = field(default_factory=dict)
+    links: tuple[str, ...] = ()
+    started: float = field(default_factory=time.perf_counter)
+
+    def set(self, key: str, value: Any) -> None:
+        self.attributes[key] = value
+
+    def update(self, attributes: Mapping[str, Any]) -> None:
+        self.attributes.update(attributes)
+
+    def fail(self, exc: BaseException) -> None:
+        """Mark the span failed by ``exc``: its type as it is, its message as content."""
+        self.attributes[ERROR_TYPE] = type(exc).__name__
+        self.attributes["orion.error"] = f"{type(exc).__name__}: {exc}"
+
+
+@dataclass(eq=False)
+class Turn:
+    root: Span
+    number: int
+    message: bool = False
+    recorded: bool = False  # the root span was handed to the batch
+
+    @property
+    def id(self) -> str:
+        """The turn's id: its trace id."""
+        return self.root.trace_id
 
 
 class Recorder:
     def __init__(self, plugins: Any, state_dir: Path, *, capture_content: bool = False,
                  max_text: int = 1024, flush_interval_ms: float = 100.0,
-                 now_ms: Any = None):
+                 now_ms: Callable[[], float] | None = None,
+                 conversation: Callable[[], str] | None = None):
         self.plugins = plugins
         self.state_dir = state_dir
         self.capture_content = capture_content
         self.max_text = max_text
         self.flush_interval = flush_interval_ms / 1000.0
-        self._now_ms = now_ms or (lambda: time.time() * 1000.0)
+        #: Wall-clock milliseconds since the epoch (tests may fix it).
+        self.now_ms = now_ms or (lambda: time.time() * 1000.0)
+        self._conversation = conversation or (lambda: "")
         self._batch: list[TraceEvent] = []
         self._blobs: dict[str, str] = {}
         self._batch_started = 0.0  # monotonic time of the batch's first event
         self._failures_seen = len(getattr(plugins, "failures", ()))
         self.emitted = 0
+        self.turn: Turn | None = None
+        self.turns = 0
+        self._stack: list[Span] = []
+        self._phases: dict[str, Span] = {}  # lifecycle id -> its open phase
+        self._carried: list[Span] = []  # phases cut at a turn's end, to go on in the next
+        self._origins: dict[str, str] = {}  # session id -> the span where it began
+
+    # -- turns ----------------------------------------------------------------------------
+
+    @contextmanager
+    def user_turn(self, message: str = "") -> Iterator[Span]:
+        """A user message: its turn, recorded when the block ends (with the error that ended
+        it, if one did). ``message`` is content: only its length is kept (and the text with
+        content capture)."""
+        conversation = self._conversation()
+        turn = self.turn
+        if turn is not None and (turn.message or turn.root.conversation_id != conversation):
+            self._close_turn()
+            turn = None
+        if turn is None:
+            turn = self._open_turn(conversation)
+        turn.message = True
+        turn.root.set("orion.turn.input", message)  # content: traced as length and hash
+        try:
+            yield turn.root
+        except BaseException as exc:
+            turn.root.fail(exc)
+            raise
+        finally:
+            if not turn.recorded:
+                turn.recorded = True
+                self._finish(turn.root)
+
+    def _current_turn(self, conversation: str) -> Turn:
+        turn = self.turn
+        if turn is not None and conversation and turn.root.conversation_id != conversation:
+            self._close_turn()
+            turn = None
+        return turn if turn is not None else self._open_turn(conversation or
+                                                              self._conversation())
+
+    def _open_turn(self, conversation: str) -> Turn:
+        self.turns += 1
+        trace_id = new_trace_id()
+        root = Span(Kind.TURN, TURN_NAME, trace_id, new_span_id(), "", self.now_ms(),
+                    conversation, attributes={ev.OPERATION_NAME: "invoke_agent",
+                                              ev.AGENT_NAME: AGENT,
+                                              "orion.turn.number": self.turns})
+        self.turn = Turn(root, self.turns)
+        carried, self._carried = self._carried, []
+        for phase in carried:  # still in that state: the phase goes on in this turn
+            self._open_phase(phase.session_id, phase.name, dict(phase.attributes), root)
+        return self.turn
+
+    def _close_turn(self) -> None:
+        turn, self.turn = self.turn, None
+        if turn is None:
+            return
+        for lifecycle_id, phase in list(self._phases.items()):
+            phase.set("orion.phase.continues", True)
+            self._finish(phase)
+            self._carried.append(phase)
+        self._phases.clear()
+        if not turn.recorded:
+            turn.recorded = True
+            self._finish(turn.root)
+
+    # -- spans ----------------------------------------------------------------------------
+
+    def open(self, kind: str, name: str, attributes: Mapping[str, Any] | None = None, *,
+             session_id: str = "", parent: Span | None = None) -> Span:
+        """A span starting now, under ``parent`` (default: the span open now, else the turn).
+        Record it with :meth:`finish`; :meth:`span` does both around a block."""
+        if parent is None:
+            turn = self._current_turn(self._conversation())
+            parent = self._stack[-1] if self._stack else turn.root
+        span = Span(kind, name, parent.trace_id, new_span_id(), parent.span_id, self.now_ms(),
+                    parent.conversation_id, session_id, dict(attributes or {}))
+        span.links = self._links(session_id, span.trace_id, span.span_id)
+        return span
+
+    @contextmanager
+    def span(self, kind: str, name: str, attributes: Mapping[str, Any] | None = None, *,
+             session_id: str = "") -> Iterator[Span]:
+        """A span around a block: what is emitted inside nests under it. An exception that
+        leaves the block marks it failed (``error.type``) and goes on."""
+        span = self.open(kind, name, attributes, session_id=session_id)
+        self._stack.append(span)
+        try:
+            yield span
+        except BaseException as exc:
+            span.fail(exc)
+            raise
+        finally:
+            if span in self._stack:
+                self._stack.remove(span)
+            self._finish(span)
+
+    def _finish(self, span: Span, ended_ago_ms: float = 0.0) -> None:
+        duration = max(0.0, (time.perf_counter() - span.started) * 1000.0 - ended_ago_ms)
+        self._record(TraceEvent(span.kind, span.name, span.at_ms, span.conversation_id,
+                                span.session_id, span.attributes, duration, span.trace_id,
+                                span.span_id, span.parent_id, span.links))
+
+    def _links(self, session_id: str, trace_id: str, span_id: str) -> tuple[str, ...]:
+        """The span where ``session_id`` began, when that was in another turn; the first span
+        of a session is where it begins."""
+        if not session_id:
+            return ()
+        origin = self._origins.get(session_id)
+        if origin is None:
+            if len(self._origins) >= MAX_SESSIONS:  # the oldest sessions are long over
+                del self._origins[next(iter(self._origins))]
+            self._origins[session_id] = link(trace_id, span_id)
+            return ()
+        return () if origin.startswith(trace_id) else (origin,)
+
+    # -- events ---------------------------------------------------------------------------
 
     def emit(self, event: TraceEvent) -> None:
+        """Record ``event`` as ending now (its ``duration_ms`` before), under the open span."""
+        duration = event.duration_ms
+        if type(duration) not in (int, float) or not math.isfinite(duration) or duration < 0:
+            duration = 0.0
+        turn = self._current_turn(self._conversation())
+        parent = self._stack[-1] if self._stack else turn.root
+        span_id = new_span_id()
+        session_id = event.session_id if type(event.session_id) is str else ""
+        links = self._links(session_id, parent.trace_id, span_id) if session_id else ()
+        start = self.now_ms() - duration
+        root = turn.root
+        if not turn.recorded and start < root.at_ms:
+            root.started -= (root.at_ms - start) / 1000.0  # the turn began with this event
+            root.at_ms = start
+        self._record(TraceEvent(event.kind, event.name, start,
+                                event.conversation_id or parent.conversation_id,
+                                event.session_id, event.attributes, duration, parent.trace_id,
+                                span_id, parent.span_id, links))
+
+    def transition(self, lifecycle: Any, record: Any) -> None:
+        """A lifecycle transition: the phase it ends, the transition, the phase it starts."""
+        lifecycle_id = str(lifecycle.id)
+        phase = self._phases.pop(lifecycle_id, None)
+        if phase is not None:
+            self._finish(phase, ended_ago_ms=record.duration_ms)
+        self.emit(ev.transition(lifecycle, record, ""))
+        definition = getattr(lifecycle, "definition", None)
+        dest = record.dest
+        resting = {getattr(definition, "initial_leaf", None), *getattr(definition, "finals", ())}
+        if dest and dest not in resting and not getattr(lifecycle, "finished", False):
+            turn = self._current_turn(self._conversation())
+            self._open_phase(lifecycle_id, f"{lifecycle.name} {dest.rsplit('.', 1)[-1]}",
+                             {"orion.lifecycle": lifecycle.name, "orion.phase": dest}, turn.root)
+
+    def lifecycle_finished(self, lifecycle: Any) -> None:
+        lifecycle_id = str(lifecycle.id)
+        phase = self._phases.pop(lifecycle_id, None)
+        if phase is not None:
+            self._finish(phase)
+        self._carried = [p for p in self._carried if p.session_id != lifecycle_id]
+
+    def _open_phase(self, lifecycle_id: str, name: str, attributes: dict[str, Any],
+                    root: Span) -> None:
+        attributes.pop("orion.phase.continues", None)
+        self._phases[lifecycle_id] = self.open(Kind.PHASE, name, attributes,
+                                               session_id=lifecycle_id, parent=root)
+
+    # -- batches --------------------------------------------------------------------------
+
+    def _record(self, event: TraceEvent) -> None:
         blobs = self._blobs if self.capture_content else None
         if not self._batch:
             self._batch_started = time.monotonic()
-        self._batch.append(encode_event(event, max_text=self.max_text, blobs=blobs))
+        safe = encode_event(event, max_text=self.max_text, blobs=blobs)
+        self._batch.append(content_free(safe, blobs=blobs, max_text=self.max_text))
         self.emitted += 1
         if time.monotonic() - self._batch_started >= self.flush_interval:
             self.flush()
@@ -51,6 +325,15 @@ class Recorder:
         self._batch, self._blobs = [], {}
         self.plugins.hook.store_traces(events=batch, blobs=blobs, state_dir=self.state_dir)
 
+    def close(self) -> None:
+        """The end of the run: the open phases and turn are recorded, and the batch flushed."""
+        for lifecycle_id, phase in list(self._phases.items()):
+            self._finish(phase)
+        self._phases.clear()
+        self._carried.clear()
+        self._close_turn()
+        self.flush()
+
     def _note_plugin_failures(self) -> None:
         failures = getattr(self.plugins, "failures", None)
         if failures is None or len(failures) <= self._failures_seen:
@@ -59,6 +342,8 @@ class Recorder:
         for failure in new:
             if failure.hook == "store_traces":
                 continue  # a failing store is counted by the store; don't loop on it
-            self._batch.append(encode_event(ev.error(
-                f"plugin {failure.plugin} ({failure.hook})", failure.error, at_ms=self._now_ms()),
-                max_text=self.max_text))
+            # The failure is recorded as "Type: message"; the type is what a trace keeps.
+            kind = _ERROR_TYPE.match(str(failure.error))
+            self.emit(ev.error("plugin", failure.error, attributes={
+                "orion.plugin": failure.plugin, "orion.hook": failure.hook,
+                ERROR_TYPE: kind.group(1) if kind else "str"}))

@@ -7,9 +7,10 @@ last batches, never the database) and a short busy timeout, so a lock is noticed
 
 Tables:
 
-- ``trace_events``: one row per :class:`~orion.trace.events.TraceEvent`, attributes as
-  compact JSON; indexed on ``conversation_id``, ``session_id``, ``kind`` and ``at_ms``.
-  A batch is one transaction: multi-row INSERTs of 100 rows, ``executemany`` for the rest
+- ``trace_events``: one row per :class:`~orion.trace.events.TraceEvent` (a span), attributes
+  as compact JSON, ``links`` as space-separated ``<trace_id>-<span_id>``; indexed on
+  ``conversation_id``, ``session_id``, ``kind``, ``at_ms`` and ``trace_id``.
+  A batch is one transaction: multi-row INSERTs of 90 rows, ``executemany`` for the rest
   (``bench/bench_trace_store.py``: over 100,000 events/s in batches of 100).
 - ``trace_blobs``: captured full texts by sha256, each stored once.
 - ``trace_counters``: ``dropped``, the number of events the store could not write, so the
@@ -111,25 +112,38 @@ def _m001_trace_tables(db: Database) -> None:
     """)
 
 
+@migrations(name="002_span_ids")
+def _m002_span_ids(db: Database) -> None:
+    # Events became spans: the trace (turn) they belong to, their parent, their links. Rows of
+    # older versions keep empty ids and show as roots.
+    columns = {column.name for column in db["trace_events"].columns}
+    for column in ("trace_id", "span_id", "parent_id", "links"):
+        if column not in columns:
+            db.execute(f"ALTER TABLE trace_events ADD COLUMN {column} TEXT NOT NULL DEFAULT ''")
+    db.execute("CREATE INDEX IF NOT EXISTS idx_trace_events_trace_id ON trace_events (trace_id)")
+
+
 COLUMNS = ("id", "kind", "name", "at_ms", "duration_ms", "conversation_id", "session_id",
-           "attributes")
+           "attributes", "trace_id", "span_id", "parent_id", "links")
 INSERT_EVENT = ("INSERT INTO trace_events (kind, name, at_ms, duration_ms, conversation_id, "
-                "session_id, attributes) VALUES (?, ?, ?, ?, ?, ?, ?)")
+                "session_id, attributes, trace_id, span_id, parent_id, links) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 INSERT_BLOB = "INSERT OR IGNORE INTO trace_blobs (sha256, length, text) VALUES (?, ?, ?)"
 ADD_DROPPED = "UPDATE trace_counters SET value = value + ? WHERE name = 'dropped'"
 
 #: Values per ``trace_events`` row in :data:`INSERT_EVENT` (every column but ``id``).
-WIDTH = 7
-#: Rows per multi-row INSERT (7 parameters a row: 700, under SQLite's old limit of 999).
+WIDTH = 11
+#: Rows per multi-row INSERT (11 parameters a row: 990, under SQLite's old limit of 999).
 #: 1 means plain ``executemany`` for every row.
-ROWS_PER_STATEMENT = 100
+ROWS_PER_STATEMENT = 90
 MAX_ROWS_PER_STATEMENT = 999 // WIDTH
 
 
 @functools.lru_cache(maxsize=8)
 def _multi_insert(rows: int) -> str:
     head = INSERT_EVENT.partition(" VALUES ")[0]
-    return f"{head} VALUES {', '.join(['(?, ?, ?, ?, ?, ?, ?)'] * rows)}"
+    row = f"({', '.join(['?'] * WIDTH)})"
+    return f"{head} VALUES {', '.join([row] * rows)}"
 
 
 def _not_json(value: Any) -> Any:
@@ -156,8 +170,10 @@ else:  # pragma: no cover - interpreters without the C accelerator
 
 #: The event fields stored, in :data:`INSERT_EVENT` order; one C call per event.
 _fields = operator.attrgetter("kind", "name", "at_ms", "duration_ms", "conversation_id",
-                              "session_id", "attributes")
-_ATTRIBUTES = WIDTH - 1  # the index of ``attributes`` in a row
+                              "session_id", "attributes", "trace_id", "span_id", "parent_id",
+                              "links")
+_ATTRIBUTES = 6  # the index of ``attributes`` in a row
+_LINKS = 10  # and of ``links``
 
 
 def event_values(events: Sequence[TraceEvent]) -> list[Any]:
@@ -172,6 +188,11 @@ def event_values(events: Sequence[TraceEvent]) -> list[Any]:
     if not all(attributes):  # rare: an empty dict, or None from a caller
         attributes = [a or {} for a in attributes]
     values[_ATTRIBUTES::WIDTH] = _dumps_all(attributes)
+    links = values[_LINKS::WIDTH]
+    if any(links):  # rare: a span that continues an earlier turn's session
+        values[_LINKS::WIDTH] = [" ".join(map(str, v)) if v else "" for v in links]
+    else:
+        values[_LINKS::WIDTH] = itertools.repeat("", len(links))
     return values
 
 
@@ -431,15 +452,7 @@ class TraceStore:
               limit: int | None = 100) -> list[dict[str, Any]]:
         """Events matching every given filter, newest first (by ``at_ms``, then insertion),
         at most ``limit`` (``None``: all). ``attributes`` are parsed back from JSON."""
-        where, params = [], []
-        for column, value in (("conversation_id", conversation), ("session_id", session),
-                              ("kind", kind)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                params.append(str(value))
-        if since_ms is not None:
-            where.append("at_ms >= ?")
-            params.append(float(since_ms))
+        where, params = _filters(conversation, session, kind, since_ms)
         sql = f"SELECT {', '.join(COLUMNS)} FROM trace_events"
         if where:
             sql += " WHERE " + " AND ".join(where)
@@ -448,13 +461,25 @@ class TraceStore:
             sql += " LIMIT ?"
             params.append(max(0, int(limit)))
         with self._lock:
-            cursor = self.db.conn.execute(sql, params)
-            result = []
-            for row in cursor:
-                item = dict(zip(COLUMNS, row))
-                item["attributes"] = json.loads(item["attributes"] or "{}")
-                result.append(item)
-            return result
+            return _decoded(self.db.conn.execute(sql, params))
+
+    def traces(self, *, conversation: str | None = None, session: str | None = None,
+               since_ms: float | None = None, limit: int | None = 10) -> list[list[dict[str, Any]]]:
+        """The newest ``limit`` traces (turns) with a span matching every given filter,
+        oldest first, each as its events in start order (the root, when stored, first)."""
+        where, params = _filters(conversation, session, None, since_ms)
+        where.append("trace_id != ''")
+        sql = (f"SELECT trace_id FROM trace_events WHERE {' AND '.join(where)} "
+               "GROUP BY trace_id ORDER BY min(at_ms) DESC, min(id) DESC")
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(max(0, int(limit)))
+        with self._lock:
+            conn = self.db.conn
+            ids = [row[0] for row in conn.execute(sql, params)][::-1]
+            return [_decoded(conn.execute(
+                f"SELECT {', '.join(COLUMNS)} FROM trace_events WHERE trace_id = ? "
+                "ORDER BY parent_id != '', at_ms, id", (trace_id,))) for trace_id in ids]
 
     def blob(self, sha256: str) -> str | None:
         """The captured text with this sha256, or ``None``."""
@@ -514,6 +539,33 @@ class TraceStore:
 
     def __repr__(self) -> str:
         return f"<TraceStore {self.path}{' closed' if self._closed else ''}>"
+
+
+def _filters(conversation: str | None, session: str | None, kind: str | None,
+             since_ms: float | None) -> tuple[list[str], list[Any]]:
+    """The WHERE clauses and parameters of the given filters."""
+    where: list[str] = []
+    params: list[Any] = []
+    for column, value in (("conversation_id", conversation), ("session_id", session),
+                          ("kind", kind)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(str(value))
+    if since_ms is not None:
+        where.append("at_ms >= ?")
+        params.append(float(since_ms))
+    return where, params
+
+
+def _decoded(rows: Iterator[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """``trace_events`` rows as dicts, their attributes and links parsed back."""
+    result = []
+    for row in rows:
+        item = dict(zip(COLUMNS, row))
+        item["attributes"] = json.loads(item["attributes"] or "{}")
+        item["links"] = item["links"].split() if item["links"] else []
+        result.append(item)
+    return result
 
 
 # -- the CLI's --since ---------------------------------------------------------------------

@@ -959,9 +959,10 @@ class WriteSession:
 
 def _discarded(lines: int, terminator: str) -> str:
     if lines == 1:
-        return f"1 line after {terminator} was not written; it is kept in the trace as commentary"
-    return (f"{lines} lines after {terminator} were not written; they are kept in the trace as "
-            "commentary")
+        return (f"1 line after {terminator} was not written; the trace records it as "
+                "commentary, by size and hash")
+    return (f"{lines} lines after {terminator} were not written; the trace records them as "
+            "commentary, by size and hash")
 
 
 def _ends_mid_line(chunks: list[str]) -> bool:
