@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from orion.config import PipelineEdit
+from orion.config import PipelineEdit, WorkspaceConfig
 from orion.errors import ConfigError
 from orion.yamlsource import YamlSourceError, load_yaml
 
@@ -35,6 +35,12 @@ class System(Protocol):
     name: str
 
     async def run(self, turn: Turn) -> None: ...
+
+
+#: The attribute of a system that replies to the user (the built-in ``model`` asks the model;
+#: a team's may answer from elsewhere): a pipeline without one would leave every message
+#: unanswered, so it is refused.
+REPLIES = "replies"
 
 
 @dataclass
@@ -130,4 +136,27 @@ def resolve(order: Sequence[str], systems: Mapping[str, Any],
     if duplicated:
         raise ConfigError(f"{origin}: the pipeline lists {', '.join(map(repr, duplicated))} "
                           "more than once")
-    return [systems[name] for name in order]
+    chosen = [systems[name] for name in order]
+    if not any(getattr(system, REPLIES, False) is True for system in chosen):
+        raise ConfigError(f"{origin}: {_no_reply(order)}")
+    return chosen
+
+
+def _no_reply(order: Sequence[str]) -> str:
+    shipped = ", ".join(default_order())
+    if not order:
+        return (f"the pipeline is empty, so no message would ever be answered (the model is "
+                f"never asked); list its systems (the shipped pipeline: {shipped}) or remove "
+                "'pipeline:'")
+    return (f"the pipeline ({', '.join(order)}) has no system that replies, so no message "
+            f"would ever be answered: keep 'model' (the shipped pipeline: {shipped}), or use a "
+            f"plugin's system that replies in its place (it sets {REPLIES} = True)")
+
+
+def check_workspace_pipeline(config: WorkspaceConfig, systems: Mapping[str, Any]) -> list[Any]:
+    """The workspace's pipeline as the runtime builds it, for ``orion check``, ``orion run``
+    and ``orion chat`` before anything runs; a :class:`ConfigError` names ``orion.yaml``'s line
+    and column of ``pipeline:``."""
+    edit = config.model.pipeline
+    where = config.where(("pipeline",)) if edit is not None else str(config.path)
+    return resolve(apply_edit(default_order(), edit, where), systems, where)
