@@ -67,15 +67,19 @@ def state_directory(workspace: str | os.PathLike[str], given: str | os.PathLike[
     the state directory. Deeper entries are named by fresh random ids (``backups/<id>/``), so
     a link shipped there is never written through. With ``create``, a missing state directory
     is made with mode 0700; an existing one keeps the mode its user gave it."""
-    if given:
-        chosen = Path(given).resolve()
-    else:
-        root = Path(workspace).resolve()
-        chosen = root / STATE_DIR_NAME
-        _check_confined(root, chosen)
+    chosen = state_dir_path(workspace, given)
+    if not given:
+        _check_confined(chosen.parent, chosen)
     if create:
         _create(chosen)
     return chosen
+
+
+def state_dir_path(workspace: str | os.PathLike[str],
+                   given: str | os.PathLike[str] | None = None) -> Path:
+    """Where :func:`state_directory` looks, without looking: for reading what a run left there
+    (a test's checks), never for writing."""
+    return Path(given).resolve() if given else Path(workspace).resolve() / STATE_DIR_NAME
 
 
 def _check_confined(root: Path, state: Path) -> None:

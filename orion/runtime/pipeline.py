@@ -137,20 +137,24 @@ def resolve(order: Sequence[str], systems: Mapping[str, Any],
         raise ConfigError(f"{origin}: the pipeline lists {', '.join(map(repr, duplicated))} "
                           "more than once")
     chosen = [systems[name] for name in order]
-    if not any(getattr(system, REPLIES, False) is True for system in chosen):
-        raise ConfigError(f"{origin}: {_no_reply(order)}")
+    check_replies(order, chosen, origin)
     return chosen
 
 
-def _no_reply(order: Sequence[str]) -> str:
+def check_replies(order: Sequence[str], chosen: Sequence[Any], origin: str) -> None:
+    """A :class:`ConfigError` unless a system of the pipeline replies to the user (sets
+    :data:`REPLIES`): without one every message would go unanswered, in silence."""
+    if any(getattr(system, REPLIES, False) is True for system in chosen):
+        return
     shipped = ", ".join(default_order())
     if not order:
-        return (f"the pipeline is empty, so no message would ever be answered (the model is "
-                f"never asked); list its systems (the shipped pipeline: {shipped}) or remove "
-                "'pipeline:'")
-    return (f"the pipeline ({', '.join(order)}) has no system that replies, so no message "
-            f"would ever be answered: keep 'model' (the shipped pipeline: {shipped}), or use a "
-            f"plugin's system that replies in its place (it sets {REPLIES} = True)")
+        raise ConfigError(f"{origin}: the pipeline is empty, so no message would ever be "
+                          "answered (the model is never asked); list its systems (the shipped "
+                          f"pipeline: {shipped}) or remove 'pipeline:'")
+    raise ConfigError(f"{origin}: the pipeline ({', '.join(order)}) has no system that replies, "
+                      f"so no message would ever be answered: keep 'model' (the shipped "
+                      f"pipeline: {shipped}), or use a plugin's system that replies in its "
+                      f"place (it sets {REPLIES} = True)")
 
 
 def check_workspace_pipeline(config: WorkspaceConfig, systems: Mapping[str, Any]) -> list[Any]:

@@ -295,6 +295,53 @@ def plan_work_ended_elsewhere(orion_world: World, tool: str, markdown: str | Non
     model_calls_plan_tool(orion_world, tool, markdown)
 
 
+class _OtherSessionStoresDraft:
+    """The scenario's model, but while it answers the next request another Orion session in
+    the same workspace (a second ``orion chat``, its own connection to ``orion.db``) stores
+    a draft of the active plan: the race of two chats on one plan."""
+
+    def __init__(self, world: World, markdown: str):
+        self.world, self.markdown = world, markdown
+        self.model = world.runtime.model
+        self.name = self.model.name
+
+    async def stream(self, request):
+        world = self.world
+        world.runtime.model = self.model  # once
+        other = Runtime(model=self.model, plugins=world.runtime.plugins,
+                        workspace=world.workspace,
+                        config=load_config(world.workspace, env=world.env), env=world.env)
+        try:
+            plan_service_for(other).set_content(self.markdown, None)
+        finally:
+            other.close()
+        remember(world)
+        async for event in self.model.stream(request):
+            yield event
+
+
+@when(parsers.re(r"another session in the workspace stores the plan draft " + quoted("other")
+                 + r" while the model stores the plan draft " + quoted("markdown")))
+def plan_draft_stored_elsewhere(orion_world: World, other: str, markdown: str) -> None:
+    assert not orion_world.paused, "the model is answering another request"
+    orion_world.runtime.model = _OtherSessionStoresDraft(orion_world,
+                                                         draft_text(orion_world, other))
+    model_stores_draft(orion_world, markdown)
+
+
+@given("the Markdown of the active plan is damaged in orion.db")
+def active_plan_damaged(orion_world: World) -> None:
+    """Bytes that are not UTF-8 written into the active plan's row, as an editor of the
+    database (or a failing disk) could leave them; Orion never stores such text."""
+    plan = store(orion_world).active()
+    assert plan is not None, "no plan is active"
+    with closing(sqlite3.connect(orion_world.state_dir / DB_NAME)) as db:
+        db.execute("UPDATE plans SET markdown = CAST(X'2320ff0a' AS TEXT) WHERE id = ?",
+                   (plan.id,))
+        db.commit()
+    orion_world.data["damaged_plan"] = plan.id
+
+
 # -- Then: the plan tools -------------------------------------------------------------------------
 
 #: What a reader calls the built-in plugins the plan steps name.
