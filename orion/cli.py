@@ -80,6 +80,36 @@ def _check_lifecycles(catalog: Catalog, config: WorkspaceConfig | None = None) -
             raise ConfigurationError(f"{exc}; nothing was run") from None
 
 
+def _loaded_for_check(workspace: str,
+                      as_json: bool) -> tuple[WorkspaceConfig, PluginManager, Catalog]:
+    """The workspace's configuration, plugins and catalog for ``orion check``; one that cannot
+    be loaded is exit 2, and with ``--json`` a list with one finding for ``orion.yaml`` (a
+    program reading the output always gets JSON)."""
+    try:
+        config = load_config(workspace)
+        pm = load_plugins(config)
+        return config, pm, _catalog(pm, config)
+    except ConfigurationError as exc:
+        if not as_json:
+            raise
+        path = str(Path(workspace) / "orion.yaml")
+        click.echo(json.dumps([{"path": path, "ok": False, "statechart": None, "origin": None,
+                                "errors": [_located(line, path)
+                                           for line in exc.format_message().splitlines()]}],
+                              indent=2))
+        sys.exit(exc.exit_code)
+
+
+def _workspace_problems(config: WorkspaceConfig, catalog: Catalog,
+                        pm: PluginManager) -> list[str]:
+    """What ``orion check`` finds in ``orion.yaml`` itself: settings for no statechart, a
+    pipeline in which no system replies."""
+    from orion.config import unknown_settings
+
+    pipeline = _pipeline_problem(pm, config)
+    return unknown_settings(config, catalog) + ([pipeline] if pipeline else [])
+
+
 def _located(text: str, path: str) -> dict[str, Any]:
     """``{"line", "column", "message", "path"}`` of a ``path:line:col: message`` line (a line
     without a position keeps ``path`` and no line)."""
@@ -171,24 +201,10 @@ def check(files: tuple[str, ...], workspace: str, as_json: bool) -> None:
     Setting overrides from orion.yaml and the environment are checked too. Prints each finding
     as path:line:col: message. Exits 1 when any file has errors.
     """
-    from orion.config import unknown_settings
     from orion.errors import ConfigError
     from orion.statechart.settings import resolve as resolve_settings
 
-    try:
-        config = load_config(workspace)
-        pm = load_plugins(config)
-        catalog = _catalog(pm, config)
-    except ConfigurationError as exc:
-        if not as_json:
-            raise
-        # --json is for programs: a workspace that cannot be loaded is a finding too.
-        path = str(Path(workspace) / "orion.yaml")
-        click.echo(json.dumps([{"path": path, "ok": False, "statechart": None, "origin": None,
-                                "errors": [_located(line, path)
-                                           for line in exc.format_message().splitlines()]}],
-                              indent=2))
-        sys.exit(exc.exit_code)
+    config, pm, catalog = _loaded_for_check(workspace, as_json)
     if files:
         checked = [catalog.resolve_file(path) for path in _statechart_files(files)]
     else:
@@ -221,9 +237,7 @@ def check(files: tuple[str, ...], workspace: str, as_json: bool) -> None:
                 click.echo(error["text"])
             if ok:  # one line, however long: CI logs and editors read it
                 click.echo(f"ok {path} ({catalog.describe(resolved.source)})", err=True)
-    problems = unknown_settings(config, catalog)
-    pipeline = _pipeline_problem(pm, config)
-    for problem in problems + ([pipeline] if pipeline else []):
+    for problem in _workspace_problems(config, catalog, pm):
         failed += 1
         results.append({"path": str(config.path), "ok": False, "statechart": None,
                         "origin": None, "errors": [_located(problem, str(config.path))]})
