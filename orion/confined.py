@@ -68,12 +68,12 @@ def open_temp(name: str, *, dir_fd: int | None = None, like: os.stat_result | No
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     if like is None and mode is None:
         return os.open(name, flags, 0o666, dir_fd=dir_fd)  # 0666 & ~umask: the final mode
+    final = mode if mode is not None else stat.S_IMODE(like.st_mode)  # type: ignore[union-attr]
     fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
     try:
         if like is not None:
             _give_owner(fd, like)
-        os.fchmod(fd, stat.S_IMODE(like.st_mode) if mode is None and like is not None
-                  else mode)
+        os.fchmod(fd, final)
     except BaseException:
         os.close(fd)
         os.unlink(name, dir_fd=dir_fd)

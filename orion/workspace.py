@@ -56,8 +56,9 @@ def resolve_inside(workspace: Path, path: str) -> Path:
 # -- the state directory --------------------------------------------------------------------------
 
 
-def state_directory(workspace: str | os.PathLike[str], given: str | os.PathLike[str] | None = None,
-                    *, create: bool = False) -> Path:
+def state_directory(workspace: str | os.PathLike[str],
+                    given: str | os.PathLike[str] | None = None, *,
+                    create: bool = False) -> Path:
     """Where Orion keeps the state of ``workspace``: ``given`` (``--state-dir``: the user's
     choice, used as it is) or ``WORKSPACE/.orion``, checked first.
 
@@ -126,13 +127,8 @@ def _refusal(link: Path, real: Path, where: str) -> str:
 
 
 def _create(state: Path) -> None:
+    state.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.mkdir(state, STATE_DIR_MODE)
     except FileExistsError:
-        return
-    except FileNotFoundError:
-        os.makedirs(state.parent, exist_ok=True)
-        try:
-            os.mkdir(state, STATE_DIR_MODE)
-        except FileExistsError:
-            return
+        pass

@@ -145,8 +145,7 @@ def plan_history(workspace: str, state_dir: str | None, limit: int, as_json: boo
     """Every plan, newest first: status, revision, and the plan each revision supersedes."""
     store = _plan_store(workspace, state_dir)
     plans = store.history(limit) if store is not None else []
-    damaged = store.damaged() if store is not None else []
-    for problem in damaged:  # left out of the list, never silently
+    for problem in store.damaged() if store is not None else []:  # left out, never silently
         say(f"[red]{escape(str(problem))}[/red]")
     if as_json:
         click.echo(json.dumps([p.summary() for p in plans], indent=2))

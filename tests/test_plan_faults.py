@@ -189,7 +189,8 @@ def plans(ws: Path) -> list[tuple[str, str]]:
      "its markdown is not UTF-8 (byte 0xff at offset 2)"),
     ("UPDATE plans SET status = 'PAUSED' WHERE id = :id",
      "its status 'PAUSED' is none of COLLECTING, READY, EXECUTING"),
-    ("UPDATE plans SET revision = 'two' WHERE id = :id", "its revision 'two' is not a whole number"),
+    ("UPDATE plans SET revision = 'two' WHERE id = :id",
+     "its revision 'two' is not a whole number"),
 ])
 def test_a_damaged_plan_row_spoils_only_that_plan(tmp_path, damage, said):
     ws = tmp_path / "ws"

@@ -151,36 +151,30 @@ def _text(raw: bytes) -> str | Garbled:
         return Garbled(raw, exc)
 
 
-def _problem(row: tuple, columns: tuple[str, ...], kinds: dict[str, Any]) -> str | None:
-    """What is wrong with ``row`` (``None``: nothing): a value of the wrong kind, or text that
-    is not UTF-8."""
+def _problem(row: tuple, columns: tuple[str, ...],
+             kinds: dict[str, tuple[type, ...]]) -> str | None:
+    """What is wrong with ``row`` (``None``: nothing): text that is not UTF-8, or a value of
+    another kind than its column holds."""
     for column, value in zip(columns, row):
         if isinstance(value, Garbled):
             return value.describe(column)
         kind = kinds.get(column)
-        if kind is None:
-            continue
-        if callable(kind) and not isinstance(kind, type | tuple):
-            problem = kind(value)
-            if problem:
-                return problem
-        elif not isinstance(value, kind) or isinstance(value, bool):
-            return f"its {column} {value!r} is not {_KIND_NAMES.get(kind, 'valid')}"
+        if kind is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            return f"its {column} {value!r} is not {_KIND_NAMES[kind]}"
     return None
 
 
-def _status(value: Any) -> str | None:
+def _status_problem(value: Any) -> str | None:
     if value in Status.__members__:
         return None
     return f"its status {value!r} is none of {', '.join(Status.__members__)}"
 
 
-_KIND_NAMES = {str: "text", int: "a whole number", (int, float): "a number",
-               (str, type(None)): "text"}
-_PLAN_KINDS: dict[str, Any] = {
-    "id": str, "title": str, "markdown": (str, type(None)), "status": _status,
-    "revision": int, "supersedes": (str, type(None)), "created_ms": (int, float),
-    "updated_ms": (int, float)}
+_TEXT, _TEXT_OR_NULL, _WHOLE, _NUMBER = (str,), (str, type(None)), (int,), (int, float)
+_KIND_NAMES = {_TEXT: "text", _TEXT_OR_NULL: "text", _WHOLE: "a whole number",
+               _NUMBER: "a number"}
+_PLAN_KINDS = {"id": _TEXT, "title": _TEXT, "markdown": _TEXT_OR_NULL, "revision": _WHOLE,
+               "supersedes": _TEXT_OR_NULL, "created_ms": _NUMBER, "updated_ms": _NUMBER}
 
 
 @dataclass(frozen=True)
@@ -199,7 +193,7 @@ class Plan:
     def from_row(cls, row: dict[str, Any] | tuple) -> Plan:
         if isinstance(row, dict):
             row = tuple(row[name] for name in COLUMNS)
-        problem = _problem(row, COLUMNS, _PLAN_KINDS)
+        problem = _problem(row, COLUMNS, _PLAN_KINDS) or _status_problem(row[3])
         if problem is not None:
             raise DamagedPlan(str(row[0]), problem)
         (plan_id, title, markdown, status, revision, supersedes, active, created_ms,
@@ -242,8 +236,8 @@ class Revision:
 
 REVISION_COLUMNS = "plan_id, revision, title, markdown, created_ms"
 _REVISION_COLUMNS = tuple(REVISION_COLUMNS.split(", "))
-_REVISION_KINDS: dict[str, Any] = {"plan_id": str, "revision": int, "title": str,
-                                   "markdown": str, "created_ms": (int, float)}
+_REVISION_KINDS = {"plan_id": _TEXT, "revision": _WHOLE, "title": _TEXT, "markdown": _TEXT,
+                   "created_ms": _NUMBER}
 
 #: The ids of every plan in the line of revisions that holds plan ``?``: back along
 #: ``supersedes`` to the first plan, and forward to the newest (each plan is superseded by one
@@ -333,7 +327,7 @@ class PlanStore:
             raise PlanStoreError("no plan ''")
         with self._write() as conn:
             ids = [str(row[0]) for row in conn.execute(
-                "SELECT id, active FROM plans WHERE substr(id, 1, length(:p)) = :p LIMIT 2",
+                "SELECT id FROM plans WHERE substr(id, 1, length(:p)) = :p LIMIT 2",
                 {"p": prefix})]
             if not ids:
                 raise PlanStoreError(f"no plan {prefix!r}")
