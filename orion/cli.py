@@ -317,8 +317,14 @@ def statechart_show(name: str, resolved: bool, workspace: str) -> None:
     config = load_config(workspace)
     found = _resolve_chart(_catalog(load_plugins(config), config), name)
     if not resolved:
+        from orion.sourcefile import CONFIG_LIMIT, NotReadable, read_regular
+
         say(f"# {escape(str(found.source.path))}")
-        click.echo(found.source.path.read_text(encoding="utf-8"), nl=False)
+        try:
+            text = read_regular(found.source.path, CONFIG_LIMIT).decode("utf-8", "replace")
+        except (NotReadable, OSError) as exc:
+            raise ConfigurationError(f"{found.source.path}: cannot read it: {exc}") from exc
+        click.echo(text, nl=False)
         return
     if found.spec is None or found.diagnostics:
         click.echo("\n".join(map(str, found.diagnostics)))

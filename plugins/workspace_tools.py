@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from orion.api import OrionError, ToolSpec, hookimpl, resolve_inside
@@ -27,9 +29,13 @@ def _resolved(workspace, path: str):
     error the model can act on, not a failure of this plugin."""
     try:
         return resolve_inside(workspace, path)
-    except (RuntimeError, OSError) as exc:  # a loop of links: RuntimeError in Python 3.11
+    except RuntimeError as exc:  # a loop of links (Python 3.11; later ones raise ELOOP)
         raise OrionError(f"{path!r} cannot be resolved: it is a symbolic link that leads back "
                          f"to itself ({exc}); nothing read") from None
+    except OSError as exc:
+        why = ("it is a symbolic link that leads back to itself" if exc.errno == errno.ELOOP
+               else exc.strerror or str(exc))
+        raise OrionError(f"{path!r} cannot be resolved: {why}; nothing read") from None
 
 
 def read_file(args: ReadFileArgs, context) -> dict:

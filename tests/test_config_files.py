@@ -119,6 +119,26 @@ def test_a_reply_text_file_that_is_a_fifo_is_a_located_script_error(tmp_path):
             f"({tmp_path / 'reply.md'}): is not a regular file (a FIFO)") in done.stderr
 
 
+def test_a_script_that_is_a_fifo_or_over_its_cap_is_a_located_error(tmp_path):
+    """Scripts have a cap of their own (``SCRIPT_LIMIT``, 256 MiB: replies may be inline); the
+    test lowers it to 1,000 bytes, in a process of its own, rather than write 256 MiB."""
+    os.mkfifo(tmp_path / "fifo.yaml")
+    (tmp_path / "long.yaml").write_text("conversation:\n" + "  - user: hello there\n" * 100)
+    code = ("import orion.models.script as script\n"
+            "from orion.errors import ConfigError\n"
+            "script.SCRIPT_LIMIT = 1000\n"
+            "for name in ('fifo.yaml', 'long.yaml'):\n"
+            "    try:\n        script.load_script(name)\n"
+            "    except ConfigError as exc:\n        print(exc)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=HANG_S)
+    assert done.stdout.splitlines() == [
+        "fifo.yaml:1:1: cannot read file: it is not a regular file (a FIFO); Orion reads "
+        "configuration only from regular files",
+        "long.yaml:1:1: cannot read file: it is 2,214 bytes, over the 1,000 bytes Orion reads "
+        "at most from such a file"], done.stderr
+
+
 # -- a pipeline that never asks a model ----------------------------------------------------
 
 
