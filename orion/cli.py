@@ -36,11 +36,26 @@ def _catalog(pm: PluginManager, config: WorkspaceConfig | None) -> Catalog:
         raise ConfigurationError(str(exc)) from exc
 
 
+class WorkspaceChartsInvalid(ConfigurationError):
+    """A chart of the workspace or of a plugin has errors, found before anything runs: its
+    findings, a line each (``path:line:col: message``), then ``error: ...``; exit 2, as every
+    misconfigured workspace."""
+
+    def __init__(self, findings: list[str]):
+        super().__init__("the workspace's statecharts have errors; nothing was run")
+        self.findings = findings
+
+    def show(self, file: Any = None) -> None:
+        for finding in self.findings:
+            click.echo(finding, err=True)
+        super().show(file)
+
+
 def _check_lifecycles(catalog: Catalog, config: WorkspaceConfig | None = None) -> None:
     """Before anything runs: each lifecycle a plugin or the workspace changed resolves and keeps
-    its contract, else its findings and exit 1 (as ``orion check``); and the settings of every
-    lifecycle are valid where the workspace and the environment override them, else exit 2 (a
-    bad ``flush_lines: 0`` would otherwise surface mid-write as a tool error)."""
+    its contract, and the settings of every lifecycle are valid where the workspace and the
+    environment override them (a bad ``flush_lines: 0`` would otherwise surface mid-write as a
+    tool error); else exit 2 with the findings."""
     from orion.errors import ConfigError
     from orion.statechart.catalog import BUILTIN
     from orion.statechart.settings import resolve as resolve_settings
@@ -51,10 +66,7 @@ def _check_lifecycles(catalog: Catalog, config: WorkspaceConfig | None = None) -
         if source.layer != BUILTIN:
             findings += catalog.resolve(source).diagnostics
     if findings:
-        for finding in findings:
-            click.echo(str(finding))
-        say("[red]the workspace's statecharts have errors; nothing was run[/red]")
-        sys.exit(1)
+        raise WorkspaceChartsInvalid([str(finding) for finding in findings])
     if config is None:
         return
     for name in catalog.names():
@@ -66,6 +78,48 @@ def _check_lifecycles(catalog: Catalog, config: WorkspaceConfig | None = None) -
                              origin=config.origin(spec.statechart))
         except ConfigError as exc:
             raise ConfigurationError(f"{exc}; nothing was run") from None
+
+
+def _loaded_for_check(workspace: str,
+                      as_json: bool) -> tuple[WorkspaceConfig, PluginManager, Catalog]:
+    """The workspace's configuration, plugins and catalog for ``orion check``; one that cannot
+    be loaded is exit 2, and with ``--json`` a list with one finding for ``orion.yaml`` (a
+    program reading the output always gets JSON)."""
+    try:
+        config = load_config(workspace)
+        pm = load_plugins(config)
+        return config, pm, _catalog(pm, config)
+    except ConfigurationError as exc:
+        if not as_json:
+            raise
+        path = str(Path(workspace) / "orion.yaml")
+        click.echo(json.dumps([{"path": path, "ok": False, "statechart": None, "origin": None,
+                                "errors": [_located(line, path)
+                                           for line in exc.format_message().splitlines()]}],
+                              indent=2))
+        sys.exit(exc.exit_code)
+
+
+def _workspace_problems(config: WorkspaceConfig, catalog: Catalog,
+                        pm: PluginManager) -> list[str]:
+    """What ``orion check`` finds in ``orion.yaml`` itself: settings for no statechart, a
+    pipeline in which no system replies."""
+    from orion.config import unknown_settings
+
+    pipeline = _pipeline_problem(pm, config)
+    return unknown_settings(config, catalog) + ([pipeline] if pipeline else [])
+
+
+def _located(text: str, path: str) -> dict[str, Any]:
+    """``{"line", "column", "message", "path"}`` of a ``path:line:col: message`` line (a line
+    without a position keeps ``path`` and no line)."""
+    import re
+
+    match = re.match(r"^(?P<path>.+?):(?P<line>\d+):(?P<column>\d+): (?P<message>.*)$", text)
+    if match is None:
+        return {"line": None, "column": None, "message": text, "path": path}
+    return {"line": int(match["line"]), "column": int(match["column"]),
+            "message": match["message"], "path": match["path"]}
 
 
 def _statechart_files(paths: tuple[str, ...]) -> list[Path]:
@@ -147,13 +201,10 @@ def check(files: tuple[str, ...], workspace: str, as_json: bool) -> None:
     Setting overrides from orion.yaml and the environment are checked too. Prints each finding
     as path:line:col: message. Exits 1 when any file has errors.
     """
-    from orion.config import unknown_settings
     from orion.errors import ConfigError
     from orion.statechart.settings import resolve as resolve_settings
 
-    config = load_config(workspace)
-    pm = load_plugins(config)
-    catalog = _catalog(pm, config)
+    config, pm, catalog = _loaded_for_check(workspace, as_json)
     if files:
         checked = [catalog.resolve_file(path) for path in _statechart_files(files)]
     else:
@@ -186,10 +237,10 @@ def check(files: tuple[str, ...], workspace: str, as_json: bool) -> None:
                 click.echo(error["text"])
             if ok:  # one line, however long: CI logs and editors read it
                 click.echo(f"ok {path} ({catalog.describe(resolved.source)})", err=True)
-    for problem in unknown_settings(config, catalog):
+    for problem in _workspace_problems(config, catalog, pm):
         failed += 1
         results.append({"path": str(config.path), "ok": False, "statechart": None,
-                        "origin": None, "errors": [{"message": problem}]})
+                        "origin": None, "errors": [_located(problem, str(config.path))]})
         if not as_json:
             click.echo(problem)
     if as_json:
@@ -266,8 +317,14 @@ def statechart_show(name: str, resolved: bool, workspace: str) -> None:
     config = load_config(workspace)
     found = _resolve_chart(_catalog(load_plugins(config), config), name)
     if not resolved:
+        from orion.sourcefile import CONFIG_LIMIT, NotReadable, read_regular
+
         say(f"# {escape(str(found.source.path))}")
-        click.echo(found.source.path.read_text(encoding="utf-8"), nl=False)
+        try:
+            text = read_regular(found.source.path, CONFIG_LIMIT).decode("utf-8", "replace")
+        except (NotReadable, OSError) as exc:
+            raise ConfigurationError(f"{found.source.path}: cannot read it: {exc}") from exc
+        click.echo(text, nl=False)
         return
     if found.spec is None or found.diagnostics:
         click.echo("\n".join(map(str, found.diagnostics)))
@@ -338,17 +395,18 @@ def run(script: str, workspace: str, state_dir: str | None, as_json: bool) -> No
     import asyncio
 
     from orion.errors import ConfigError
-    from orion.models.script import load_script
     from orion.runtime.report import ConsoleReporter, Reporter
-    from orion.runtime.runner import play
+    from orion.runtime.runner import RunResult, play
 
     try:
-        loaded = load_script(_resolve_script(script))
-    except ConfigError as exc:
-        raise ConfigurationError(str(exc)) from exc
-    config = load_config(workspace)
-    pm = load_plugins(config)
-    _check_lifecycles(_catalog(pm, config), config)
+        loaded, pm = _prepare_run(script, workspace, state_dir)
+    except click.ClickException as exc:
+        if not as_json:
+            raise
+        # --json is for programs: a run that cannot start is a result too.
+        lines = getattr(exc, "findings", []) + [exc.format_message()]
+        click.echo(json.dumps(RunResult(ok=False, errors=lines).to_json(), indent=2))
+        sys.exit(exc.exit_code)
     reporter = Reporter() if as_json else ConsoleReporter()
     try:
         result = asyncio.run(play(loaded, workspace=Path(workspace), plugins=pm,
@@ -367,6 +425,47 @@ def run(script: str, workspace: str, state_dir: str | None, as_json: bool) -> No
     sys.exit(0 if result.ok else 1)
 
 
+def _prepare_run(script: str, workspace: str, state_dir: str | None) -> tuple[Any, PluginManager]:
+    """What ``orion run`` checks before anything runs or is written: the script, ``orion.yaml``,
+    the plugins, the workspace's charts, the pipeline and the state directory. Exit 2 (a
+    :class:`ConfigurationError`) for each problem."""
+    from orion.errors import ConfigError
+    from orion.models.script import load_script
+
+    try:
+        loaded = load_script(_resolve_script(script))
+    except ConfigError as exc:
+        raise ConfigurationError(str(exc)) from exc
+    config = load_config(workspace)
+    pm = _startable(config, state_dir)
+    return loaded, pm
+
+
+def _startable(config: WorkspaceConfig, state_dir: str | None) -> PluginManager:
+    """The plugins of a workspace that ``orion run`` or ``orion chat`` can start in: its
+    charts valid, its pipeline one that asks a model, its state directory confined."""
+    from orion.commands import state_path
+
+    pm = load_plugins(config)
+    _check_lifecycles(_catalog(pm, config), config)
+    problem = _pipeline_problem(pm, config)
+    if problem:
+        raise ConfigurationError(f"{problem}; nothing was run")
+    state_path(str(config.workspace), state_dir)
+    return pm
+
+
+def _pipeline_problem(pm: PluginManager, config: WorkspaceConfig) -> str | None:
+    from orion.errors import ConfigError
+    from orion.runtime.pipeline import check_workspace_pipeline
+
+    try:
+        check_workspace_pipeline(config, pm.registry.systems)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
 @cli.command()
 @click.option("--base-url", default=None, help="An OpenAI-compatible endpoint "
               "(default: orion.yaml's model.base_url, ORION_BASE_URL or OPENAI_BASE_URL).")
@@ -380,8 +479,7 @@ def chat(base_url: str | None, model_name: str | None, workspace: str) -> None:
     from orion.runtime.chat import run_chat
 
     config = load_config(workspace)
-    pm = load_plugins(config)
-    _check_lifecycles(_catalog(pm, config), config)
+    pm = _startable(config, None)
     try:
         code = asyncio.run(run_chat(config, pm, base_url=base_url, model_name=model_name))
     except ConfigError as exc:

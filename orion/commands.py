@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from orion.config import WorkspaceConfig
     from orion.plugins import PluginManager
 
-__all__ = ["STATE_DIR", "WORKSPACE", "ConfigurationError", "escape", "fail", "load_config",
-           "load_plugins", "say", "show", "state_path"]
+__all__ = ["STATE_DIR", "WORKSPACE", "CommandGroup", "ConfigurationError", "escape", "fail",
+           "load_config", "load_plugins", "say", "show", "state_path"]
 
 WORKSPACE = click.option("--workspace", type=click.Path(file_okay=False), default=".",
                          show_default=True, help="The workspace whose orion.yaml applies.")
@@ -40,9 +40,45 @@ class ConfigurationError(click.ClickException):
         click.echo(f"error: {self.message}", err=True)
 
 
+class CommandGroup(click.Group):
+    """A group of ``orion`` commands (``orion plan``, ``orion sessions``, ``orion traces``; a
+    plugin's own with ``@click.group(cls=CommandGroup)``). An :class:`~orion.errors.OrionError`
+    a command lets through is ``error: ...`` and exit 1, never a traceback; with ``--json``
+    every failure (exit 1 or 2) is also ``{"error": "..."}`` on stdout, so a program reading
+    the output always gets JSON."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from orion.errors import OrionError
+
+        # The subcommand's own tokens (click empties them as it invokes it).
+        wants_json = bool(ctx.params.get("as_json")) or "--json" in ctx.args
+        try:
+            return super().invoke(ctx)
+        except OrionError as exc:
+            error: click.ClickException = click.ClickException(str(exc))
+            error.exit_code = 1
+        except click.ClickException as exc:
+            error = exc
+        if wants_json:
+            import json
+
+            click.echo(json.dumps({"error": error.format_message()}))
+        if isinstance(error, ConfigurationError) or type(error) is click.ClickException:
+            click.echo(f"error: {error.format_message()}", err=True)
+            sys.exit(error.exit_code)
+        raise error
+
+
 def state_path(workspace: str, state_dir: str | None) -> Path:
-    """The state directory a command reads: ``--state-dir``, else ``WORKSPACE/.orion``."""
-    return Path(state_dir) if state_dir else Path(workspace) / ".orion"
+    """The state directory a command reads: ``--state-dir``, else ``WORKSPACE/.orion`` once
+    it is checked (:func:`orion.workspace.state_directory`: a ``.orion`` that leads out of the
+    workspace is exit 2). Never created here: a command that only looks creates nothing."""
+    from orion.workspace import StateDirOutside, state_directory
+
+    try:
+        return state_directory(workspace, state_dir)
+    except StateDirOutside as exc:
+        raise ConfigurationError(str(exc)) from exc
 
 
 def escape(text: str) -> str:

@@ -38,6 +38,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orion.errors import ConfigError
+from orion.sourcefile import CONFIG_LIMIT, NotReadable, check_regular
 from orion.yamlsource import SourceDocument, YamlSourceError, load_yaml
 
 CONFIG_FILE = "orion.yaml"
@@ -254,4 +255,21 @@ def load_config(workspace: str | Path, env: Mapping[str, str] | None = None) -> 
     except ValidationError as exc:  # the file was valid, so an environment variable is not
         raise ConfigError("; ".join(f"environment variable {_env_var(tuple(e['loc']))}: "
                                     f"{e['msg']}" for e in exc.errors())) from exc
-    return WorkspaceConfig(root, model, doc)
+    config = WorkspaceConfig(root, model, doc)
+    _check_chart_files(config)
+    return config
+
+
+def _check_chart_files(config: WorkspaceConfig) -> None:
+    """Each file ``statecharts:`` lists that exists is a regular file within the size cap
+    (:mod:`orion.sourcefile`), else a :class:`ConfigError` at its entry: ``/dev/zero`` or a
+    FIFO there would otherwise be read without end, or wait for a writer forever. A missing
+    file is left to the chart's own check, which says so."""
+    for i, (name, path) in enumerate(zip(config.model.statecharts, config.statechart_paths())):
+        try:
+            check_regular(path, CONFIG_LIMIT)
+        except NotReadable as exc:
+            raise ConfigError(f"{config.where(('statecharts', i))}: statecharts[{i}]: {name} "
+                              f"{exc}") from exc
+        except OSError:
+            continue

@@ -11,13 +11,23 @@ component that is a symbolic link when it is opened is refused (:class:`PathSwap
 it, fsyncs and renames it over the target, and holds an exclusive ``flock`` on the directory
 while a caller reads, checks and replaces the file (other Orion processes writing a file in
 that directory wait for it).
+
+The replacement keeps the file's identity as far as a rename can (:func:`open_temp`): the temp
+file is created owner-only, given the replaced file's owner and group (when the process may:
+as root always, otherwise the group when the user is in it), then its mode, all before the
+first byte is written, so the new content is never readable by anyone the old file kept out.
+What a rename cannot keep is said, never hidden (:func:`identity_notes`): a file with several
+hard links gets a file of its own (its other names keep the old text), and a file of another
+user that the process may not give back becomes the process's user's.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import grp
 import os
+import pwd
 import secrets
 import stat
 from collections.abc import Iterator
@@ -26,7 +36,8 @@ from pathlib import Path, PurePosixPath
 
 from orion.errors import OrionError
 
-__all__ = ["Parent", "PathSwapped", "TEMP_MARK", "open_parent", "temp_name"]
+__all__ = ["Parent", "PathSwapped", "TEMP_MARK", "identity_notes", "open_parent", "open_temp",
+           "temp_name", "write_and_close"]
 
 #: Temp files are named ``.{name}.orion-tmp-{pid}-{random}`` in the target's directory; the
 #: pid lets a later start tell a leftover of a dead process from a write in progress.
@@ -45,16 +56,90 @@ def temp_name(name: str) -> str:
     return f".{name[:200]}{TEMP_MARK}{os.getpid()}-{secrets.token_hex(6)}"
 
 
-def write_and_close(fd: int, data: bytes, mode: int | None) -> None:
-    """Write all of ``data`` to the new temp file ``fd``, fsync it, give it ``mode`` (if not
-    None) and close it, also on failure."""
+def open_temp(name: str, *, dir_fd: int | None = None, like: os.stat_result | None = None,
+              mode: int | None = None) -> int:
+    """Create the new temp file ``name`` (in ``dir_fd``; never through a symbolic link) as
+    the file it will replace is: ``like``'s owner and group where the process may set them,
+    then ``mode`` (default: ``like``'s permission bits), before anything is written. Without
+    ``like`` or ``mode`` it is a new file: the umask's default mode, at once.
+
+    The order matters: created 0600, so nobody else can open it while it is empty; the owner
+    before the mode, since changing the owner clears the set-user-ID and set-group-ID bits."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    if like is None and mode is None:
+        return os.open(name, flags, 0o666, dir_fd=dir_fd)  # 0666 & ~umask: the final mode
+    final = mode if mode is not None else stat.S_IMODE(like.st_mode)  # type: ignore[union-attr]
+    fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
+    try:
+        if like is not None:
+            _give_owner(fd, like)
+        os.fchmod(fd, final)
+    except BaseException:
+        os.close(fd)
+        os.unlink(name, dir_fd=dir_fd)
+        raise
+    return fd
+
+
+def _give_owner(fd: int, like: os.stat_result) -> None:
+    """``like``'s owner and group for ``fd``, as far as the process may give them: root gives
+    both; any other user keeps the file and gives it ``like``'s group when it is one of its
+    own groups. A file system without owners (or ids a user namespace cannot map) keeps
+    the process's: :func:`identity_notes` says so."""
+    uid = like.st_uid if os.geteuid() == 0 else -1
+    gid = like.st_gid if os.geteuid() == 0 or like.st_gid in _groups() else -1
+    mine = os.fstat(fd)
+    if (uid == -1 or uid == mine.st_uid) and (gid == -1 or gid == mine.st_gid):
+        return
+    try:
+        os.fchown(fd, uid, gid)
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise
+
+
+def _groups() -> set[int]:
+    return {os.getegid(), *os.getgroups()}
+
+
+def identity_notes(relative: str, before: os.stat_result | None, fd: int) -> list[str]:
+    """What the new file ``fd`` does not keep of the file it replaces (``before``), as
+    clauses of the write's report: its other names (hard links) and its owner."""
+    if before is None:
+        return []
+    notes = []
+    if before.st_nlink > 1:
+        others = ("its other name keeps" if before.st_nlink == 2
+                  else f"its {before.st_nlink - 1} other names keep")
+        notes.append(f"{relative} had {before.st_nlink} hard links: it is a file of its own "
+                     f"now, and {others} the old text")
+    now = os.fstat(fd)
+    if (now.st_uid, now.st_gid) != (before.st_uid, before.st_gid):
+        notes.append(f"{relative} belonged to {_owner(before)}; it belongs to {_owner(now)} now "
+                     "(only root can give a file to another user)")
+    return notes
+
+
+def _owner(info: os.stat_result) -> str:
+    try:
+        user = pwd.getpwuid(info.st_uid).pw_name
+    except KeyError:
+        user = str(info.st_uid)
+    try:
+        group = grp.getgrgid(info.st_gid).gr_name
+    except KeyError:
+        group = str(info.st_gid)
+    return f"{user}:{group}"
+
+
+def write_and_close(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to the new temp file ``fd``, fsync it and close it, also on
+    failure."""
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
         os.fsync(fd)
-        if mode is not None:
-            os.fchmod(fd, mode)
     finally:
         os.close(fd)
 
@@ -96,8 +181,10 @@ class Parent:
         """The file's bytes, or None when it does not exist; :class:`PathSwapped` when it is a
         symbolic link or not a regular file."""
         try:
-            fd = os.open(self.name, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
-                         dir_fd=self.fd)
+            # O_NONBLOCK: a FIFO put in the file's place must not hang the write; the fstat
+            # below refuses it (on a regular file the flag changes nothing).
+            fd = os.open(self.name, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW
+                         | getattr(os, "O_CLOEXEC", 0), dir_fd=self.fd)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -115,16 +202,24 @@ class Parent:
         finally:
             os.close(fd)
 
-    def replace(self, data: bytes, *, mode: int | None = None) -> None:
-        """Replace the file with ``data`` atomically: a temp file in this directory is written,
-        fsynced, given ``mode`` and renamed over the name; then the directory is fsynced. On
-        any failure the temp file is removed and the error re-raised (the file keeps its old
-        content)."""
+    def replace(self, data: bytes, *, mode: int | None = None) -> list[str]:
+        """Replace the file with ``data`` atomically: a temp file in this directory, created
+        with the file's owner, group and mode (``mode`` instead, when given; a new file gets
+        the umask's), is written, fsynced and renamed over the name; then the directory is
+        fsynced. Returns what the new file does not keep of the old one
+        (:func:`identity_notes`). On any failure the temp file is removed and the error
+        re-raised (the file keeps its old content)."""
         temp = temp_name(self.name)
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
-                     | getattr(os, "O_CLOEXEC", 0), 0o666, dir_fd=self.fd)
+        before = self.stat()
+        like = before if before is not None and stat.S_ISREG(before.st_mode) else None
+        fd = open_temp(temp, dir_fd=self.fd, like=like, mode=mode)
         try:
-            write_and_close(fd, data, mode)
+            try:
+                notes = identity_notes(self.relative, like, fd)
+            except BaseException:
+                os.close(fd)
+                raise
+            write_and_close(fd, data)
             os.replace(temp, self.name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
         except BaseException:
             try:
@@ -137,6 +232,7 @@ class Parent:
         except OSError as exc:  # pragma: no cover - file systems without directory fsync
             if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
                 raise
+        return notes
 
     def unlink(self) -> None:
         os.unlink(self.name, dir_fd=self.fd)

@@ -115,7 +115,9 @@ def register_commands(cli: click.Group) -> None:
 def register_systems(register: Callable[[System], None]) -> None:
     """Provide turn-pipeline systems: ``register(system)``, where ``system`` has a ``name``
     and an ``async def run(self, turn)``. ``statecharts/pipeline.yaml`` orders them by name,
-    and a workspace's ``orion.yaml`` can insert, replace or remove them."""
+    and a workspace's ``orion.yaml`` can insert, replace or remove them. A system that replies
+    to the user in the built-in ``model``'s place sets ``replies = True``: a pipeline must have
+    one."""
 
 
 @hookspec

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from orion.errors import Diagnostic
+from orion.sourcefile import CONFIG_LIMIT, NotReadable, read_regular
 
 Loc = tuple[str | int, ...]
 
@@ -58,11 +59,14 @@ class YamlSourceError(Exception):
         super().__init__("\n".join(map(str, diagnostics)))
 
 
-def load_yaml(source: str | Path, *, text: str | None = None) -> SourceDocument:
-    """Parse one YAML document from ``source`` (or from ``text``, reported as ``source``)."""
+def load_yaml(source: str | Path, *, text: str | None = None,
+              limit: int = CONFIG_LIMIT) -> SourceDocument:
+    """Parse one YAML document from ``source`` (or from ``text``, reported as ``source``).
+    ``source`` is read only when it is a regular file of at most ``limit`` bytes
+    (:mod:`orion.sourcefile`); anything else is a :class:`YamlSourceError` at 1:1."""
     path = str(source)
     if text is None:
-        raw = _read_bytes(path)
+        raw = _read_bytes(path, limit)
         # libyaml reads UTF-8 bytes itself: a large file is not also held as a str (up to 4
         # bytes a character) and encoded back for the parser. Anything it refuses is read
         # again below, decoded first, for the messages and positions of the slower path.
@@ -161,9 +165,11 @@ def _document(path: str, loader: Any, root: yaml.Node | None = None) -> SourceDo
     return SourceDocument(path, data, builder.positions, builder.key_positions)
 
 
-def _read_bytes(path: str) -> bytes:
+def _read_bytes(path: str, limit: int) -> bytes:
     try:
-        return Path(path).read_bytes()
+        return read_regular(path, limit)
+    except NotReadable as exc:
+        raise YamlSourceError([Diagnostic(path, 1, 1, f"cannot read file: it {exc}")]) from exc
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise YamlSourceError([Diagnostic(path, 1, 1, f"cannot read file: {reason}")]) from exc

@@ -8,7 +8,8 @@ import json
 import click
 
 from orion.api import hookimpl
-from orion.commands import STATE_DIR, WORKSPACE, escape, say, show, state_path
+from orion.commands import (STATE_DIR, WORKSPACE, CommandGroup, escape, say, show,
+                            state_path)
 
 
 def _plan_store(workspace: str, state_dir: str | None):
@@ -20,7 +21,7 @@ def _plan_store(workspace: str, state_dir: str | None):
     return PlanStore.for_state_dir(path)
 
 
-@click.group("plan")
+@click.group("plan", cls=CommandGroup)
 def plan() -> None:
     """The workspace's plans: the active one and their history."""
 
@@ -144,6 +145,8 @@ def plan_history(workspace: str, state_dir: str | None, limit: int, as_json: boo
     """Every plan, newest first: status, revision, and the plan each revision supersedes."""
     store = _plan_store(workspace, state_dir)
     plans = store.history(limit) if store is not None else []
+    for problem in store.damaged() if store is not None else []:  # left out, never silently
+        say(f"[red]{escape(str(problem))}[/red]")
     if as_json:
         click.echo(json.dumps([p.summary() for p in plans], indent=2))
         return
@@ -157,6 +160,21 @@ def plan_history(workspace: str, state_dir: str | None, limit: int, as_json: boo
                       p.id[:8], escape(p.title), p.status.value, str(p.revision),
                       (p.supersedes or "")[:8])
     show(table)
+
+
+@plan.command("drop")
+@click.argument("plan_id", metavar="ID")
+@WORKSPACE
+@STATE_DIR
+def plan_drop(plan_id: str, workspace: str, state_dir: str | None) -> None:
+    """Remove plan ID (an id or its start) and its stored drafts from orion.db: the way out
+    for a plan `orion plan history` reports as damaged. An active plan that is not damaged is
+    refused (end it with /plan done)."""
+    store = _plan_store(workspace, state_dir)
+    if store is None:
+        raise click.BadParameter("no plans yet", param_hint="ID")
+    dropped, drafts = store.drop(plan_id)
+    say(f"dropped plan {dropped[:8]} and its {drafts} stored draft(s)")
 
 
 @hookimpl

@@ -60,7 +60,8 @@ def set_content(args: SetContentArgs, context) -> dict[str, Any]:
 
 
 def get(args: GetArgs, context) -> dict[str, Any]:
-    plan = plan_service_for(context.runtime).active_plan
+    service = plan_service_for(context.runtime)
+    plan = service.saw(service.active_plan)
     if plan is None:  # authorization denies this first; kept for direct callers
         raise OrionError("plan work is not active")
     return {"plan_id": plan.id, "title": plan.title, "status": plan.status.value,
@@ -113,8 +114,12 @@ def finalize(lifecycle, transition):
     if plan is None:
         raise PlanCommandError("plan work is not active (the user starts it with /plan on)")
     payload = transition.payload
+    expected = payload.get("expected_revision")
+    # The draft replaces the revision the conversation saw (PlanService.set_content), checked
+    # in the store's transaction: a draft another session stored meanwhile is not lost.
     return service.store.set_content(plan.id, payload["plan_markdown"], payload.get("title"),
-                                     expected_revision=payload.get("expected_revision"))
+                                     expected_revision=expected if expected is not None
+                                     else service.replacing)
 
 
 @hookimpl

@@ -8,8 +8,8 @@ import json
 import click
 
 from orion.api import OrionError, hookimpl
-from orion.commands import (STATE_DIR, WORKSPACE, escape, fail, load_config, load_plugins, say,
-                            state_path)
+from orion.commands import (STATE_DIR, WORKSPACE, CommandGroup, escape, fail, load_config,
+                            load_plugins, say, state_path)
 
 # The write-session machinery is imported where it is used: `orion --help` loads this plugin to
 # list `orion sessions`, and should not pay for the statechart engine to do it.
@@ -83,7 +83,7 @@ def register_slash_commands(register):
 # -- orion sessions: the same, from the command line ------------------------------------------
 
 
-@click.group("sessions")
+@click.group("sessions", cls=CommandGroup)
 def sessions() -> None:
     """Write sessions a crash left behind: list, recover, discard, clean, undo.
 

@@ -8,7 +8,8 @@ import sys
 import click
 
 from orion.api import hookimpl
-from orion.commands import STATE_DIR, WORKSPACE, escape, say, show, state_path
+from orion.commands import (STATE_DIR, WORKSPACE, CommandGroup, escape, say, show,
+                            state_path)
 
 
 def _trace_store(workspace: str, state_dir: str | None):
@@ -21,7 +22,7 @@ def _trace_store(workspace: str, state_dir: str | None):
     return TraceStore(path)
 
 
-@click.group("traces", invoke_without_command=True)
+@click.group("traces", cls=CommandGroup, invoke_without_command=True)
 @WORKSPACE
 @STATE_DIR
 @click.option("--conversation", help="Only this conversation id.")

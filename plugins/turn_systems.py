@@ -55,6 +55,7 @@ class ModelSystem:
     sink gives the message its content when the message ends (see ``Runtime.text_sinks``)."""
 
     name = "model"
+    replies = True  # the pipeline's reply to the user comes from here
 
     async def run(self, turn) -> None:
         runtime = turn.runtime

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from orion.api import OrionError, ToolSpec, hookimpl, resolve_inside
@@ -22,11 +24,28 @@ class ListFilesArgs(BaseModel):
     path: str = Field(default=".", description="a directory relative to the workspace")
 
 
+def _resolved(workspace, path: str):
+    """``path`` resolved inside the workspace; a link that leads to itself (a loop) is a tool
+    error the model can act on, not a failure of this plugin."""
+    try:
+        return resolve_inside(workspace, path)
+    except RuntimeError as exc:  # a loop of links (Python 3.11; later ones raise ELOOP)
+        raise OrionError(f"{path!r} cannot be resolved: it is a symbolic link that leads back "
+                         f"to itself ({exc}); nothing read") from None
+    except OSError as exc:
+        why = ("it is a symbolic link that leads back to itself" if exc.errno == errno.ELOOP
+               else exc.strerror or str(exc))
+        raise OrionError(f"{path!r} cannot be resolved: {why}; nothing read") from None
+
+
 def read_file(args: ReadFileArgs, context) -> dict:
-    target = resolve_inside(context.workspace, args.path)
+    target = _resolved(context.workspace, args.path)
     if not target.is_file():
         raise OrionError(f"{args.path!r} is not a file")
-    data = target.read_bytes()
+    try:
+        data = target.read_bytes()
+    except OSError as exc:  # gone, or not readable, since it was looked at
+        raise OrionError(f"{args.path!r} cannot be read: {exc.strerror or exc}") from None
     if b"\x00" in data[:8192]:
         raise OrionError(f"{args.path!r} is a binary file")
     lines = data.decode("utf-8", errors="replace").splitlines(keepends=True)
@@ -37,7 +56,7 @@ def read_file(args: ReadFileArgs, context) -> dict:
 
 
 def list_files(args: ListFilesArgs, context) -> dict:
-    directory = resolve_inside(context.workspace, args.path)
+    directory = _resolved(context.workspace, args.path)
     if not directory.is_dir():
         raise OrionError(f"{args.path!r} is not a directory")
     entries = []
@@ -45,8 +64,11 @@ def list_files(args: ListFilesArgs, context) -> dict:
         if child.name in HIDDEN:
             continue
         kind = "dir" if child.is_dir() else "file"
-        entries.append({"name": child.name, "type": kind,
-                        **({"bytes": child.stat().st_size} if kind == "file" else {})})
+        try:
+            size = {"bytes": child.stat().st_size} if kind == "file" else {}
+        except OSError:  # a link that leads nowhere, or back to itself
+            kind, size = "link", {}
+        entries.append({"name": child.name, "type": kind, **size})
         if len(entries) == MAX_ENTRIES:
             break
     return {"path": args.path, "entries": entries, "truncated": len(entries) == MAX_ENTRIES}

@@ -262,10 +262,18 @@ def test_orion_run_refuses_a_chart_that_breaks_the_contract_before_anything_runs
     script = write(tmp_path / "script.yaml",
                    "conversation:\n  - user: hi\n  - model: {text: hello}\n")
     result = orion("run", str(script), "--workspace", str(ws))
-    assert result.returncode == 1
-    assert "handles trigger 'valid'" in result.stdout
-    assert "nothing was run" in result.stderr
+    assert result.returncode == 2  # a misconfigured workspace, as docs/cli.md says
+    assert "handles trigger 'valid'" in result.stderr
+    assert result.stderr.rstrip().endswith(
+        "error: the workspace's statecharts have errors; nothing was run")
+    assert result.stdout == ""
     assert not (ws / ".orion").exists()
+    as_json = orion("run", str(script), "--workspace", str(ws), "--json")
+    assert as_json.returncode == 2
+    data = json.loads(as_json.stdout)  # --json is JSON whatever happens
+    assert data["ok"] is False and data["files"] == [] and data["prompts"] == []
+    assert any("handles trigger 'valid'" in line for line in data["errors"])
+    assert data["errors"][-1] == "the workspace's statecharts have errors; nothing was run"
 
 
 def test_has_tag_sees_the_tags_of_the_state_and_its_ancestors():

@@ -320,6 +320,7 @@ def write_in_place(p: Patcher) -> None:
             os.write(fd, data)
         finally:
             os.close(fd)
+        return []  # nothing it could not keep, it says
     p.replace("orion.confined:Parent.replace", replace)
 
 
@@ -914,6 +915,63 @@ def idle_prompts_unbounded(p: Patcher) -> None:
          "a stream the network cut is continued without telling the user why")
 def connection_loss_unsaid(p: Patcher) -> None:
     p.replace_in(("orion.write_session.session",), "CONNECTION_LOST", "not-a-finish-reason")
+
+
+# FS: faults of the environment ------------------------------------------------------------
+
+
+@variant("FS-1", "orion.workspace:state_directory",
+         "the state directory is used wherever its links lead")
+def state_directory_unchecked(p: Patcher) -> None:
+    from orion.workspace import state_dir_path
+
+    p.replace("orion.workspace:state_directory",
+              lambda workspace, given=None, *, create=False: state_dir_path(workspace, given))
+
+
+@variant("FS-2", "orion.confined:open_temp",
+         "the temp file is created with the umask's mode and keeps no owner")
+def temp_file_as_umask_gives(p: Patcher) -> None:
+    import os
+
+    def open_temp(name, *, dir_fd=None, like=None, mode=None):
+        return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666, dir_fd=dir_fd)
+    p.replace("orion.confined:open_temp", open_temp)
+
+
+@variant("FS-3", "orion.sourcefile:_check",
+         "a file of any size is read", keyword="oversized")
+def no_size_cap(p: Patcher) -> None:
+    from orion.sourcefile import NotReadable, kind_of
+
+    def check(info, limit):
+        kind = kind_of(info.st_mode)
+        if kind is not None:
+            raise NotReadable(f"is not a regular file ({kind})")
+    p.replace("orion.sourcefile:_check", check)
+
+
+@variant("FS-4", "orion.runtime.pipeline:check_replies",
+         "a pipeline in which no system replies is accepted")
+def pipeline_without_reply(p: Patcher) -> None:
+    p.replace("orion.runtime.pipeline:check_replies", lambda order, chosen, origin: None)
+
+
+@variant("FS-5", "orion.plan.service:PlanService.set_content",
+         "a draft is stored over whatever another conversation stored meanwhile")
+def drafts_overwrite_each_other(p: Patcher) -> None:
+    def make(original):
+        def set_content(self, markdown, title, *, expected_revision=None):
+            self.known = None  # what this conversation saw is forgotten
+            return original(self, markdown, title, expected_revision=expected_revision)
+        return set_content
+    p.wrap("orion.plan.service:PlanService.set_content", make)
+
+
+@variant("FS-6", "orion.plan.store:_text",
+         "text that is not UTF-8 fails every query of the plan store")
+def damaged_row_spoils_all(p: Patcher) -> None:
+    p.replace("orion.plan.store:_text", lambda raw: raw.decode("utf-8"))
 
 
 # -- running the variants ---------------------------------------------------------------------

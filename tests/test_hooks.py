@@ -775,6 +775,7 @@ class Offline:
     """Answers without a model, from the context blocks the ``context`` system built."""
 
     name = "offline"
+    replies = True  # in the model's place: the pipeline still answers every message
 
     async def run(self, turn):
         turn.text.append("offline; context: " + ", ".join(block.name for block in turn.blocks))
@@ -923,6 +924,22 @@ def test_register_systems_an_unknown_system_is_a_config_error_naming_it(pm, tmp_
     message = str(info.value)
     assert named in message
     assert "orion.yaml" in message
+
+
+@pytest.mark.parametrize("config,said", [
+    ("pipeline: []\n", "orion.yaml: the pipeline is empty, so no message would ever be answered"),
+    ("pipeline: [context, tools]\n", "the pipeline (context, tools) has no system that replies"),
+    ("pipeline: {remove: [model]}\n", "has no system that replies"),
+    ("pipeline: {replace: {model: canned}}\n", "has no system that replies"),
+])
+def test_register_systems_a_pipeline_that_never_answers_is_refused(pm, tmp_path, config, said):
+    # Canned answers one message and stops the pass; it does not set `replies`, so it cannot
+    # stand in for the model.
+    pm.register(Systems(Canned()), "canned")
+    with pytest.raises(ConfigError) as info:
+        Session(tmp_path, pm, HELLO, config=config)
+    assert said in str(info.value)
+    assert "replies = True" in str(info.value) or "list its systems" in str(info.value)
 
 
 def test_register_systems_a_name_registered_twice_names_both_plugins(pm, tmp_path):

@@ -62,6 +62,27 @@ def test_a_tool_round_trip_returns_the_result_to_the_model(tmp_path):
     assert result.ok, result.errors
 
 
+def test_a_symbolic_link_loop_is_a_tool_error_the_model_can_act_on(tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "loop").symlink_to("loop")  # a real loop: ELOOP for every lookup
+    (workspace / "notes.md").write_text("release on Friday\n")
+    pm = make_plugin_manager(entrypoints=False, env={})
+    result, _ = run_script(tmp_path, """\
+        conversation:
+          - user: Read loop.
+          - model:
+              tool_calls: [{name: read_file, arguments: {path: loop}}]
+          - expect: "'loop' cannot be resolved: it is a symbolic link that leads back to itself"
+          - model:
+              tool_calls: [{name: list_files, arguments: {}}]
+          - expect: '{"name": "loop", "type": "link"}'
+          - model: {text: It is a loop.}
+        """, pm)
+    assert result.ok, result.errors
+    assert pm.failures == []  # refused on purpose, not a plugin failure
+
+
 def test_a_denied_tool_call_changes_nothing_and_tells_the_model_why(tmp_path):
     pm = make_plugin_manager(entrypoints=False, env={})
     policy = DenyReads()

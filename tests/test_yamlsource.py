@@ -173,7 +173,9 @@ def test_missing_file(tmp_path):
 
 
 def test_directory_instead_of_a_file(tmp_path):
-    assert problems(tmp_path) == [f"{tmp_path}:1:1: cannot read file: Is a directory"]
+    assert problems(tmp_path) == [f"{tmp_path}:1:1: cannot read file: it is not a regular file "
+                                  "(a directory); Orion reads configuration only from regular "
+                                  "files"]
 
 
 def test_non_utf8_byte_is_reported_at_its_line_and_column(tmp_path):

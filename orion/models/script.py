@@ -16,6 +16,7 @@ docs/scripts.md documents the format in full.
 from __future__ import annotations
 
 import codecs
+import io
 import json
 import re
 from collections.abc import Iterator
@@ -34,6 +35,7 @@ from pydantic_core import PydanticCustomError
 
 from orion.errors import ConfigError, Diagnostic
 from orion.models.base import ScriptError
+from orion.sourcefile import SCRIPT_LIMIT, NotReadable, open_regular
 from orion.yamlsource import Loc, SourceDocument, YamlSourceError, load_yaml
 
 #: The keys of a conversation entry; every entry has exactly one of them.
@@ -170,7 +172,7 @@ def _unreadable_text(path: Path) -> str | None:
     decoder = codecs.getincrementaldecoder("utf-8")()
     offset, line = 0, 1
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             while block := handle.read(_CHECK_BLOCK):
                 pending = len(decoder.getstate()[0])  # the start of a character cut by a block
                 try:
@@ -186,6 +188,8 @@ def _unreadable_text(path: Path) -> str | None:
             decoder.decode(b"", final=True)
     except UnicodeDecodeError:
         return "not valid UTF-8: the file ends in the middle of a character"
+    except NotReadable as exc:
+        return str(exc)
     except OSError as exc:
         return f"cannot read it: {exc.strerror or type(exc).__name__}"
     return None
@@ -194,7 +198,7 @@ def _unreadable_text(path: Path) -> str | None:
 def read_chunks(path: Path, size: int) -> Iterator[str]:
     """The text of the UTF-8 file ``path``, ``size`` characters at a time, as it is read (line
     breaks as they are in the file)."""
-    with open(path, encoding="utf-8", newline="") as handle:
+    with io.TextIOWrapper(open_regular(path), encoding="utf-8", newline="") as handle:
         while chunk := handle.read(size):
             yield chunk
 
@@ -344,7 +348,7 @@ def load_script(path: str | Path, *, text: str | None = None) -> Script:
     """Read and check a script (from ``text`` if given, reported as ``path``). Every problem is
     reported at once, as ``path:line:col: message`` lines of one :class:`ConfigError`."""
     try:
-        doc = load_yaml(path, text=text)
+        doc = load_yaml(path, text=text, limit=SCRIPT_LIMIT)
     except YamlSourceError as exc:
         raise ConfigError("\n".join(map(str, exc.diagnostics))) from exc
     return _Loader(doc).load()

@@ -13,9 +13,9 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from orion.errors import OrionError, TriggerNotAllowed
+from orion.errors import ActionError, OrionError, TriggerNotAllowed
 from orion.plan import history
-from orion.plan.store import Plan, PlanStore, Status
+from orion.plan.store import DamagedPlan, Plan, PlanStore, RevisionConflict, Status
 from orion.statechart.lifecycle import SNAPSHOT_FORMAT
 
 if TYPE_CHECKING:
@@ -37,8 +37,15 @@ class PlanCommandError(OrionError):
 
 
 class PlanStoreUnavailable(PlanCommandError):
-    """The plan store cannot be opened or read (a damaged, locked or unwritable database):
-    plan work is unavailable, and only plan work: writes and the rest of a turn go on."""
+    """The plan store cannot be opened or read (a damaged, locked or unwritable database, or a
+    damaged active plan): plan work is unavailable, and only plan work: writes and the rest of
+    a turn go on."""
+
+
+class PlanChanged(PlanCommandError):
+    """A draft based on a plan this conversation read, which another session (another
+    ``orion chat`` in the workspace) changed since: the draft is not stored, so neither
+    overwrites the other in silence. The message tells the model how to go on."""
 
 
 class PlanService:
@@ -50,6 +57,13 @@ class PlanService:
         self._definition: Definition | None = None
         self._seen_key: tuple[int, int] | None = None
         self._seen: Plan | None = None
+        #: The plan (id, revision) as this conversation last saw it: in a request's context
+        #: block, from ``plan_get``, or as it stored it. A draft given without
+        #: ``expected_revision`` is based on it, and refused when the plan moved on since.
+        self.known: tuple[str, int] | None = None
+        #: The revision the draft being stored must replace (compared in the store's
+        #: transaction), while ``set_content`` runs.
+        self.replacing: int | None = None
 
     # -- the store: opened at first use; its faults stop plan work only --------------------------
 
@@ -90,6 +104,14 @@ class PlanService:
             return self.store.active()
         except sqlite3.Error as exc:
             raise self._unavailable(exc) from exc
+        except DamagedPlan as exc:
+            raise PlanStoreUnavailable(f"plan work is unavailable: the active {exc}; then "
+                                       "/plan on starts a new plan") from exc
+
+    def saw(self, plan: Plan | None) -> Plan | None:
+        """Note that the conversation was shown ``plan`` (the active plan, or none)."""
+        self.known = (plan.id, plan.revision) if plan is not None else None
+        return plan
 
     def plan_for_request(self) -> Plan | None:
         """The active plan as the current model request sees it: read once per request (and
@@ -106,7 +128,7 @@ class PlanService:
     def _plan_for_request(self) -> Plan | None:
         key = (self.runtime.requests, self.store.writes)
         if key != self._seen_key:
-            plan = self._seen = self.active_plan
+            plan = self._seen = self.saw(self.active_plan)
             self._seen_key = key
             if plan is not None or LIFECYCLE in self.runtime.lifecycles:
                 # What other plugins see in ``states`` follows the store (after a restart,
@@ -172,7 +194,7 @@ class PlanService:
         if plan is not None:
             return f"Plan work is already active: {describe(plan)}. Nothing changed."
         self.lifecycle.trigger("plan_on", title=title)
-        return f"Plan work is on: {describe(self._active())}."
+        return f"Plan work is on: {describe(self.saw(self._active()))}."
 
     def approve(self) -> str:
         plan = self._active()
@@ -234,15 +256,48 @@ class PlanService:
         problem = size_problem(markdown, self.settings["max_plan_bytes"])
         if problem:
             raise PlanCommandError(problem)
-        lifecycle = self.lifecycle
-        if lifecycle.has_tag("plan_off"):
+        active = self.active_plan
+        lifecycle = self._lifecycle_for(active)
+        if active is None or lifecycle.has_tag("plan_off"):
             raise PlanCommandError("plan work is not active (the user starts it with /plan on)")
-        lifecycle.trigger("set_content", plan_markdown=markdown, title=title,
-                          expected_revision=expected_revision)
+        base = self.known if expected_revision is None else None
+        if base is not None and base != (active.id, active.revision):
+            raise self._changed(base, active)
+        self.replacing = expected_revision if base is None else base[1]
+        try:
+            lifecycle.trigger("set_content", plan_markdown=markdown, title=title,
+                              expected_revision=expected_revision)
+        except ActionError as exc:
+            if base is not None and isinstance(exc.cause, RevisionConflict):
+                # Another session stored a draft between the check above and this one's
+                # transaction: the store's compare-and-set caught it.
+                raise self._changed(base, self.active_plan) from exc
+            raise
+        finally:
+            self.replacing = None
         result = lifecycle.current.result if lifecycle.current else None
         if not isinstance(result, Plan):
             raise OrionError("the plan draft was not stored")
-        return result
+        return self.saw(result)
+
+    def _changed(self, base: tuple[str, int], now: Plan | None) -> PlanChanged:
+        """The refusal of a draft based on ``base`` while the active plan is ``now``: the
+        model is told to reload and merge, the user is told that two sessions met."""
+        was = f"revision {base[1]} of plan {base[0][:8]}"
+        if now is None:
+            what = "plan work was ended since (by another session in this workspace)"
+        elif now.id == base[0] or now.supersedes == base[0]:
+            what = (f"another session in this workspace stored revision {now.revision} since "
+                    f"({describe(now)})")
+        else:
+            what = f"another session in this workspace started a new plan since ({describe(now)})"
+        self.runtime.reporter.notice(
+            f"plan draft not stored: this conversation's model based it on {was}, but {what}; "
+            "the model was told to load the plan again")
+        return PlanChanged(
+            f"the draft was not stored: it is based on {was}, and {what}. Nothing was "
+            "overwritten. Load the plan with plan_get, merge your changes into it, and call "
+            "plan_set_content again")
 
     def _active(self) -> Plan:
         plan = self.active_plan

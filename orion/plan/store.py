@@ -56,6 +56,19 @@ class PlanStoreError(OrionError):
     pass
 
 
+class DamagedPlan(PlanStoreError):
+    """A row of plan ``plan_id`` holds what Orion never stores (text that is not UTF-8, an
+    unknown status, a revision that is not a number): someone or something edited
+    ``orion.db``. Only that plan is unusable; the message says what is wrong and how to drop
+    it (``orion plan drop``)."""
+
+    def __init__(self, plan_id: str, problem: str):
+        self.plan_id, self.problem = plan_id, problem
+        super().__init__(f"plan {plan_id[:8]} is damaged in orion.db ({problem}); the other "
+                         f"plans are not affected. `orion plan drop {plan_id[:8]}` removes it "
+                         "and its drafts")
+
+
 class RevisionConflict(PlanStoreError):
     """``expected_revision`` is not the plan's revision: someone changed it since."""
 
@@ -114,6 +127,56 @@ COLUMNS = ("id", "title", "markdown", "status", "revision", "supersedes", "activ
 SELECT = f"SELECT {', '.join(COLUMNS)} FROM plans"
 
 
+class Garbled:
+    """A TEXT value of ``orion.db`` that is not UTF-8, as read (the connection's text factory
+    returns it instead of failing the whole query, so one damaged row spoils only itself)."""
+
+    __slots__ = ("raw", "reason")
+
+    def __init__(self, raw: bytes, reason: UnicodeDecodeError):
+        self.raw, self.reason = raw, reason
+
+    def __str__(self) -> str:
+        return self.raw.decode("utf-8", "replace")
+
+    def describe(self, column: str) -> str:
+        bad = self.raw[self.reason.start]
+        return f"its {column} is not UTF-8 (byte 0x{bad:02x} at offset {self.reason.start})"
+
+
+def _text(raw: bytes) -> str | Garbled:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Garbled(raw, exc)
+
+
+def _problem(row: tuple, columns: tuple[str, ...],
+             kinds: dict[str, tuple[type, ...]]) -> str | None:
+    """What is wrong with ``row`` (``None``: nothing): text that is not UTF-8, or a value of
+    another kind than its column holds."""
+    for column, value in zip(columns, row):
+        if isinstance(value, Garbled):
+            return value.describe(column)
+        kind = kinds.get(column)
+        if kind is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            return f"its {column} {value!r} is not {_KIND_NAMES[kind]}"
+    return None
+
+
+def _status_problem(value: Any) -> str | None:
+    if value in Status.__members__:
+        return None
+    return f"its status {value!r} is none of {', '.join(Status.__members__)}"
+
+
+_TEXT, _TEXT_OR_NULL, _WHOLE, _NUMBER = (str,), (str, type(None)), (int,), (int, float)
+_KIND_NAMES = {_TEXT: "text", _TEXT_OR_NULL: "text", _WHOLE: "a whole number",
+               _NUMBER: "a number"}
+_PLAN_KINDS = {"id": _TEXT, "title": _TEXT, "markdown": _TEXT_OR_NULL, "revision": _WHOLE,
+               "supersedes": _TEXT_OR_NULL, "created_ms": _NUMBER, "updated_ms": _NUMBER}
+
+
 @dataclass(frozen=True)
 class Plan:
     id: str
@@ -130,6 +193,9 @@ class Plan:
     def from_row(cls, row: dict[str, Any] | tuple) -> Plan:
         if isinstance(row, dict):
             row = tuple(row[name] for name in COLUMNS)
+        problem = _problem(row, COLUMNS, _PLAN_KINDS) or _status_problem(row[3])
+        if problem is not None:
+            raise DamagedPlan(str(row[0]), problem)
         (plan_id, title, markdown, status, revision, supersedes, active, created_ms,
          updated_ms) = row
         return cls(plan_id, title, markdown, Status(status), revision, supersedes, active == 1,
@@ -155,6 +221,13 @@ class Revision:
     markdown: str
     created_ms: float
 
+    @classmethod
+    def from_row(cls, row: tuple) -> Revision:
+        problem = _problem(row, _REVISION_COLUMNS, _REVISION_KINDS)
+        if problem is not None:
+            raise DamagedPlan(str(row[0]), f"revision {row[1]}: {problem}")
+        return cls(*row)
+
     def summary(self) -> dict[str, Any]:
         return {"plan_id": self.plan_id, "revision": self.revision, "title": self.title,
                 "created_ms": self.created_ms,
@@ -162,6 +235,9 @@ class Revision:
 
 
 REVISION_COLUMNS = "plan_id, revision, title, markdown, created_ms"
+_REVISION_COLUMNS = tuple(REVISION_COLUMNS.split(", "))
+_REVISION_KINDS = {"plan_id": _TEXT, "revision": _WHOLE, "title": _TEXT, "markdown": _TEXT,
+                   "created_ms": _NUMBER}
 
 #: The ids of every plan in the line of revisions that holds plan ``?``: back along
 #: ``supersedes`` to the first plan, and forward to the newest (each plan is superseded by one
@@ -186,6 +262,9 @@ class PlanStore:
             self.db.enable_wal()
             migrations.apply(self.db)
         self._conn = self.db.conn
+        # Text that is not UTF-8 comes back as Garbled instead of failing the query: one
+        # damaged row is then one damaged plan (DamagedPlan), not an unusable database.
+        self._conn.text_factory = _text
         #: Writes this store committed; callers that cache a read compare it.
         self.writes = 0
 
@@ -214,9 +293,60 @@ class PlanStore:
         return Plan.from_row(row) if row else None
 
     def history(self, limit: int = 50) -> list[Plan]:
-        """The newest plans first."""
-        return [Plan.from_row(row) for row in self._conn.execute(
-            f"{SELECT} ORDER BY created_ms DESC, rowid DESC LIMIT ?", (limit,))]
+        """The newest plans first; a damaged plan is left out (:meth:`damaged` lists them)."""
+        plans = []
+        for row in self._conn.execute(f"{SELECT} ORDER BY created_ms DESC, rowid DESC LIMIT ?",
+                                      (limit,)):
+            try:
+                plans.append(Plan.from_row(row))
+            except DamagedPlan:
+                continue
+        return plans
+
+    def damaged(self) -> list[DamagedPlan]:
+        """Every damaged plan (a row of ``plans``, or one of its drafts), what is wrong with
+        it and how to drop it."""
+        found: dict[str, DamagedPlan] = {}
+        for row in self._conn.execute(SELECT):
+            try:
+                Plan.from_row(row)
+            except DamagedPlan as exc:
+                found.setdefault(exc.plan_id, exc)
+        for row in self._conn.execute(f"SELECT {REVISION_COLUMNS} FROM plan_revisions"):
+            try:
+                Revision.from_row(row)
+            except DamagedPlan as exc:
+                found.setdefault(exc.plan_id, exc)
+        return list(found.values())
+
+    def drop(self, prefix: str) -> tuple[str, int]:
+        """Remove plan ``prefix`` (its id or the start of it) and its drafts, damaged or not;
+        plans it superseded or that supersede it lose the link. Refuses an active plan that
+        is not damaged (``/plan done`` ends it). Returns its id and how many drafts went."""
+        if not prefix:
+            raise PlanStoreError("no plan ''")
+        with self._write() as conn:
+            ids = [str(row[0]) for row in conn.execute(
+                "SELECT id FROM plans WHERE substr(id, 1, length(:p)) = :p LIMIT 2",
+                {"p": prefix})]
+            if not ids:
+                raise PlanStoreError(f"no plan {prefix!r}")
+            if len(ids) > 1:
+                raise PlanStoreError(f"plan id {prefix!r} is ambiguous: give more characters")
+            plan_id = ids[0]
+            try:
+                plan = Plan.from_row(conn.execute(f"{SELECT} WHERE id = ?",
+                                                  (plan_id,)).fetchone())
+            except DamagedPlan:
+                plan = None
+            if plan is not None and plan.active:
+                raise PlanStoreError(f"plan {plan_id[:8]} is active and not damaged; end it "
+                                     "with /plan done first")
+            conn.execute("UPDATE plans SET supersedes = NULL WHERE supersedes = ?", (plan_id,))
+            drafts = conn.execute("DELETE FROM plan_revisions WHERE plan_id = ?",
+                                  (plan_id,)).rowcount
+            conn.execute("DELETE FROM plans WHERE id = ?", (plan_id,))
+        return plan_id, drafts
 
     def find(self, prefix: str) -> Plan:
         """The plan whose id is or starts with ``prefix`` (as ``orion plan history`` shows
@@ -232,7 +362,7 @@ class PlanStore:
     def revisions(self, plan_id: str) -> list[Revision]:
         """Every draft stored in the line of revisions that holds ``plan_id`` (the plan and
         the plans it superseded or was superseded by), oldest first."""
-        return [Revision(*row) for row in self._conn.execute(
+        return [Revision.from_row(row) for row in self._conn.execute(
             f"SELECT {REVISION_COLUMNS} FROM plan_revisions WHERE plan_id IN ({LINE}) "
             "ORDER BY revision", {"plan": plan_id})]
 
@@ -241,7 +371,7 @@ class PlanStore:
         row = self._conn.execute(
             f"SELECT {REVISION_COLUMNS} FROM plan_revisions WHERE plan_id IN ({LINE}) "
             "AND revision = :number", {"plan": plan_id, "number": number}).fetchone()
-        return Revision(*row) if row else None
+        return Revision.from_row(row) if row else None
 
     def rows(self) -> list[dict[str, Any]]:
         """Every row as stored, for tests that prove nothing changed."""

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from orion.config import PipelineEdit
+from orion.config import PipelineEdit, WorkspaceConfig
 from orion.errors import ConfigError
 from orion.yamlsource import YamlSourceError, load_yaml
 
@@ -35,6 +35,12 @@ class System(Protocol):
     name: str
 
     async def run(self, turn: Turn) -> None: ...
+
+
+#: The attribute of a system that replies to the user (the built-in ``model`` asks the model;
+#: a team's may answer from elsewhere): a pipeline without one would leave every message
+#: unanswered, so it is refused.
+REPLIES = "replies"
 
 
 @dataclass
@@ -130,4 +136,31 @@ def resolve(order: Sequence[str], systems: Mapping[str, Any],
     if duplicated:
         raise ConfigError(f"{origin}: the pipeline lists {', '.join(map(repr, duplicated))} "
                           "more than once")
-    return [systems[name] for name in order]
+    chosen = [systems[name] for name in order]
+    check_replies(order, chosen, origin)
+    return chosen
+
+
+def check_replies(order: Sequence[str], chosen: Sequence[Any], origin: str) -> None:
+    """A :class:`ConfigError` unless a system of the pipeline replies to the user (sets
+    :data:`REPLIES`): without one every message would go unanswered, in silence."""
+    if any(getattr(system, REPLIES, False) is True for system in chosen):
+        return
+    shipped = ", ".join(default_order())
+    if not order:
+        raise ConfigError(f"{origin}: the pipeline is empty, so no message would ever be "
+                          "answered (the model is never asked); list its systems (the shipped "
+                          f"pipeline: {shipped}) or remove 'pipeline:'")
+    raise ConfigError(f"{origin}: the pipeline ({', '.join(order)}) has no system that replies, "
+                      f"so no message would ever be answered: keep 'model' (the shipped "
+                      f"pipeline: {shipped}), or use a plugin's system that replies in its "
+                      f"place (it sets {REPLIES} = True)")
+
+
+def check_workspace_pipeline(config: WorkspaceConfig, systems: Mapping[str, Any]) -> list[Any]:
+    """The workspace's pipeline as the runtime builds it, for ``orion check``, ``orion run``
+    and ``orion chat`` before anything runs; a :class:`ConfigError` names ``orion.yaml``'s line
+    and column of ``pipeline:``."""
+    edit = config.model.pipeline
+    where = config.where(("pipeline",)) if edit is not None else str(config.path)
+    return resolve(apply_edit(default_order(), edit, where), systems, where)

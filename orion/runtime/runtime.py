@@ -27,6 +27,7 @@ from orion.statechart.catalog import Catalog
 from orion.statechart.definition import Definition
 from orion.statechart.lifecycle import Lifecycle
 from orion.trace.recorder import Recorder, capture_content
+from orion.workspace import state_directory
 
 
 class CommandError(OrionError):
@@ -62,7 +63,7 @@ class Runtime:
                  clock: Clock | None = None, reporter: Reporter | None = None,
                  env: dict[str, str] | None = None):
         self.workspace = Path(workspace).resolve()
-        self.state_dir = Path(state_dir).resolve() if state_dir else self.workspace / ".orion"
+        self.state_dir = state_directory(self.workspace, state_dir, create=True)
         self.config = config if config is not None else load_config(self.workspace)
         self.settings = self.config.model.runtime
         self.plugins = plugins

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from collections.abc import Awaitable, Callable
 from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
@@ -261,12 +262,13 @@ def model_calls_other_tool(orion_world: World, tool: str) -> None:
     model_turn(orion_world, call_then_say(tool, {}, "Done."), f"Use {tool}.")
 
 
-class _OtherSessionEndsPlanWork:
+class _OtherSession:
     """The scenario's model, but while it answers the next request another Orion session in
-    the same workspace (a second ``orion chat``) types ``/plan done``."""
+    the same workspace (a second ``orion chat``, with its own connection to ``orion.db``) does
+    ``act`` first: after the request was built, before the model's reply runs."""
 
-    def __init__(self, world: World):
-        self.world = world
+    def __init__(self, world: World, act: Callable[[Runtime], Awaitable[None]]):
+        self.world, self.act = world, act
         self.model = world.runtime.model
         self.name = self.model.name
 
@@ -277,8 +279,7 @@ class _OtherSessionEndsPlanWork:
                         workspace=world.workspace,
                         config=load_config(world.workspace, env=world.env), env=world.env)
         try:
-            reply = await other.handle("/plan done")
-            assert reply and reply.startswith("Plan work ended"), reply
+            await self.act(other)
         finally:
             other.close()  # its plan store too
         remember(world)  # the plan table the call must leave as it is
@@ -286,13 +287,44 @@ class _OtherSessionEndsPlanWork:
             yield event
 
 
+async def _ends_plan_work(other: Runtime) -> None:
+    reply = await other.handle("/plan done")
+    assert reply and reply.startswith("Plan work ended"), reply
+
+
 @when(parsers.re(r"another session in the workspace ends plan work while the model calls the "
                  r"plan tool " + quoted("tool")
                  + r"(?: with the draft " + quoted("markdown") + r")?"))
 def plan_work_ended_elsewhere(orion_world: World, tool: str, markdown: str | None = None) -> None:
     assert not orion_world.paused, "the model is answering another request"
-    orion_world.runtime.model = _OtherSessionEndsPlanWork(orion_world)
+    orion_world.runtime.model = _OtherSession(orion_world, _ends_plan_work)
     model_calls_plan_tool(orion_world, tool, markdown)
+
+
+@when(parsers.re(r"another session in the workspace stores the plan draft " + quoted("other")
+                 + r" while the model stores the plan draft " + quoted("markdown")))
+def plan_draft_stored_elsewhere(orion_world: World, other: str, markdown: str) -> None:
+    """The race of two chats on one plan: the other one's draft comes first."""
+    assert not orion_world.paused, "the model is answering another request"
+    text = draft_text(orion_world, other)
+
+    async def stores_draft(runtime: Runtime) -> None:
+        plan_service_for(runtime).set_content(text, None)
+    orion_world.runtime.model = _OtherSession(orion_world, stores_draft)
+    model_stores_draft(orion_world, markdown)
+
+
+@given("the Markdown of the active plan is damaged in orion.db")
+def active_plan_damaged(orion_world: World) -> None:
+    """Bytes that are not UTF-8 written into the active plan's row, as an editor of the
+    database (or a failing disk) could leave them; Orion never stores such text."""
+    plan = store(orion_world).active()
+    assert plan is not None, "no plan is active"
+    with closing(sqlite3.connect(orion_world.state_dir / DB_NAME)) as db:
+        db.execute("UPDATE plans SET markdown = CAST(X'2320ff0a' AS TEXT) WHERE id = ?",
+                   (plan.id,))
+        db.commit()
+    orion_world.data["damaged_plan"] = plan.id
 
 
 # -- Then: the plan tools -------------------------------------------------------------------------

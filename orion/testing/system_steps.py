@@ -1,6 +1,7 @@
 """Steps that reach outside the scenario's runtime: Orion started as a user starts it (the
-``orion`` command in a subprocess), symbolic links, a small real disk, a journal the operating
-system refuses, values JSON cannot hold, and what Orion logs and prints (docs/testing.md).
+``orion`` command in a subprocess), symbolic and hard links, FIFOs, file modes and owners,
+another user watching a directory, a small real disk, a journal the operating system refuses,
+values JSON cannot hold, and what Orion logs and prints (docs/testing.md).
 
 The command steps run ``python -m orion ...`` in the workspace with the scenario's environment
 (``orion_env`` and the ``Given the environment variable`` steps), never the test process's
@@ -16,6 +17,7 @@ import math
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -130,6 +132,21 @@ def command_succeeds(orion_world: World) -> None:
         assert run["code"] == 0, run
 
 
+@then(parsers.re(r"the command fails with exit code (?P<code>\d+)"), converters={"code": int})
+def command_fails_with(orion_world: World, code: int) -> None:
+    for run in _runs_since(orion_world):
+        assert run["code"] == code, run
+
+
+@when('the user drops the damaged plan with "orion plan drop"')
+def user_drops_damaged_plan(orion_world: World, request: pytest.FixtureRequest) -> None:
+    """``orion plan drop ID`` for the plan ``the Markdown of the active plan is damaged``
+    damaged."""
+    plan_id = orion_world.data.get("damaged_plan")
+    assert plan_id, "no plan was damaged in this scenario"
+    _run(orion_world, ["plan", "drop", plan_id[:8]], request)
+
+
 # -- the file system ---------------------------------------------------------------------------
 
 
@@ -140,6 +157,94 @@ def workspace_link(orion_world: World, path: str, target: str) -> None:
     link = orion_world.workspace / path
     link.parent.mkdir(parents=True, exist_ok=True)
     link.symlink_to(target)
+
+
+@given(parsers.re(rf'the workspace has a hard link {PATH} to "(?P<target>[^"]+)"'))
+def workspace_hard_link(orion_world: World, path: str, target: str) -> None:
+    """A second name of the workspace file ``target`` (both names are one file)."""
+    link = orion_world.workspace / path
+    link.parent.mkdir(parents=True, exist_ok=True)
+    os.link(orion_world.workspace / target, link)
+    _book(orion_world)["given_files"][path] = link.read_bytes()  # what "is unchanged" compares
+
+
+@given("the workspace's orion.yaml is:")
+def workspace_orion_yaml(orion_world: World, docstring: str) -> None:
+    assert not orion_world.started, "orion.yaml is read when Orion starts: give it first"
+    (orion_world.workspace / "orion.yaml").write_text(lines_of(docstring), encoding="utf-8")
+
+
+@given(parsers.re(rf"the workspace has a FIFO {PATH}"))
+def workspace_fifo(orion_world: World, path: str) -> None:
+    """A named pipe nobody writes into: a reader that opens it blocking waits forever."""
+    fifo = orion_world.workspace / path
+    fifo.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(fifo)
+
+
+@given(parsers.re(rf"{PATH} has the mode (?P<mode>[0-7]{{3,4}})"))
+def file_has_mode_given(orion_world: World, path: str, mode: str) -> None:
+    (orion_world.workspace / path).chmod(int(mode, 8))
+
+
+@then(parsers.re(rf"{PATH} has the mode (?P<mode>[0-7]{{3,4}})"))
+def file_has_mode(orion_world: World, path: str, mode: str) -> None:
+    actual = stat.S_IMODE((orion_world.workspace / path).stat().st_mode)
+    assert actual == int(mode, 8), f"{path} has the mode {actual:o}"
+
+
+def _needs_root(what: str) -> None:
+    if os.geteuid() != 0:
+        pytest.skip(f"{what} needs root (as CI has)")
+
+
+@given(parsers.re(rf'{PATH} belongs to the user "(?P<user>[\w-]+)" and the group '
+                  r'"(?P<group>[\w-]+)"'))
+def file_belongs_to_given(orion_world: World, path: str, user: str, group: str) -> None:
+    _needs_root("giving a file to another user")
+    import grp
+    import pwd
+
+    os.chown(orion_world.workspace / path, pwd.getpwnam(user).pw_uid, grp.getgrnam(group).gr_gid)
+
+
+@then(parsers.re(rf'{PATH} belongs to the user "(?P<user>[\w-]+)" and the group '
+                 r'"(?P<group>[\w-]+)"'))
+def file_belongs_to(orion_world: World, path: str, user: str, group: str) -> None:
+    import grp
+    import pwd
+
+    info = (orion_world.workspace / path).stat()
+    owner = (pwd.getpwuid(info.st_uid).pw_name, grp.getgrgid(info.st_gid).gr_name)
+    assert owner == (user, group), f"{path} belongs to {owner[0]}:{owner[1]}"
+
+
+@given(parsers.re(rf"another user watches the directory of {PATH}"))
+def other_user_watches(orion_world: World, path: str, request: pytest.FixtureRequest) -> None:
+    """A process of the user ``nobody`` watches the file's directory (inotify) and tries to
+    open and read every temp file the moment it is created
+    (:mod:`orion.testing.observer`)."""
+    _needs_root("watching as another user")
+    import pwd
+
+    from orion.testing.observer import Observer
+
+    directory = (orion_world.workspace / path).parent
+    directory.chmod(directory.stat().st_mode | 0o005)  # others may list and open in it
+    observer = Observer(directory, user=pwd.getpwnam("nobody").pw_uid)
+    request.addfinalizer(observer.stop)
+    orion_world.data["observer"] = (path, observer)
+
+
+@then(parsers.re(rf"the other user could read none of the new content of {PATH}"))
+def other_user_read_nothing(orion_world: World, path: str) -> None:
+    watched, observer = orion_world.data["observer"]
+    assert watched == path, f"the other user watches the directory of {watched}"
+    seen = observer.result()
+    assert seen["created"] >= 1, f"no temp file appeared beside {path}: {seen}"
+    assert seen["opened"] == 0 and seen["bytes"] == 0, f"the other user read it: {seen}"
+    for status in seen["at_create"]:  # owner-only from the start
+        assert status is None or status[0] & 0o077 == 0, seen
 
 
 @when(parsers.re(rf"the user replaces {PATH} with a binary file"))

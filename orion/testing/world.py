@@ -34,6 +34,7 @@ from orion.plugins import PluginManager, make_plugin_manager
 from orion.runtime.report import Reporter
 from orion.write_session.progress import Progress
 from orion.runtime.runtime import Runtime
+from orion.workspace import state_dir_path
 
 #: Where the virtual clock of a new world starts: 2026-01-01T00:00:00Z, a fixed date, so that
 #: scenarios are reproducible and trace times are plausible dates.
@@ -226,7 +227,7 @@ class World:
     @property
     def state_dir(self) -> Path:
         return self._runtime.state_dir if self._runtime is not None \
-            else self.workspace.resolve() / ".orion"
+            else state_dir_path(self.workspace)
 
     @property
     def now_ms(self) -> float:

@@ -38,7 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from orion.confined import TEMP_MARK, Parent, open_parent, temp_name, write_and_close
+from orion.confined import (TEMP_MARK, Parent, open_parent, open_temp, temp_name,
+                            write_and_close)
 from orion.errors import OrionError
 from orion.write_session.plan import (BOM, CheckedPlan, Operation, PlanRejected, line_ending,
                                       match_plan, recheck, split_bom, with_line_ending)
@@ -160,10 +161,9 @@ def write_atomically(target: Path, data: bytes, *, mode: int | None = None) -> N
     its old content and no temp file is left behind."""
     target = Path(target)
     temp = target.parent / temp_name(target.name)
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
-                 0o666)
+    fd = open_temp(str(temp), mode=mode)
     try:
-        write_and_close(fd, data, mode)
+        write_and_close(fd, data)
         os.replace(temp, target)
     except BaseException:
         try:
@@ -321,9 +321,10 @@ def _execute_locked(first: CheckedPlan, checked: CheckedPlan, parent: Parent, co
         backup = _store_backup(existing, info, backup_path(
             state_dir=state_dir, session_id=session_id, relative=checked.relative))
     digest = _sha256(after)
-    parent.replace(after, mode=checked.mode)
+    kept_apart = parent.replace(after)  # the file's mode and owner, as they are now
     lines = count_lines(after)
-    report = describe(checked, existing, after, content, backup, lines=lines)
+    report = "; ".join([describe(checked, existing, after, content, backup, lines=lines),
+                        *kept_apart])
     return WriteResult(path=checked.target, relative=checked.relative, bytes=len(after),
                        lines=lines, sha256=digest(), backup=backup, report=report)
 

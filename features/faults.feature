@@ -1,0 +1,141 @@
+@faults
+Feature: Faults of the environment
+  A cloned workspace can ship symbolic links and special files, other users share the machine,
+  another Orion works in the same workspace, a database gets edited by hand. Orion's own state
+  stays where Orion keeps it, the user's files stay the user's, configuration is read with
+  bounds, and nothing is overwritten or given up in silence (docs/design/faults.md).
+
+  @FS-1 @safety
+  Scenario: A state directory linked out of the workspace is refused before anything is written
+    Given the workspace has a file "notes.md" containing "the old notes\n"
+    And the workspace has a directory ".orion"
+    And the workspace has a link ".orion/backups" to "../../outside"
+    When the user runs "orion run" with the script:
+      """
+      conversation:
+        - user: Rewrite the notes.
+        - model:
+            tool_calls:
+              - name: WritePlanTool_begin
+                arguments: {intent: new notes, target_file: notes.md, operation: overwrite}
+        - model: {text: "the new notes\nDONE\n"}
+        - model: {text: Done.}
+      """
+    Then the command fails with exit code 2
+    And the console shows ".orion/backups is a symbolic link to '../../outside'"
+    And the console shows "Nothing was written; remove the link, or give --state-dir"
+    And "notes.md" is unchanged
+    And no file outside the workspace changed
+
+  @FS-1 @safety
+  Scenario: The session commands refuse a state directory that is a link out of the workspace
+    Given the workspace has a link ".orion" to "../outside"
+    When the user runs "orion sessions list --json"
+    Then the command fails with exit code 2
+    And the console shows "\"error\": "
+    And the console shows ".orion is a symbolic link to '../outside'"
+    And no file outside the workspace changed
+
+  @FS-2 @safety
+  Scenario: Another user never reads a private file's new content while it is written
+    Given the workspace has a file "secret.md" with 3 lines
+    And "secret.md" has the mode 600
+    And another user watches the directory of "secret.md"
+    When the model begins to overwrite "secret.md"
+    And the model streams 20000 lines to "secret.md" and DONE
+    Then "secret.md" holds the generated lines 1 to 20000
+    And "secret.md" has the mode 600
+    And the other user could read none of the new content of "secret.md"
+
+  @FS-2 @safety
+  Scenario: A file of another user keeps its owner, group and mode when root appends to it
+    Given the workspace has a file "log.md" with 2 lines
+    And "log.md" belongs to the user "nobody" and the group "users"
+    And "log.md" has the mode 2640
+    When the model begins to append "log.md"
+    And the model streams 2 more lines and DONE
+    Then "log.md" belongs to the user "nobody" and the group "users"
+    And "log.md" has the mode 2640
+    And the model is told "Appended 2 lines to log.md; backup saved"
+
+  @FS-2
+  Scenario: A file with two hard links gets a file of its own, and the report says so
+    Given the workspace has a file "notes.md" containing "the shared text\n"
+    And the workspace has a hard link "copy.md" to "notes.md"
+    When the model begins to overwrite "notes.md"
+    And the model streams "the new text\n" as the content of "notes.md" and DONE
+    Then the content of "notes.md" is "the new text\n"
+    And "copy.md" is unchanged
+    And the model is told "notes.md had 2 hard links: it is a file of its own now, and its other name keeps the old text"
+
+  @FS-3 @config
+  Scenario: A chart that is a FIFO is a located error, never a hang
+    Given the workspace's orion.yaml is:
+      """
+      statecharts: [lifecycles/review.yaml]
+      """
+    And the workspace has a FIFO "lifecycles/review.yaml"
+    When the user runs "orion check"
+    Then the command fails with exit code 2
+    And the console shows "orion.yaml:1:15: statecharts[0]: lifecycles/review.yaml is not a regular file (a FIFO)"
+
+  @FS-3 @config
+  Scenario: A chart of the character device /dev/zero is refused before it is read
+    Given the workspace's orion.yaml is:
+      """
+      statecharts:
+        - /dev/zero
+      """
+    When the user runs "orion run hello"
+    Then the command fails with exit code 2
+    And the console shows "orion.yaml:2:5: statecharts[0]: /dev/zero is not a regular file (a character device)"
+
+  @FS-3 @config
+  Scenario: An oversized chart is refused with the size and the limit
+    Given the workspace's orion.yaml is:
+      """
+      statecharts: [huge.yaml]
+      """
+    And the workspace has a file "huge.yaml" with 700000 lines
+    When the user runs "orion check"
+    Then the command fails with exit code 2
+    And the console shows "orion.yaml:1:15: statecharts[0]: huge.yaml is 17.3 MiB, over the 16.0 MiB Orion reads at most from such a file"
+
+  @FS-4 @config
+  Scenario: A pipeline with no system that replies is refused before anything runs
+    Given the workspace's orion.yaml is:
+      """
+      pipeline: []
+      """
+    When the user runs "orion check"
+    Then the command fails with exit code 1
+    And the console shows "orion.yaml:1:11: the pipeline is empty, so no message would ever be answered"
+    When the user runs "orion run hello --json"
+    Then the command fails with exit code 2
+    And the console shows "\"ok\": false"
+    And the console shows "the pipeline is empty"
+
+  @FS-5 @plan
+  Scenario: A draft based on a revision another chat replaced is refused and both sides are told
+    Given plan work is active
+    And the model has stored the plan draft "# Release\n1. Build."
+    When another session in the workspace stores the plan draft "# Release\n1. Build.\n2. Sign." while the model stores the plan draft "# Release\n1. Build.\n2. Announce."
+    Then the tool call is refused with a message containing "another session in this workspace stored revision 2"
+    And the tool call is refused with a message containing "Load the plan with plan_get, merge your changes into it"
+    And the user is told "plan draft not stored"
+    And the active plan is "READY" at revision 2 with the Markdown "# Release\n1. Build.\n2. Sign."
+
+  @FS-6 @plan
+  Scenario: A damaged plan is named with the way out, and new plan work goes on once it is dropped
+    Given plan work is active
+    And the model has stored the plan draft "# Release\n1. Build."
+    And the Markdown of the active plan is damaged in orion.db
+    When the user types "/plan"
+    Then the command answers "plan work is unavailable: the active plan"
+    And the command answers "is damaged in orion.db (its markdown is not UTF-8 (byte 0xff at offset 2))"
+    And the command answers "`orion plan drop"
+    When the user drops the damaged plan with "orion plan drop"
+    Then the command succeeds
+    And the console shows "dropped plan"
+    When the user types "/plan on"
+    Then the command answers "Plan work is on"
