@@ -202,7 +202,7 @@ def check(files: tuple[str, ...], workspace: str, as_json: bool) -> None:
 @cli.command()
 def schema() -> None:
     """Print the JSON Schema of the statechart format (for editors and CI)."""
-    from orion.statechart.schema import json_schema
+    from orion.statechart.io.jsonschema import json_schema
 
     click.echo(json.dumps(json_schema(), indent=2))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from orion.statechart.tree import SEPARATOR, StateNode, lineage, settle
+from orion.statechart.model.tree import SEPARATOR, StateNode, lineage, settle
 
 #: The prefix of completion events: entering a final child of ``p`` raises ``done.state.p``.
 DONE_PREFIX = "done.state."

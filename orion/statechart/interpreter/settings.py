@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from orion.errors import ConfigError
-from orion.statechart.schema import SettingSpec, StatechartSpec
+from orion.statechart.model.schema import SettingSpec, StatechartSpec
 
 #: The largest int a setting takes: every int up to it is exact as a float (timers use floats).
 MAX_INT = 2**53

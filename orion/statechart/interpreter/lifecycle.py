@@ -2,7 +2,7 @@
 
 Triggers run to completion: a trigger sent while another is being processed (from an action,
 or from a timer callback) is queued and processed right after it, in order. Which transition a
-trigger takes, and which states it exits and enters, is :mod:`orion.statechart.semantics`.
+trigger takes, and which states it exits and enters, is :mod:`orion.statechart.interpreter.semantics`.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orion.clock import Clock, TimerHandle
 from orion.errors import ActionError, SnapshotError, TriggerNotAllowed, UnknownTrigger
-from orion.statechart.semantics import CompiledTransition, done_event, exit_path
+from orion.statechart.interpreter.semantics import CompiledTransition, done_event, exit_path
 
 if TYPE_CHECKING:
     from orion.plugins import PluginManager
-    from orion.statechart.definition import Definition
+    from orion.statechart.interpreter.definition import Definition
 
 SNAPSHOT_FORMAT = 1
 

@@ -3,9 +3,9 @@
 Charts come from three layers, weakest first: Orion's built-ins, plugins
 (``register_statecharts``) and the workspace (``orion.yaml`` ``statecharts:``). A lifecycle is
 found by the name its chart declares; the strongest layer's chart is used. A chart may be an
-overlay (``extends:``, see :mod:`orion.statechart.overlay`) of the next weaker chart of its
+overlay (``extends:``, see :mod:`orion.statechart.io.overlay`) of the next weaker chart of its
 name, or of another lifecycle. Every chart is checked against the contracts of the charts it
-replaces (:mod:`orion.statechart.contract`).
+replaces (:mod:`orion.statechart.model.contract`).
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orion.errors import ConfigError, Diagnostic, PluginError, StatechartError
-from orion.statechart import builtin_statecharts, checks
-from orion.statechart.contract import Requirement, check_contract, check_ids, requirements
-from orion.statechart.definition import Definition, load_definition
-from orion.statechart.overlay import is_overlay, merge
-from orion.statechart.schema import StatechartSpec
-from orion.statechart.settings import resolve as resolve_settings
+from orion.statechart import checks
+from orion.statechart.io.builtin import builtin_statecharts
+from orion.statechart.model.contract import Requirement, check_contract, check_ids, requirements
+from orion.statechart.interpreter.definition import Definition, load_definition
+from orion.statechart.io.overlay import is_overlay, merge
+from orion.statechart.model.schema import StatechartSpec
+from orion.statechart.interpreter.settings import resolve as resolve_settings
 from orion.yamlsource import SourceDocument, YamlSourceError, load_yaml
 
 if TYPE_CHECKING:

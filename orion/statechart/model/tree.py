@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orion.statechart.schema import StatechartSpec, StateSpec
+from orion.statechart.model.schema import StatechartSpec, StateSpec
 
 SEPARATOR = "."
 

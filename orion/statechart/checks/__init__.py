@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ValidationError
 
 from orion.errors import Diagnostic
-from orion.statechart import schema
-from orion.statechart.schema import StatechartSpec
-from orion.statechart.semantics import DONE_PREFIX
-from orion.statechart.settings import coerce
-from orion.statechart.tree import StateNode, flatten, lineage, settle
+from orion.statechart.model import schema
+from orion.statechart.model.schema import StatechartSpec
+from orion.statechart.interpreter.semantics import DONE_PREFIX
+from orion.statechart.interpreter.settings import coerce
+from orion.statechart.model.tree import StateNode, flatten, lineage, settle
 from orion.yamlsource import SourceDocument
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from orion.statechart.schema import WILDCARD, StatechartSpec
-from orion.statechart.tree import SEPARATOR, StateNode, flatten
+from orion.statechart.model.schema import WILDCARD, StatechartSpec
+from orion.statechart.model.tree import SEPARATOR, StateNode, flatten
 
 
 def _id(path: str) -> str:

@@ -1,5 +1,5 @@
 """Compile a checked statechart once per file: its states, timers, actions, and an index of
-its transitions by state and trigger (see :mod:`orion.statechart.semantics`).
+its transitions by state and trigger (see :mod:`orion.statechart.interpreter.semantics`).
 
 One definition serves every instance: instances are plain objects holding their active leaf,
 context and timers, so creating one costs microseconds.
@@ -19,12 +19,12 @@ from orion.clock import Clock, VirtualClock
 from orion.errors import ActionError, StatechartError
 from orion.registry import Registered, Registry
 from orion.statechart import checks
-from orion.statechart.contract import state_tagged, tags_by_state
-from orion.statechart.lifecycle import Lifecycle
-from orion.statechart.schema import WILDCARD, StatechartSpec, _Edge
-from orion.statechart.semantics import CompiledTransition, entry_path, transition_domain
-from orion.statechart.settings import resolve
-from orion.statechart.tree import SEPARATOR, StateNode, flatten, lineage, settle
+from orion.statechart.model.contract import state_tagged, tags_by_state
+from orion.statechart.interpreter.lifecycle import Lifecycle
+from orion.statechart.model.schema import WILDCARD, StatechartSpec, _Edge
+from orion.statechart.interpreter.semantics import CompiledTransition, entry_path, transition_domain
+from orion.statechart.interpreter.settings import resolve
+from orion.statechart.model.tree import SEPARATOR, StateNode, flatten, lineage, settle
 from orion.yamlsource import SourceDocument, YamlSourceError, load_yaml
 
 

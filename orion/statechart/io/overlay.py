@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from orion.errors import Diagnostic
-from orion.statechart.schema import OverlaySpec
+from orion.statechart.model.schema import OverlaySpec
 from orion.yamlsource import Loc, SourceDocument
 
 

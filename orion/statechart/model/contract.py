@@ -14,8 +14,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from orion.errors import Diagnostic
-from orion.statechart.schema import StatechartSpec
-from orion.statechart.tree import StateNode, flatten, lineage
+from orion.statechart.model.schema import StatechartSpec
+from orion.statechart.model.tree import StateNode, flatten, lineage
 from orion.yamlsource import SourceDocument
 
 
