@@ -254,7 +254,7 @@ def test_restore_into_a_nested_state_keeps_working(chart, probe):
     assert restored.is_in("session_active")
     assert restored.allowed_triggers() == ["back", "session_timeout"]
     probe.log.clear()
-    assert restored.trigger("back") is True
+    assert restored.trigger("back")
     assert restored.state == "session_active.awaiting_content"
     assert probe.log == ["enter_inner"]  # only the sibling; the parent stayed active
     assert sorted(restored.pending_timers()) == [
@@ -267,7 +267,7 @@ def test_restore_from_the_initial_state(chart, probe):
     lc = chart.create(clock=VirtualClock())
     restored = chart.restore(_roundtrip(lc.snapshot()), clock=VirtualClock())
     assert restored.state == "idle" and restored.pending_timers() == []
-    assert restored.trigger("begin") is True
+    assert restored.trigger("begin")
 
 
 def test_restored_instances_do_not_share_context(chart):

@@ -1,14 +1,14 @@
-"""A running lifecycle: one cheap instance per session, over a compiled :class:`Definition`.
+"""A running lifecycle: one cheap instance per session, the model its definition's
+``transitions`` machine drives (:mod:`orion.statechart.interpreter.semantics`).
 
-Triggers run to completion: a trigger sent while another is being processed (from an action,
-or from a timer callback) is queued and processed right after it, in order. Which transition a
-trigger takes, and which states it exits and enters, is :mod:`orion.statechart.interpreter.semantics`.
+The lifecycle holds what is its own: the active leaf (``state``, the machine's model
+attribute), the context, the armed timers, the queue of events waiting for the current one
+(run to completion), and its listeners. :meth:`Lifecycle.trigger` returns a :class:`Step`:
+what the event did, and what every event it queued did after it.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import time
 import uuid
 from collections import deque
@@ -16,17 +16,22 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
 from orion.clock import Clock, TimerHandle
-from orion.errors import ActionError, SnapshotError, TriggerNotAllowed, UnknownTrigger
-from orion.statechart.interpreter.semantics import CompiledTransition, done_event, exit_path
+from orion.errors import ActionError, TriggerNotAllowed, UnknownTrigger
+from orion.statechart.interpreter import snapshot as snapshots
+from orion.statechart.interpreter.listeners import Listeners
+from orion.statechart.interpreter.semantics import (
+    LifecycleEventData,
+    LifecycleMachine,
+    LifecycleState,
+    raise_first,
+)
+from orion.statechart.interpreter.snapshot import SNAPSHOT_FORMAT, Snapshot, TimerSnapshot
 
 if TYPE_CHECKING:
-    from orion.plugins import PluginManager
     from orion.statechart.interpreter.definition import Definition
 
-SNAPSHOT_FORMAT = 1
+__all__ = ["SNAPSHOT_FORMAT", "Lifecycle", "Snapshot", "Step", "TimerSnapshot", "Transition"]
 
 
 @dataclass(slots=True)
@@ -44,62 +49,74 @@ class Transition:
     result: Any = None  # what the ``finalize`` action's plugin returned, if it ran
 
 
+@dataclass(slots=True, eq=False)
+class Step:
+    """What one :meth:`Lifecycle.trigger` did, run to completion: its own transition and those
+    of the events it queued (raised completion events, triggers sent by actions), in order.
+
+    True when the trigger itself took a transition, false when every guard said no."""
+
+    trigger: str
+    taken: bool = False
+    #: Every transition taken, the trigger's own first.
+    transitions: list[Transition] = field(default_factory=list)
+    #: The states exited and entered, in order (innermost first when exiting).
+    exited: list[str] = field(default_factory=list)
+    entered: list[str] = field(default_factory=list)
+    tags_gained: frozenset[str] = frozenset()
+    tags_lost: frozenset[str] = frozenset()
+    #: What the actions asked the model (:meth:`Lifecycle.prompt`).
+    prompts: list[str] = field(default_factory=list)
+    #: ``(trigger, reason)`` of every queued event nothing answered.
+    discarded: list[tuple[str, str]] = field(default_factory=list)
+    #: The active leaf afterwards.
+    state: str = ""
+
+    def __bool__(self) -> bool:
+        return self.taken
+
+
 @dataclass(slots=True, eq=False)  # identity: two timers may share a deadline
 class _Timer:
     state: str
     index: int  # position in the state's ``after`` list
     trigger: str
     deadline_ms: float
-    handle: TimerHandle = field(repr=False)
-
-
-class TimerSnapshot(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    state: str
-    trigger: str
-    deadline_ms: float = Field(allow_inf_nan=False)
-    #: Position in the state's ``after`` list; ``None`` means its first timer of ``trigger``.
-    index: int | None = Field(default=None, ge=0)
-
-
-class Snapshot(BaseModel):
-    """The JSON form of a lifecycle: enough to resume it in another process."""
-
-    model_config = ConfigDict(extra="forbid")
-    format: int = SNAPSHOT_FORMAT
-    definition: str
-    definition_hash: str
-    id: str = Field(min_length=1)
-    state: str
-    finished: bool = False
-    context: dict[str, Any]
-    timers: list[TimerSnapshot]
+    handle: TimerHandle | None = field(default=None, repr=False)
 
 
 class Lifecycle:
-    __slots__ = ("definition", "id", "state", "context", "clock", "plugins", "finished", "host",
-                 "_timers", "_queue", "_busy", "_current", "_hook")
+    __slots__ = ("definition", "machine", "id", "state", "context", "clock", "plugins",
+                 "finished", "host", "listeners", "_timers", "_queue", "_busy", "_current",
+                 "_step")
 
-    def __init__(self, definition: Definition, *, clock: Clock, plugins: PluginManager,
-                 instance_id: str | None = None, context: dict[str, Any] | None = None):
+    def __init__(self, definition: Definition, *, clock: Clock, listeners: Listeners,
+                 instance_id: str | None = None, context: dict[str, Any] | None = None,
+                 host: Any = None):
         self.definition = definition
+        #: The ``transitions`` machine that runs this lifecycle (shared by its definition's
+        #: instances): its states, events and transitions are ``transitions`` objects.
+        self.machine: LifecycleMachine = definition.machine
         self.id = instance_id or uuid.uuid4().hex
         self.clock = clock
-        self.plugins = plugins
+        #: The plugin manager whose guards and actions the definition runs (``None`` when it
+        #: was given its callables directly).
+        self.plugins = definition.plugins
         self.context: dict[str, Any] = definition.initial_context  # a fresh copy each time
         if context:
             # Copy the caller's containers too: two instances created from one dict must not
-            # share an ``outbox`` list, and the caller's dict must not change under it.
-            self.context.update(_copy_data(context))
-        self.state = definition.initial_leaf
+            # share a list, and the caller's dict must not change under it.
+            self.context.update(snapshots.copy_data(context))
+        self.state = ""  # no state is active before start() or a restore
         self.finished = False
         #: Whatever runs this lifecycle (the runtime), for plugins that need it; not snapshotted.
-        self.host: Any = None
+        self.host: Any = host
+        self.listeners = listeners
         self._timers: dict[str, list[_Timer]] = {}
-        self._queue: deque[tuple[str, CompiledTransition | None, dict[str, Any]]] = deque()
+        self._queue: deque[Callable[[], Any]] = deque()
         self._busy = False
         self._current: Transition | None = None
-        self._hook = plugins.hook
+        self._step: Step | None = None
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -138,322 +155,188 @@ class Lifecycle:
     # -- driving ------------------------------------------------------------------------------
 
     def start(self) -> Lifecycle:
-        """Enter the initial states, outermost first, running their entry actions."""
-        self._current = Transition(self.name, self.id, "start", "", self.state, {},
-                                   self.clock.now_ms())
-        # Starting runs to completion as well: a trigger sent by an entry action (or a
-        # started observer) waits until every initial state is entered.
-        self._to_completion(self._enter_initial)
+        """Enter the initial states, outermost first, running their entry actions. Starting
+        runs to completion as well: an event sent by an entry action (or a listener of the
+        start) waits until every initial state is entered."""
+        self._current = Transition(self.name, self.id, "start", "",
+                                   self.definition.initial_leaf, {}, self.clock.now_ms())
+        self.machine.start(self)
         return self
 
-    def _enter_initial(self) -> None:
-        errors: list[ActionError] = []
-        self._enter_states(self.definition.lineage(self.state), errors)
-        self._hook.lifecycle_started(lifecycle=self, host=self.host)
-        if self.state in self.definition.finals:
-            self._finish()
-        _raise_first(errors)
+    def trigger(self, trigger: str, **payload: Any) -> Step | None:
+        """Process ``trigger``. Returns a :class:`Step` (true when a transition was taken,
+        false when every guard said no), or ``None`` when queued behind the event being
+        processed.
 
-    def trigger(self, trigger: str, **payload: Any) -> bool | None:
-        """Process ``trigger``. Returns whether a transition was taken (``False`` when every
-        guard said no), or ``None`` when queued behind the trigger being processed.
-
-        Raises :class:`UnknownTrigger` for a name the statechart does not define, and
-        :class:`TriggerNotAllowed` when no transition of the active states (or the finished
-        lifecycle) answers it. A queued trigger never raises: see :meth:`_step`.
-        """
-        if trigger not in self.definition.triggers:
+        Raises :class:`UnknownTrigger` for a name no transition of the statechart answers, and
+        :class:`TriggerNotAllowed` when none of the active states' (or the finished
+        lifecycle) does. A queued event never raises: it is discarded and reported."""
+        if not self.definition.knows(trigger):
             raise UnknownTrigger(self.name, trigger, self.state, sorted(self.definition.triggers))
-        return self._send(trigger, None, payload, direct=True)
+        return self.machine.trigger_event(self, trigger, **payload)
 
     send = trigger
 
-    def _send(self, trigger: str, timer: CompiledTransition | None, payload: dict[str, Any],
-              *, direct: bool = False) -> bool | None:
-        """Process ``trigger`` (a timer's passes the one delayed transition it takes)."""
-        if self._busy:
-            self._queue.append((trigger, timer, payload))
-            return None
-        return self._to_completion(lambda: self._step(trigger, timer, payload, direct=direct))
+    def prompt(self, text: str) -> None:
+        """Ask the model ``text``: reported to the listeners (the runtime puts it into the
+        conversation) and to the :class:`Step` of the trigger being processed."""
+        if self._step is not None:
+            self._step.prompts.append(text)
+        for listener in self.listeners.prompt:
+            listener(self, text)
 
-    def _to_completion(self, first: Callable[[], Any]) -> Any:
-        """Run ``first``, then every trigger it (or what follows it) queued, in order. When an
-        action fails, the triggers still queued are discarded (each reported) and the error
-        is raised."""
+    def listen(self, *listeners: Any) -> Lifecycle:
+        """Add listeners (objects with any of :class:`~.listeners.Listener`'s methods)."""
+        self.listeners = self.listeners + listeners
+        return self
+
+    # -- what the machine calls back ---------------------------------------------------------
+
+    def _run(self, first: Callable[[], Any], trigger: str) -> Step:
+        """Run ``first`` (processing ``trigger``), then every event it (or what follows it)
+        queued, in order. When an action fails, the events still queued are discarded (each
+        reported) and the error is raised."""
         self._busy = True
+        step = self._step = Step(trigger)
+        tags_before = self.definition.tags.get(self.state, frozenset())
         try:
-            result = first()
+            step.taken = bool(first())
             while self._queue:
-                self._step(*self._queue.popleft())
+                self._queue.popleft()()
         except ActionError:
             while self._queue:
-                trigger, _, payload = self._queue.popleft()
-                self._discard(trigger, payload, "an action failed before it was processed")
+                event_data, trigger = self._queue.popleft().args  # type: ignore[attr-defined]
+                self._discard(trigger, event_data.kwargs,
+                              "an action failed before it was processed")
             raise
         finally:
             self._queue.clear()
             self._busy = False
-        return result
+            self._step = None
+        tags_after = self.definition.tags.get(self.state, frozenset())
+        step.tags_gained, step.tags_lost = tags_after - tags_before, tags_before - tags_after
+        step.state = self.state
+        return step
 
-    def _step(self, trigger: str, timer: CompiledTransition | None, payload: dict[str, Any],
-              direct: bool = False) -> bool:
-        """One macrostep. A ``direct`` trigger (the caller's own ``trigger()``) raises when no
-        transition answers it; a queued one is discarded and reported instead, because the call
-        that queued it has already completed (SCXML discards such events silently)."""
-        if self.finished:
-            if direct:
-                raise TriggerNotAllowed(self.name, trigger, self.state, [])
-            self._discard(trigger, payload, "the lifecycle has finished")
-            return False
-        if timer is not None:
-            if not self.is_in(timer.source or ""):
-                self._discard(trigger, payload, f"its timer's state {timer.source!r} was exited")
-                return False
-            candidates = [timer]
-        else:
-            candidates = self.definition.candidates(self.state, trigger)
-        if not candidates:
-            if direct:
-                raise TriggerNotAllowed(self.name, trigger, self.state, self.allowed_triggers())
-            self._discard(trigger, payload, f"no transition answers it in {self.state!r}")
-            return False
-        record = Transition(self.name, self.id, trigger, self.state, None, payload,
-                            self.clock.now_ms())
-        self._current = record
-        started = time.perf_counter()
-        chosen = next((t for t in candidates if self._enabled(t)), None)
-        if chosen is None:
-            if not direct:
-                self._discard(trigger, payload, f"every guard said no in {self.state!r}")
-            return False
-        # Transition actions run before any state is exited (Orion differs from SCXML here):
-        # one that fails leaves the lifecycle exactly as it was.
-        for action in chosen.actions:
-            action(self)
-        errors: list[ActionError] = []
-        if chosen.dest is not None:
-            for path in exit_path(self.state, chosen.domain):
-                self._exit(path, errors)
-            self._enter_states(chosen.enter, errors)
+    def _begin(self, event_data: LifecycleEventData, trigger: str) -> None:
+        """A transition may be taken: the record guards and actions see as ``transition``."""
+        self._current = Transition(self.name, self.id, trigger, self.state, None,
+                                   event_data.kwargs, self.clock.now_ms())
+        event_data.started = time.perf_counter()
+
+    def _taken(self, event_data: LifecycleEventData) -> None:
+        record = self._current
+        assert record is not None
         record.dest = self.state
-        record.duration_ms = (time.perf_counter() - started) * 1000.0
-        self._hook.lifecycle_transition(lifecycle=self, transition=record, host=self.host)
+        record.duration_ms = (time.perf_counter() - event_data.started) * 1000.0
+        if self._step is not None:
+            self._step.transitions.append(record)
+        for listener in self.listeners.transition:
+            listener(self, record)
         if self.state in self.definition.finals:
             self._finish()
-        _raise_first(errors)
-        return True
 
-    def _enabled(self, transition: CompiledTransition) -> bool:
-        return all(g(self) for g in transition.guards) \
-            and not any(g(self) for g in transition.unless)
+    def _started(self, errors: list[ActionError]) -> None:
+        for listener in self.listeners.started:
+            listener(self)
+        if self.state in self.definition.finals:
+            self._finish()
+        raise_first(errors)
+
+    def _unanswered(self, event_data: LifecycleEventData, trigger: str, reason: str, *,
+                    allowed: list[str] | None = None) -> bool:
+        """No transition answered ``trigger``: the caller of ``trigger()`` is told; a queued
+        event is discarded and reported, because the call that queued it has completed
+        (SCXML discards such events silently)."""
+        if event_data.direct:
+            raise TriggerNotAllowed(self.name, trigger, self.state,
+                                    self.allowed_triggers() if allowed is None else allowed)
+        self._discard(trigger, event_data.kwargs, reason)
+        return False
 
     def _discard(self, trigger: str, payload: dict[str, Any], reason: str) -> None:
-        self._hook.lifecycle_event_discarded(lifecycle=self, trigger=trigger, payload=payload,
-                                             reason=reason, host=self.host)
+        if self._step is not None:
+            self._step.discarded.append((trigger, reason))
+        for listener in self.listeners.discarded:
+            listener(self, trigger, payload, reason)
+
+    def _guard_failed(self, guard: str, owner: str, error: BaseException) -> None:
+        for listener in self.listeners.guard_failed:
+            listener(self, guard, owner, error)
+
+    def _raise_event(self, trigger: str) -> None:
+        self.machine.raise_event(self, trigger)
 
     def _finish(self) -> None:
         self.finished = True
         for path in list(self._timers):
             self._cancel_timers(path)
-        self._hook.lifecycle_finished(lifecycle=self, host=self.host)
+        for listener in self.listeners.finished:
+            listener(self)
 
-    # -- exiting and entering states ----------------------------------------------------------
-    #
-    # A failing exit or entry action does not stop the transition (as in SCXML, where an error
-    # abandons the rest of that block of executable content and raises ``error.execution``):
-    # the rest of that state's actions are skipped, every other state is still exited or
-    # entered, and the first error is raised once the configuration is complete. So the active
-    # states are always one path from a top-level state to ``self.state``, and exactly the
-    # active states have their timers armed.
+    # -- entering and exiting states ----------------------------------------------------------
 
-    def _enter_states(self, paths: Iterable[str], errors: list[ActionError]) -> None:
-        for path in paths:
-            self.state = path
-            for index, (trigger, delay) in enumerate(self.definition.timers.get(path, ())):
-                self._arm(path, index, trigger, self.clock.now_ms() + delay)
-            _run(self.definition.entry.get(path, ()), self, errors)
-            done = done_event(self.definition.nodes, path)
-            if done is not None:
-                self._queue.append((done, None, {}))
+    def _enter(self, state: LifecycleState) -> None:
+        self.state = state.path
+        if self._step is not None:
+            self._step.entered.append(state.path)
+        if state.timers:
+            now = self.clock.now_ms()
+            for index, (trigger, delay) in enumerate(state.timers):
+                self._arm(state.path, index, trigger, now + delay)
 
-    def _exit(self, path: str, errors: list[ActionError]) -> None:
-        # The state is still active while its exit actions run; its timers go with it after.
-        _run(self.definition.exit.get(path, ()), self, errors)
-        self._cancel_timers(path)
-        parent = self.definition.nodes[path].parent
-        self.state = parent if parent is not None else ""
+    def _exit(self, state: LifecycleState) -> None:
+        self._cancel_timers(state.path)
+        self.state = state.parent_path
+        if self._step is not None:
+            self._step.exited.append(state.path)
+
+    # -- timers -------------------------------------------------------------------------------
 
     def _arm(self, path: str, index: int, trigger: str, deadline: float) -> None:
-        timer = _Timer(path, index, trigger, deadline, None)  # type: ignore[arg-type]
+        timer = _Timer(path, index, trigger, deadline)
         timer.handle = self.clock.call_at(deadline, lambda: self._fire(timer))
         self._timers.setdefault(path, []).append(timer)
 
+    def _armed(self) -> Iterable[tuple[str, int, str, float]]:
+        return [(t.state, t.index, t.trigger, t.deadline_ms)
+                for ts in self._timers.values() for t in ts]
+
     def _cancel_timers(self, path: str) -> None:
         for timer in self._timers.pop(path, ()):
-            timer.handle.cancel()
+            if timer.handle is not None:
+                timer.handle.cancel()
 
-    def _fire(self, timer: _Timer) -> None:
+    def _fire(self, timer: _Timer) -> Step | None:
         armed = self._timers.get(timer.state)
         if not armed or timer not in armed:
-            return  # cancelled after the clock had already picked it up
+            return None  # cancelled after the clock had already picked it up
         armed.remove(timer)
         if not armed:
             del self._timers[timer.state]
-        # The timer's own delayed transition, even when a deeper state or another of this
-        # state's timers uses the same trigger name (every ``after`` defaults to ``timeout``).
-        self._send(timer.trigger, self.definition.timer_transitions[(timer.state, timer.index)],
-                   {})
+        return self.machine.fire(self, self.definition.timer_transitions[(timer.state,
+                                                                          timer.index)])
 
     # -- snapshots ----------------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
         """A JSON-safe dict: state, context, pending timers as absolute deadlines, and the
-        definition's name and hash. Raises :class:`SnapshotError` for non-JSON context.
-
-        Built as plain data (the :class:`Snapshot` model checks it on :meth:`restore`): a
-        write session takes one at every checkpoint."""
-        problem = _json_problem(self.context, "context")
-        if problem is not None:
-            raise SnapshotError(f"{self.name}: cannot snapshot lifecycle {self.id}: {problem}")
-        return {"format": SNAPSHOT_FORMAT, "definition": self.name,
-                "definition_hash": self.definition.hash, "id": self.id, "state": self.state,
-                "finished": self.finished, "context": _json_copy(self.context),
-                "timers": [{"state": t.state, "trigger": t.trigger,
-                            "deadline_ms": float(t.deadline_ms), "index": t.index}
-                           for ts in self._timers.values() for t in ts]}
+        definition's name and hash. Raises :class:`SnapshotError` for non-JSON context."""
+        return snapshots.take(self)
 
     @classmethod
     def restore(cls, definition: Definition, data: dict[str, Any], *, clock: Clock,
-                plugins: PluginManager) -> Lifecycle:
+                listeners: Listeners, host: Any = None) -> Lifecycle:
         """Resume from :meth:`snapshot`: re-arm timers at their deadlines (a deadline already
         passed fires at once) without re-running entry actions."""
-        if not isinstance(data, dict):
-            raise SnapshotError(f"invalid snapshot: expected a JSON object (dict), "
-                                f"got {type(data).__name__}")
-        try:
-            snap = Snapshot.model_validate(data)
-        except ValidationError as exc:
-            raise SnapshotError(f"invalid snapshot of {definition.name!r}: {exc}") from exc
-        if snap.format != SNAPSHOT_FORMAT:
-            raise SnapshotError(f"snapshot format {snap.format} is not supported "
-                                f"(expected {SNAPSHOT_FORMAT})")
-        if snap.definition != definition.name:
-            raise SnapshotError(f"snapshot is of statechart {snap.definition!r}, "
-                                f"not {definition.name!r}")
-        if snap.definition_hash != definition.hash:
-            raise SnapshotError(f"snapshot was taken with a different version of statechart "
-                                f"{definition.name!r} (hash {snap.definition_hash[:12]}, "
-                                f"now {definition.hash[:12]})")
-        if snap.state not in definition.leaves:
-            raise SnapshotError(f"snapshot state {snap.state!r} is not a state of "
-                                f"{definition.name!r} (its states: "
-                                f"{', '.join(sorted(definition.leaves))})")
-        final = snap.state in definition.finals
-        if snap.finished != final:
-            raise SnapshotError(f"snapshot of {definition.name!r} says finished="
-                                f"{snap.finished} but state {snap.state!r} is "
-                                f"{'' if final else 'not '}a final state")
-        problem = _json_problem(snap.context, "context")
-        if problem is not None:
-            raise SnapshotError(f"invalid snapshot of {definition.name!r}: {problem}")
-        lifecycle = cls(definition, clock=clock, plugins=plugins, instance_id=snap.id)
+        snap, timers = snapshots.checked(definition, data)
+        lifecycle = cls(definition, clock=clock, listeners=listeners, instance_id=snap.id,
+                        host=host)
         # A detached copy: the caller's dict (and other instances restored from it) must not
         # share lists or dicts with this lifecycle.
-        lifecycle.context = json.loads(json.dumps(snap.context, allow_nan=False))
+        lifecycle.context = snapshots.detached(snap.context)
         lifecycle.state = snap.state
         lifecycle.finished = snap.finished
-        armed: list[tuple[float, str, int, str]] = []
-        for timer in snap.timers:
-            if not lifecycle.is_in(timer.state):
-                raise SnapshotError(f"snapshot timer for {timer.state!r} but the state is "
-                                    f"{snap.state!r}")
-            triggers = [t for t, _ in definition.timers.get(timer.state, ())]
-            if timer.index is None:
-                index = triggers.index(timer.trigger) if timer.trigger in triggers else None
-            else:
-                index = timer.index if timer.index < len(triggers) \
-                    and triggers[timer.index] == timer.trigger else None
-            if index is None:
-                raise SnapshotError(f"snapshot timer {timer.trigger!r}"
-                                    + ("" if timer.index is None else f" (#{timer.index})")
-                                    + f" is not a timer of state {timer.state!r} in "
-                                    f"{definition.name!r}")
-            armed.append((timer.deadline_ms, timer.state, index, timer.trigger))
-        # Earliest deadline first: overdue timers all fire "now", and must still fire in the
-        # order they fell due (a clock breaks ties between equal deadlines by arming order).
-        for deadline, state, index, trigger in sorted(armed, key=lambda a: a[0]):
+        for deadline, state, index, trigger in timers:
             lifecycle._arm(state, index, trigger, deadline)
         return lifecycle
-
-
-def _run(actions: Any, lifecycle: Lifecycle, errors: list[ActionError]) -> None:
-    """Run one state's entry or exit actions; the first that fails ends the block."""
-    for action in actions:
-        try:
-            action(lifecycle)
-        except ActionError as exc:
-            errors.append(exc)
-            return
-
-
-def _raise_first(errors: list[ActionError]) -> None:
-    if errors:
-        first = errors[0]
-        for later in errors[1:]:
-            first.add_note(f"then: {later}")
-        raise first
-
-
-def _copy_data(value: Any) -> Any:
-    """A copy of the dicts, lists and tuples in ``value``; anything else is shared as is."""
-    if isinstance(value, dict):
-        return {k: _copy_data(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy_data(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_copy_data(v) for v in value)
-    return value
-
-
-def _json_copy(value: Any) -> Any:
-    """A detached copy of JSON data (checked by :func:`_json_problem`), tuples as lists: what a
-    JSON round trip would give, without the text in between."""
-    if isinstance(value, dict):
-        return {k: _json_copy(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_copy(v) for v in value]
-    return value
-
-
-def _json_problem(value: Any, where: str, _path: frozenset[int] = frozenset()) -> str | None:
-    """Why ``value`` would not survive a JSON round trip unchanged, or ``None``.
-
-    Stricter than :func:`json.dumps`: it rejects non-string object keys, which ``json`` would
-    silently turn into strings (so ``context["counts"][1]`` would vanish after a restore).
-    Tuples are accepted and come back as lists."""
-    if value is None or isinstance(value, (str, bool, int)):
-        return None
-    if isinstance(value, float):
-        return None if math.isfinite(value) else f"{where} is {value!r}, which JSON cannot hold"
-    if isinstance(value, (dict, list, tuple)):
-        if id(value) in _path:
-            return f"{where} contains itself (a circular reference)"
-        inner = _path | {id(value)}
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if not isinstance(key, str):
-                    return (f"{where} has the key {key!r} of type {type(key).__name__}; "
-                            "JSON object keys must be strings")
-                problem = _json_problem(item, f"{where}[{key!r}]", inner)
-                if problem is not None:
-                    return problem
-        else:
-            for i, item in enumerate(value):
-                problem = _json_problem(item, f"{where}[{i}]", inner)
-                if problem is not None:
-                    return problem
-        return None
-    shown = repr(value)
-    if len(shown) > 60:
-        shown = shown[:57] + "..."
-    return f"{where} is a {type(value).__name__} ({shown}), which is not JSON data"
