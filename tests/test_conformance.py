@@ -486,6 +486,87 @@ def test_done_state_of_a_state_without_a_final_child_is_a_check_error(tmp_path):
         load_definition(path, env={})
 
 
+# -- event descriptors (SCXML 3.12.1) --------------------------------------------------------------
+
+
+DESCRIPTORS = """
+statechart: descriptors
+initial: p
+states:
+  p:
+    initial: s0
+    states:
+      s0:
+        initial: inner
+        states:
+          inner: {}
+          end: {final: true}
+  q: {entry: in}
+  r: {entry: in}
+  z: {final: true}
+transitions:
+  - {trigger: finish, source: p.s0.inner, dest: p.s0.end}
+%s
+  # These make every state reachable (the static checks require it); the tests send others.
+  - {trigger: wq, source: p, dest: q}
+  - {trigger: wr, source: q, dest: r}
+  - {trigger: stop, source: [q, r], dest: z}
+"""
+
+
+def descriptors(load, *transitions: str):
+    return load(DESCRIPTORS % textwrap.indent("\n".join(transitions), "  "))
+
+
+def test_a_transition_on_done_is_taken_by_a_completion_event(load, rec):
+    """W3C test 399: a descriptor matches an event name or a dot-separated prefix of it."""
+    lc = descriptors(load, "- {trigger: done, source: p, dest: q}")
+    assert lc.trigger("finish")
+    assert lc.state == "q"
+    assert rec.transitions[-1] == ("done.state.p.s0", "p.s0.end", "q")
+
+
+@pytest.mark.parametrize("descriptor", ["foo", "foo.*", "foo.bar"])
+def test_a_descriptor_answers_the_events_it_prefixes_token_by_token(load, rec, descriptor):
+    lc = descriptors(load, f"- {{trigger: '{descriptor}', source: p, dest: q}}")
+    with pytest.raises(UnknownTrigger):
+        lc.trigger("foobar")  # a prefix of the text is not a prefix of the tokens
+    with pytest.raises(UnknownTrigger):
+        lc.trigger("fo")
+    assert lc.trigger("foo.bar.baz")
+    assert rec.transitions == [("foo.bar.baz", "p.s0.inner", "q")]
+
+
+def test_within_a_state_document_order_decides_between_matching_descriptors(load, rec):
+    lc = descriptors(load, "- {trigger: foo, source: p.s0.inner, dest: q}",
+                     "- {trigger: foo.bar, source: p.s0.inner, dest: r}")
+    assert lc.trigger("foo.bar") and lc.state == "q"
+
+
+def test_an_inner_state_wins_over_a_more_specific_descriptor_outside(load, rec):
+    lc = descriptors(load, "- {trigger: foo.bar, source: p, dest: r}",
+                     "- {trigger: foo, source: p.s0, dest: q}")
+    assert lc.trigger("foo.bar") and lc.state == "q"
+
+
+def test_the_any_event_descriptor_answers_every_event_in_document_order(load, rec):
+    lc = descriptors(load, "- {trigger: '*', source: p.s0.inner, dest: r}",
+                     "- {trigger: go, source: p.s0.inner, dest: q}")
+    assert lc.trigger("anything.at.all")
+    assert lc.state == "r"
+    lc = descriptors(load, "- {trigger: '*', source: p.s0.inner, dest: r}",
+                     "- {trigger: go, source: p.s0.inner, dest: q}")
+    assert lc.trigger("go") and lc.state == "r"  # the '*' transition comes first in the file
+
+
+def test_a_completion_descriptor_that_never_happens_is_still_a_check_error(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(DESCRIPTORS % "  - {trigger: 'done.state.q.*', source: p, dest: q}",
+                    encoding="utf-8")
+    with pytest.raises(StatechartError, match="'done.state.q.\\*' never happens"):
+        load_definition(path, env={})
+
+
 # -- limits and scale ---------------------------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from orion.errors import Diagnostic
 from orion.statechart.model import schema
 from orion.statechart.model.schema import StatechartSpec
-from orion.statechart.interpreter.semantics import DONE_PREFIX
+from orion.statechart.model.events import DONE_PREFIX, normalize_descriptor
 from orion.statechart.interpreter.settings import coerce
 from orion.statechart.model.tree import StateNode, flatten, lineage, settle
 from orion.yamlsource import SourceDocument
@@ -213,12 +213,13 @@ def _semantic(doc: SourceDocument, spec: StatechartSpec,
                 yield d(loc, f"final state {src!r} cannot have transitions out of it")
         if t.dest is not None and t.dest not in nodes:
             yield unknown_state(("transitions", i, "dest"), t.dest, "destination")
-        if t.trigger.startswith(DONE_PREFIX):
-            done = nodes.get(t.trigger[len(DONE_PREFIX):])
+        trigger = normalize_descriptor(t.trigger)
+        if trigger.startswith(DONE_PREFIX):
+            done = nodes.get(trigger[len(DONE_PREFIX):])
             if done is None or not any(nodes[c].spec.final for c in done.children):
                 yield d(("transitions", i, "trigger"),
                         f"{t.trigger!r} never happens: it is raised when a final child of a "
-                        f"compound state is entered, and {t.trigger[len(DONE_PREFIX):]!r} is "
+                        f"compound state is entered, and {trigger[len(DONE_PREFIX):]!r} is "
                         + ("not a state" if done is None else "not a compound state with a "
                                                               "final child"))
     for node in nodes.values():

@@ -30,13 +30,12 @@ from orion.statechart.interpreter.semantics import (
     LifecycleTransition,
     done_event,
     entry_path,
-    matching_descriptors,
-    normalize_descriptor,
     transition_domain,
 )
 from orion.statechart.interpreter.settings import resolve
 from orion.statechart.io.source import parse
 from orion.statechart.model.contract import state_tagged, tags_by_state
+from orion.statechart.model.events import answers, normalize_descriptor
 from orion.statechart.model.schema import StatechartSpec
 from orion.statechart.model.tree import SEPARATOR, edges, flatten, lineage, settle
 
@@ -198,8 +197,7 @@ class Definition:
     def knows(self, trigger: str) -> bool:
         """Whether some transition of the chart answers ``trigger``: a descriptor matches it
         (the name, a dot-separated prefix of it, or ``*``)."""
-        return trigger in self.triggers or any(d in self.triggers
-                                               for d in matching_descriptors(trigger))
+        return answers(self.triggers, trigger)
 
     def allowed_triggers(self, leaf: str) -> list[str]:
         """The descriptors some transition of ``leaf``, an ancestor or the root answers."""

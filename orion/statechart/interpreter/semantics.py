@@ -38,30 +38,11 @@ from transitions.extensions.nesting import (
 )
 
 from orion.errors import ActionError
+from orion.statechart.model.events import DONE_PREFIX, matching_descriptors
 from orion.statechart.model.tree import SEPARATOR, StateNode, lineage, settle
 
 if TYPE_CHECKING:
     from orion.statechart.interpreter.lifecycle import Lifecycle
-
-#: The prefix of completion events: entering a final child of ``p`` raises ``done.state.p``.
-DONE_PREFIX = "done.state."
-#: The event descriptor that matches every event (SCXML's ``event="*"``).
-ANY_EVENT = "*"
-
-
-# -- event descriptors (SCXML 3.12.1) -----------------------------------------------------------
-
-def normalize_descriptor(descriptor: str) -> str:
-    """``foo.*`` means the same as ``foo``: both match ``foo`` and ``foo.<anything>``."""
-    return descriptor[:-2] if descriptor.endswith(".*") else descriptor
-
-
-def matching_descriptors(event: str) -> list[str]:
-    """The descriptors that match ``event``: each dot-separated prefix, the whole name, and
-    ``*`` (``done.state.job`` -> ``done``, ``done.state``, ``done.state.job``, ``*``)."""
-    parts = event.split(".")
-    return [".".join(parts[: i + 1]) for i in range(len(parts))] + [ANY_EVENT]
-
 
 def is_descendant(path: str, ancestor: str | None) -> bool:
     """Whether ``path`` lies strictly inside ``ancestor`` (``None``: the root holds all)."""
@@ -416,7 +397,6 @@ def raise_first(errors: list[ActionError]) -> None:
         raise first
 
 
-__all__ = ["ANY_EVENT", "DONE_PREFIX", "LifecycleEvent", "LifecycleEventData",
+__all__ = ["LifecycleEvent", "LifecycleEventData",
            "LifecycleMachine", "LifecycleState", "LifecycleTransition", "done_event",
-           "entry_path", "is_descendant", "matching_descriptors", "normalize_descriptor",
-           "raise_first", "transition_domain"]
+           "entry_path", "is_descendant", "raise_first", "transition_domain"]

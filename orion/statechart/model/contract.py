@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from orion.errors import Diagnostic
+from orion.statechart.model.events import answers, normalize_descriptor
 from orion.statechart.model.schema import StatechartSpec
 from orion.statechart.model.tree import StateNode, flatten, lineage
 from orion.yamlsource import SourceDocument
@@ -76,6 +77,7 @@ def check_contract(doc: SourceDocument, spec: StatechartSpec,
         for k, a in enumerate(node.spec.after):
             triggers.setdefault(a.trigger, (*node.loc, "after", k))
     tags = {tag for node in nodes.values() for tag in node.spec.tags}
+    handled = {normalize_descriptor(t) for t in triggers}
     required = list(required)
     # A renamed trigger is one the chart handles that the contract does not list.
     own = [t for t in triggers if t not in {r.name for r in required if r.kind == "trigger"}]
@@ -84,7 +86,7 @@ def check_contract(doc: SourceDocument, spec: StatechartSpec,
         if (req.kind, req.name) in done:
             continue
         done.add((req.kind, req.name))
-        if req.kind == "trigger" and req.name not in triggers:
+        if req.kind == "trigger" and not answers(handled, req.name):
             close = difflib.get_close_matches(req.name, own, n=1, cutoff=0.5)
             loc = triggers[close[0]] if close else ("transitions",)
             yield doc.diagnostic(loc, (
