@@ -24,7 +24,7 @@ settings:
     min: 1
 context:
   count: 0
-  outbox: []
+  notes: []
 initial: idle
 states:
   idle:
@@ -634,43 +634,59 @@ def test_timers_of_a_guarded_timer_that_says_no(pm, probe, write_chart, clock):
     assert lc.finished
 
 
+class Asked:
+    """A listener: what lifecycles ask the model (``lifecycle.prompt``), by instance."""
+
+    def __init__(self) -> None:
+        self.prompts: dict[str, list[str]] = {}
+
+    def lifecycle_prompt(self, lifecycle, text):
+        self.prompts.setdefault(lifecycle.id, []).append(text)
+
+    def of(self, lifecycle) -> list[str]:
+        return self.prompts.get(lifecycle.id, [])
+
+
 def test_write_session_prompts_after_idle_ms(pm, clock, statecharts):
     definition = load_definition(statecharts / "write_session.yaml", plugins=pm, env={})
-    lc = definition.create(clock=clock)
+    asked = Asked()
+    lc = definition.create(clock=clock).listen(asked)
     lc.trigger("begin")
     lc.trigger("message_end")
     assert lc.state == "session_active.awaiting_done_or_more_content"
     clock.advance(1999)
-    assert lc.context["outbox"] == []
+    assert asked.of(lc) == []
     clock.advance(1)
-    assert lc.context["outbox"] == [
+    assert asked.of(lc) == [
         "If you're finished, reply with DONE on its own line; otherwise continue."]
     assert lc.state == "session_active.awaiting_done_or_more_content"
     clock.advance(10_000)
-    assert len(lc.context["outbox"]) == 1
+    assert len(asked.of(lc)) == 1
 
 
 def test_write_session_idle_prompt_is_cancelled_by_content(pm, clock, statecharts):
     definition = load_definition(statecharts / "write_session.yaml", plugins=pm, env={})
-    lc = definition.create(clock=clock)
+    asked = Asked()
+    lc = definition.create(clock=clock).listen(asked)
     lc.trigger("begin")
     lc.trigger("message_end")
     clock.advance(1500)
     lc.trigger("content")
     clock.advance(10_000)
-    assert lc.context["outbox"] == []
+    assert asked.of(lc) == []
 
 
 def test_write_session_idle_ms_override_and_env(pm, clock, statecharts):
     path = statecharts / "write_session.yaml"
     fast = load_definition(path, plugins=pm, overrides={"idle_ms": 300}, env={})
-    lc = fast.create(clock=clock)
+    asked = Asked()
+    lc = fast.create(clock=clock).listen(asked)
     lc.trigger("begin")
     lc.trigger("message_end")
     clock.advance(299)
-    assert lc.context["outbox"] == []
+    assert asked.of(lc) == []
     clock.advance(1)
-    assert len(lc.context["outbox"]) == 1
+    assert len(asked.of(lc)) == 1
     via_env = load_definition(path, plugins=pm, env={"WRITE_SESSION_IDLE_MS": "700"})
     assert via_env.settings["idle_ms"] == 700
     assert via_env is not fast
@@ -681,11 +697,15 @@ def test_write_session_truncation_flow(pm, clock, statecharts):
                                  overrides={"max_continuations": 1}, env={})
     lc = definition.create(clock=clock)
     lc.trigger("begin")
-    assert lc.trigger("truncated", bytes=10, lines=2, last_lines=["a", "b"])
+    step = lc.trigger("truncated", bytes=10, lines=2, last_lines=["a", "b"])
+    assert step
     assert lc.state == "session_active.continuing"
     assert lc.context["continuations"] == 1
-    assert "continuation 1/1" in lc.context["outbox"][-1]
-    assert lc.trigger("truncated", bytes=20)  # continuations used up
+    [prompt] = step.prompts  # what trigger() returns says what the model is asked
+    assert "continuation 1/1" in prompt and "> a\n> b" in prompt
+    assert step.tags_gained == {"continuing"} and step.tags_lost == {"receiving"}
+    step = lc.trigger("truncated", bytes=20)  # continuations used up
+    assert step and step.prompts == []
     assert lc.state == "session_active.finalizing"
     assert lc.context["status"] == "incomplete"
 
@@ -752,7 +772,8 @@ def test_creating_a_timed_lifecycle_on_the_real_clock_outside_a_loop_fails(pm, p
 
 def test_a_thousand_instances_keep_separate_context_and_timers(pm, clock, statecharts):
     definition = load_definition(statecharts / "write_session.yaml", plugins=pm, env={})
-    lcs = [definition.create(clock=clock) for _ in range(1000)]
+    asked = Asked()
+    lcs = [definition.create(clock=clock).listen(asked) for _ in range(1000)]
     assert len({lc.id for lc in lcs}) == 1000
     for i, lc in enumerate(lcs):
         lc.trigger("begin")
@@ -760,17 +781,16 @@ def test_a_thousand_instances_keep_separate_context_and_timers(pm, clock, statec
             lc.trigger("message_end")
         lc.context["index"] = i
     assert len({id(lc.context) for lc in lcs}) == 1000
-    assert len({id(lc.context["outbox"]) for lc in lcs}) == 1000
     assert len(clock.pending()) == 500
     clock.advance(2000)
     for i, lc in enumerate(lcs):
         assert lc.context["index"] == i
-        assert len(lc.context["outbox"]) == (1 if i % 2 == 0 else 0), i
+        assert len(asked.of(lc)) == (1 if i % 2 == 0 else 0), i
     assert clock.pending() == []
     # the definition's own initial context is untouched
-    assert definition.initial_context["outbox"] == []
+    assert "index" not in definition.initial_context
     fresh = definition.create(clock=clock)
-    assert fresh.context["outbox"] == [] and "index" not in fresh.context
+    assert "index" not in fresh.context
 
 
 def test_caller_context_does_not_leak_between_instances(nested, clock):
@@ -780,8 +800,8 @@ def test_caller_context_does_not_leak_between_instances(nested, clock):
     a.context["items"].append(2)
     assert b.context["items"] == [1]
     assert shared == {"items": [1]}
-    a.context["outbox"].append("x")
-    assert b.context["outbox"] == []
+    a.context["notes"].append("x")
+    assert b.context["notes"] == []
 
 
 # -- load_definition caching ----------------------------------------------------------------
@@ -851,7 +871,7 @@ def test_load_definition_recompiles_after_a_plugin_is_registered(pm, write_chart
 
 def test_context_is_json_roundtrippable_through_a_snapshot(nested, clock):
     lc = nested.create(clock=clock)
-    assert json.loads(json.dumps(lc.snapshot()))["context"] == {"count": 0, "outbox": []}
+    assert json.loads(json.dumps(lc.snapshot()))["context"] == {"count": 0, "notes": []}
 
 
 # -- timers take their own transition -------------------------------------------------------
