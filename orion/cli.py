@@ -145,7 +145,8 @@ def check(files: tuple[str, ...], workspace: str, as_json: bool) -> None:
     """Validate statecharts (default: the built-in ones and those in orion.yaml).
 
     Setting overrides from orion.yaml and the environment are checked too. Prints each finding
-    as path:line:col: message. Exits 1 when any file has errors.
+    as path:line:col: message [code] (docs/statecharts.md lists the codes). Exits 1 when any
+    file has errors.
     """
     from orion.config import unknown_settings
     from orion.errors import ConfigError
@@ -163,8 +164,8 @@ def check(files: tuple[str, ...], workspace: str, as_json: bool) -> None:
     failed = 0
     for resolved in checked:
         path, spec = resolved.source.path, resolved.spec
-        errors = [{"line": d.line, "column": d.column, "message": d.message, "text": str(d),
-                   "path": d.path} for d in resolved.diagnostics]
+        errors = [{"line": d.line, "column": d.column, "message": d.message, "code": d.code,
+                   "text": f"{d} [{d.code}]", "path": d.path} for d in resolved.diagnostics]
         winner = spec is not None and spec.statechart in catalog.sources and \
             catalog.winner(spec.statechart) == resolved.source
         if spec is not None and not errors and (winner or files):

@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 from orion.errors import ConfigError, Diagnostic, PluginError, StatechartError
 from orion.statechart import checks
 from orion.statechart.io.builtin import builtin_statecharts
-from orion.statechart.model.contract import Requirement, check_contract, check_ids, requirements
+from orion.statechart.checks.contract import check_contract, check_ids
+from orion.statechart.checks.sources import EXTENDS, UNUSED_CHART
+from orion.statechart.model.contract import Requirement, requirements
 from orion.statechart.interpreter.definition import Definition, load_definition
 from orion.statechart.io.overlay import is_overlay, merge
 from orion.statechart.model.schema import StatechartSpec
@@ -229,17 +231,17 @@ class Catalog:
                 if base is None:
                     return Resolved(source, doc, None, [self._unknown(
                         doc, ("extends",), base_name, f"'extends' names {base_name!r}, which "
-                        "is no statechart of Orion or of a plugin")])
+                        "is no statechart of Orion or of a plugin", EXTENDS)])
             else:
                 if base_name not in self.sources:
                     return Resolved(source, doc, None, [self._unknown(
                         doc, ("extends",), base_name, f"'extends' names {base_name!r}, which "
-                        "is no statechart of Orion or of a plugin")])
+                        "is no statechart of Orion or of a plugin", EXTENDS)])
                 base = self.sources[base_name][-1]
             if base is not None and base.path in seen:
                 return Resolved(source, doc, None, [doc.diagnostic(
                     ("extends",), f"'extends' makes a cycle: {source.name} extends "
-                                  f"{base.name}, which extends it back")])
+                                  f"{base.name}, which extends it back", code=EXTENDS)])
             if base is None:
                 merged, problems = merge(SourceDocument(str(source.path), {}), doc)
             else:
@@ -247,7 +249,7 @@ class Catalog:
                 if parent.doc is None or parent.spec is None or parent.diagnostics:
                     return Resolved(source, doc, None, [doc.diagnostic(
                         ("extends",), f"the chart it extends ({base.path}) has errors; "
-                                      "`orion check` lists them")])
+                                      "`orion check` lists them", code=EXTENDS)])
                 merged, problems = merge(parent.doc, doc)
             if merged is None:
                 return Resolved(source, doc, None, problems)
@@ -260,7 +262,7 @@ class Catalog:
             diagnostics.append(self._unknown(
                 doc, ("statechart",) if "statechart" in (doc.data or {}) else ("extends",),
                 source.name, f"statechart {source.name!r} is not a lifecycle Orion or a "
-                             "plugin runs, so nothing would use this chart"))
+                             "plugin runs, so nothing would use this chart", UNUSED_CHART))
         required: list[Requirement] = []
         for lower in below:
             resolved = self.resolve(lower, seen)
@@ -271,10 +273,11 @@ class Catalog:
         return Resolved(source, doc, spec, sorted(diagnostics, key=lambda d: (d.path, d.line,
                                                                               d.column)))
 
-    def _unknown(self, doc: SourceDocument, loc: tuple, name: str, message: str) -> Diagnostic:
+    def _unknown(self, doc: SourceDocument, loc: tuple, name: str, message: str,
+                 code: str) -> Diagnostic:
         hint = difflib.get_close_matches(name, self.known() or self.names(), n=1)
         return doc.diagnostic(loc, f"{message} (known: {', '.join(self.known())})"
-                                   + (f"; did you mean {hint[0]!r}?" if hint else ""))
+                                   + (f"; did you mean {hint[0]!r}?" if hint else ""), code=code)
 
     # -- compiled lifecycles ------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from orion.errors import Diagnostic
+from orion.statechart.checks.sources import OVERLAY
 from orion.statechart.model.schema import OverlaySpec
 from orion.yamlsource import Loc, SourceDocument
 
@@ -201,7 +202,7 @@ def _edit_transitions(builder: _Builder, base: SourceDocument, overlay: SourceDo
             f"{tid!r} is not the id of a transition of {base.data.get('statechart')!r} "
             f"(ids: {', '.join(known) or 'none'}; a transition's id is its 'id:', or its trigger "
             "when no other transition has that trigger)"
-            + (f"; did you mean {hint[0]!r}?" if hint else "")), key=key))
+            + (f"; did you mean {hint[0]!r}?" if hint else "")), key=key, code=OVERLAY))
         return None
 
     for k, tid in enumerate(edits.get("remove") or []):
@@ -252,10 +253,11 @@ def _schema_diagnostic(doc: SourceDocument, error: Any) -> Diagnostic:
     if error["type"] == "extra_forbidden":
         fields = ", ".join(OverlaySpec.model_fields) if len(loc) == 1 else ""
         return doc.diagnostic(loc, f"unknown field {str(loc[-1])!r} in an overlay"
-                                   + (f" (an overlay has: {fields})" if fields else ""), key=True)
+                                   + (f" (an overlay has: {fields})" if fields else ""), key=True,
+                              code=OVERLAY)
     where = ".".join(map(str, loc)) or "overlay"
     hint = ""
     if loc == ("transitions",) and error["type"] == "model_type":
         hint = (" (an overlay edits the transitions it extends: `remove: [id, ...]`, "
                 "`replace: {id: fields}`, `insert: [transition, ...]`)")
-    return doc.diagnostic(loc, f"{where}: {error['msg']}{hint}")
+    return doc.diagnostic(loc, f"{where}: {error['msg']}{hint}", code=OVERLAY)

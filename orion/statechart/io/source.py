@@ -21,7 +21,7 @@ def parse(source: str | Path, plugins: Any, *, text: str | None = None,
     try:
         doc = load_yaml(source, text=text)
     except YamlSourceError as exc:
-        return None, None, list(exc.diagnostics)
+        return None, None, checks.coded(exc.diagnostics, checks.YAML_SOURCE)
     names = None
     if check_names:
         names = checks.Names(plugins.registry.guards, plugins.registry.actions)
