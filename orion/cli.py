@@ -211,15 +211,27 @@ def schema() -> None:
 @cli.command()
 @click.argument("name", metavar="NAME")
 @click.option("--highlight", metavar="STATE", help="A state path to mark as active.")
+@click.option("--format", "fmt", metavar="FORMAT", default=None,
+              help="mermaid (the default: text), or a Graphviz format such as svg or png "
+                   "(needs the diagrams extra and Graphviz).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the diagram to this file (its suffix gives the format) instead of "
+                   "standard output.")
 @WORKSPACE
-def diagram(name: str, highlight: str | None, workspace: str) -> None:
-    """Print a Mermaid stateDiagram-v2 of NAME (a lifecycle name or a file), as it runs in the
-    workspace: overlays merged, the workspace's settings applied."""
+def diagram(name: str, highlight: str | None, fmt: str | None, output: Path | None,
+            workspace: str) -> None:
+    """Draw NAME (a lifecycle name or a file) as it runs in the workspace: overlays merged,
+    the workspace's settings applied. Mermaid stateDiagram-v2 text by default; a picture
+    (svg, png, ...) with the diagrams extra (pip install 'orion-statecharts[diagrams]')."""
     from orion.errors import ConfigError
-    from orion.statechart.diagram import mermaid
+    from orion.statechart.io.diagrams import DiagramUnavailable, mermaid, picture
     from orion.statechart.settings import resolve as resolve_settings
     from orion.statechart.tree import flatten
 
+    fmt = (fmt or (output.suffix[1:] if output is not None and output.suffix else "")
+           or "mermaid").lower()
+    if fmt == "mmd":
+        fmt = "mermaid"
     config = load_config(workspace)
     pm = load_plugins(config)
     resolved = _resolve_chart(_catalog(pm, config), name)
@@ -237,7 +249,25 @@ def diagram(name: str, highlight: str | None, workspace: str) -> None:
     except ConfigError as exc:
         click.echo(str(exc), err=True)  # stdout carries only the diagram
         sys.exit(1)
-    click.echo(mermaid(spec, highlight=highlight, settings=dict(settings)), nl=False)
+    try:
+        drawn = mermaid(spec, highlight=highlight, settings=dict(settings)).encode() \
+            if fmt == "mermaid" else picture(spec, format=fmt, highlight=highlight,
+                                             settings=dict(settings))
+    except DiagramUnavailable as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    if output is None:
+        click.echo(drawn, nl=False)  # bytes go to the binary stream
+        return
+    partial = output.with_name(f".{output.name}.partial")
+    try:  # written whole or not at all
+        partial.write_bytes(drawn)
+        os.replace(partial, output)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        click.echo(f"error: cannot write {output}: {exc.strerror or exc}", err=True)
+        sys.exit(1)
+    click.echo(f"wrote {output} ({fmt}, {len(drawn):,} bytes)", err=True)
 
 
 @cli.group()
