@@ -559,6 +559,41 @@ def test_the_any_event_descriptor_answers_every_event_in_document_order(load, re
     assert lc.trigger("go") and lc.state == "r"  # the '*' transition comes first in the file
 
 
+def test_a_completion_descriptor_names_one_state_however_deep(load, rec):
+    """``done.state.job`` answers the completion of ``job`` only: the completion of
+    ``job.phase`` is ``done.state.job.phase`` (a state path is one token), as SCXML's
+    ``done.state.phase`` is not answered by a transition on ``done.state.job``."""
+    lc = load("""
+        statechart: deep
+        initial: job
+        states:
+          job:
+            initial: phase
+            states:
+              phase:
+                initial: work
+                states:
+                  work: {}
+                  over: {final: true}
+              wrapup: {final: true}
+          review: {entry: in}
+          end: {final: true}
+        transitions:
+          - {trigger: finish, source: job.phase.work, dest: job.phase.over}
+          - {trigger: done.state.job, source: job, dest: review}
+          - {trigger: 'done.state.job.*', source: job, dest: review}
+          - {trigger: wrap, source: job.phase, dest: job.wrapup}
+          - {trigger: close, source: review, dest: end}
+    """)
+    assert lc.trigger("finish")
+    assert lc.state == "job.phase.over"
+    assert rec.discarded == [("done.state.job.phase", "no transition answers it in "
+                                                      "'job.phase.over'")]
+    assert lc.trigger("wrap")
+    assert lc.state == "review"
+    assert rec.transitions[-1] == ("done.state.job", "job.wrapup", "review")
+
+
 def test_a_completion_descriptor_that_never_happens_is_still_a_check_error(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text(DESCRIPTORS % "  - {trigger: 'done.state.q.*', source: p, dest: q}",

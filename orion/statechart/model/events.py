@@ -4,6 +4,11 @@ An event name is dot-separated tokens (``done.state.review``). A transition's ``
 descriptor: it answers the events it names or prefixes token by token (``done`` answers
 ``done``, ``done.state`` and ``done.state.review``, not ``doneness``); ``name.*`` means the
 same as ``name``; ``*`` answers every event.
+
+Completion events name their state by its path (``done.state.job.phase`` when ``job.phase``
+completes), where SCXML has a flat id. So the path counts as one token: ``done.state.job``
+answers the completion of ``job`` only, not that of ``job.phase``; ``done.state`` and ``done``
+answer every completion event.
 """
 
 from __future__ import annotations
@@ -21,7 +26,10 @@ def normalize_descriptor(descriptor: str) -> str:
 
 def matching_descriptors(event: str) -> list[str]:
     """The descriptors that match ``event``: each dot-separated prefix, the whole name, and
-    ``*`` (``done.state.job`` -> ``done``, ``done.state``, ``done.state.job``, ``*``)."""
+    ``*`` (``done.state.job.phase`` -> ``done``, ``done.state``, ``done.state.job.phase``,
+    ``*``: a completion event's state path is one token)."""
+    if event.startswith(DONE_PREFIX):
+        return ["done", "done.state", event, ANY_EVENT]
     parts = event.split(".")
     return [".".join(parts[: i + 1]) for i in range(len(parts))] + [ANY_EVENT]
 
