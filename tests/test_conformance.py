@@ -559,6 +559,17 @@ def test_the_any_event_descriptor_answers_every_event_in_document_order(load, re
     assert lc.trigger("go") and lc.state == "r"  # the '*' transition comes first in the file
 
 
+def test_a_trigger_lists_descriptors_separated_by_spaces(load, rec):
+    """W3C test 399's ``event="foo bar"``: the transition answers an event either matches."""
+    lc = descriptors(load, "- {trigger: 'foo bar.*', source: p, dest: q}",
+                     "- {trigger: 'foo bar', source: q, dest: r}")
+    assert lc.trigger("bar.baz") and lc.state == "q"
+    assert lc.trigger("foo") and lc.state == "r"
+    assert rec.transitions == [("bar.baz", "p.s0.inner", "q"), ("foo", "q", "r")]
+    with pytest.raises(UnknownTrigger):
+        lc.trigger("foos")
+
+
 def test_a_completion_descriptor_names_one_state_however_deep(load, rec):
     """``done.state.job`` answers the completion of ``job`` only: the completion of
     ``job.phase`` is ``done.state.job.phase`` (a state path is one token), as SCXML's

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from orion.errors import Diagnostic
 from orion.statechart.checks.rules import declare
 from orion.statechart.model.contract import Requirement
-from orion.statechart.model.events import answers, normalize_descriptor
+from orion.statechart.model.events import answers, descriptors
 from orion.statechart.model.schema import StatechartSpec
 from orion.statechart.model.tree import StateNode, flatten
 from orion.yamlsource import SourceDocument
@@ -61,7 +61,7 @@ def _contract_triggers(doc: SourceDocument, spec: StatechartSpec, nodes: dict[st
     for node in nodes.values():
         for k, a in enumerate(node.spec.after):
             triggers.setdefault(a.trigger, (*node.loc, "after", k))
-    handled = {normalize_descriptor(t) for t in triggers}
+    handled = {d for t in triggers for d in descriptors(t)}
     # A renamed trigger is one the chart handles that the contract does not list.
     own = [t for t in triggers if t not in {r.name for r in required}]
     for req in required:

@@ -7,7 +7,7 @@ import difflib
 from collections.abc import Iterator
 
 from orion.statechart.checks.rules import Chart, Finding, rule
-from orion.statechart.model.events import DONE_PREFIX, normalize_descriptor
+from orion.statechart.model.events import DONE_PREFIX, descriptors
 from orion.statechart.model.schema import WILDCARD
 
 
@@ -77,14 +77,14 @@ def unknown_state(chart: Chart) -> Iterator[Finding]:
 def completion_event(chart: Chart) -> Iterator[Finding]:
     nodes = chart.nodes
     for i, t in enumerate(chart.spec.transitions):
-        trigger = normalize_descriptor(t.trigger)
-        if not trigger.startswith(DONE_PREFIX):
-            continue
-        name = trigger[len(DONE_PREFIX):]
-        done = nodes.get(name)
-        if done is None or not any(nodes[c].spec.final for c in done.children):
-            yield Finding(("transitions", i, "trigger"),
-                          f"{t.trigger!r} never happens: it is raised when a final child of a "
-                          f"compound state is entered, and {name!r} is "
-                          + ("not a state" if done is None
-                             else "not a compound state with a final child"))
+        for written, descriptor in zip(t.trigger.split(), descriptors(t.trigger)):
+            if not descriptor.startswith(DONE_PREFIX):
+                continue
+            name = descriptor[len(DONE_PREFIX):]
+            done = nodes.get(name)
+            if done is None or not any(nodes[c].spec.final for c in done.children):
+                yield Finding(("transitions", i, "trigger"),
+                              f"{written!r} never happens: it is raised when a final child "
+                              f"of a compound state is entered, and {name!r} is "
+                              + ("not a state" if done is None
+                                 else "not a compound state with a final child"))

@@ -35,7 +35,7 @@ from orion.statechart.interpreter.semantics import (
 from orion.statechart.interpreter.settings import resolve
 from orion.statechart.io.source import parse
 from orion.statechart.model.contract import state_tagged, tags_by_state
-from orion.statechart.model.events import answers, normalize_descriptor
+from orion.statechart.model.events import answers, descriptors
 from orion.statechart.model.schema import StatechartSpec
 from orion.statechart.model.tree import SEPARATOR, edges, flatten, lineage, settle
 
@@ -246,7 +246,7 @@ class Definition:
             # A ``*`` transition is the root's; transitions keeps it under each top-level state.
             for source in (tops if edge.owner is None else [edge.owner]):
                 transition = machine.add_chart_transition(
-                    normalize_descriptor(edge.trigger), source, t.dest, conditions=guards,
+                    edge.trigger, descriptors(edge.trigger), source, t.dest, conditions=guards,
                     unless=unless, before=actions, owner=edge.owner, domain=domain,
                     enter=enter, index=edge.index, where=edge.where)
                 if edge.timer is not None:

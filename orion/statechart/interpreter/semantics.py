@@ -149,7 +149,7 @@ class LifecycleTransition(NestedTransition):
                  trigger: str, owner: str | None, domain: str | None,
                  enter: tuple[LifecycleState, ...], index: int, where: str):
         super().__init__(source, dest, conditions, unless, before, after, prepare)
-        #: The event descriptor it answers.
+        #: Its trigger as written: the event descriptors it answers, separated by spaces.
         self.trigger = trigger
         #: The state it belongs to (``None``: the chart's root, for a ``*`` source).
         self.owner = owner
@@ -240,25 +240,26 @@ class LifecycleMachine(HierarchicalMachine):
 
     # -- building -------------------------------------------------------------------------------
 
-    def add_chart_transition(self, trigger: str, source: str, dest: str | None, *,
-                             conditions: list[Any], unless: list[Any], before: list[Any],
-                             owner: str | None, domain: str | None, enter: tuple[str, ...],
-                             index: int, where: str) -> LifecycleTransition:
+    def add_chart_transition(self, trigger: str, descriptors: list[str], source: str,
+                             dest: str | None, *, conditions: list[Any], unless: list[Any],
+                             before: list[Any], owner: str | None, domain: str | None,
+                             enter: tuple[str, ...], index: int,
+                             where: str) -> LifecycleTransition:
         """Register one transition of ``source`` (a top-level state for a ``*`` transition,
-        which belongs to the root). ``Machine.add_transition`` is bypassed: it would expand
-        ``*`` to the top-level states as if they owned it, and reject a trigger named like the
-        model attribute (``state``)."""
+        which belongs to the root) under the event of each of its ``descriptors``.
+        ``Machine.add_transition`` is bypassed: it would expand ``*`` to the top-level states
+        as if they owned it, and reject a trigger named like the model attribute (``state``)."""
         transition = self._create_transition(
             source, dest, conditions, unless, before, None, None, trigger=trigger, owner=owner,
             domain=domain, enter=tuple(self.paths[p] for p in enter), index=index, where=where)
-        event = self.events.get(trigger)
-        if event is None:
-            event = self.events[trigger] = self._create_event(trigger, self)
-        event.add_transition(transition)
-        if owner is None:
-            self._wildcards.setdefault(source, {}).setdefault(trigger, []).append(transition)
-        else:
-            self._by_state.setdefault(owner, {}).setdefault(trigger, []).append(transition)
+        table = self._by_state.setdefault(owner, {}) if owner is not None \
+            else self._wildcards.setdefault(source, {})
+        for descriptor in descriptors:
+            event = self.events.get(descriptor)
+            if event is None:
+                event = self.events[descriptor] = self._create_event(descriptor, self)
+            event.add_transition(transition)
+            table.setdefault(descriptor, []).append(transition)
         return transition
 
     # -- the index --------------------------------------------------------------------------------
@@ -276,7 +277,8 @@ class LifecycleMachine(HierarchicalMachine):
             ranked: list[LifecycleTransition] = []
             for table in tables:
                 if table:
-                    mine = [t for d in descriptors for t in table.get(d, ())]
+                    # One transition may list several matching descriptors: it counts once.
+                    mine = list(dict.fromkeys(t for d in descriptors for t in table.get(d, ())))
                     ranked.extend(sorted(mine, key=_index) if len(descriptors) > 1 else mine)
             found = tuple(ranked)
             # Names come from the chart and from code; only the chart's own are kept, so an

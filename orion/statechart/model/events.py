@@ -1,9 +1,9 @@
 """Event names and descriptors, as SCXML has them (section 3.12.1).
 
-An event name is dot-separated tokens (``done.state.review``). A transition's ``trigger`` is a
-descriptor: it answers the events it names or prefixes token by token (``done`` answers
-``done``, ``done.state`` and ``done.state.review``, not ``doneness``); ``name.*`` means the
-same as ``name``; ``*`` answers every event.
+An event name is dot-separated tokens (``done.state.review``). A transition's ``trigger`` lists
+one or more descriptors, separated by spaces; a descriptor answers the events it names or
+prefixes token by token (``done`` answers ``done``, ``done.state`` and ``done.state.review``,
+not ``doneness``); ``name.*`` means the same as ``name``; ``*`` answers every event.
 
 Completion events name their state by its path (``done.state.job.phase`` when ``job.phase``
 completes), where SCXML has a flat id. So the path counts as one token: ``done.state.job``
@@ -22,6 +22,12 @@ ANY_EVENT = "*"
 def normalize_descriptor(descriptor: str) -> str:
     """``foo.*`` means the same as ``foo``: both match ``foo`` and ``foo.<anything>``."""
     return descriptor[:-2] if descriptor.endswith(".*") else descriptor
+
+
+def descriptors(trigger: str) -> list[str]:
+    """The descriptors a ``trigger`` lists (``"foo bar.*"`` -> ``foo``, ``bar``): a transition
+    answers an event any of them matches (SCXML's space-separated event attribute)."""
+    return [normalize_descriptor(d) for d in trigger.split()]
 
 
 def matching_descriptors(event: str) -> list[str]:

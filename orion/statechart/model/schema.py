@@ -14,10 +14,12 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 STATE_NAME = r"^[A-Za-z][A-Za-z0-9_-]*$"
 STATE_PATH = r"^[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z][A-Za-z0-9_-]*)*$"
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
-#: A transition's trigger is an SCXML event descriptor: dot-separated tokens, which answer that
-#: event and every event they prefix (``done`` answers ``done.state.job``); ``name.*`` means the
-#: same as ``name``; ``*`` answers every event. Completion events are ``done.state.<path>``.
-TRIGGER = r"^(\*|[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)*(\.\*)?)$"
+#: A transition's trigger is one or more SCXML event descriptors, separated by spaces: each is
+#: dot-separated tokens, which answer that event and every event they prefix (``done`` answers
+#: ``done.state.job``); ``name.*`` means the same as ``name``; ``*`` answers every event.
+#: Completion events are ``done.state.<path>``.
+DESCRIPTOR = r"(\*|[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)*(\.\*)?)"
+TRIGGER = rf"^{DESCRIPTOR}( +{DESCRIPTOR})*$"
 PLUGIN_NAME = r"^[A-Za-z_][A-Za-z0-9_.:-]*$"
 WILDCARD = "*"
 
@@ -114,7 +116,8 @@ class TransitionSpec(_Edge):
                            description="how an overlay names this transition (default: its "
                                        "trigger, when no other transition has that trigger)")
     trigger: str = Field(pattern=TRIGGER,
-                         description="the event it answers: a name, which also answers the "
+                         description="the events it answers, one or more descriptors "
+                                     "separated by spaces: a name, which also answers the "
                                      "dot-separated events it prefixes (done answers "
                                      "done.state.review), name.* (the same), or * (every "
                                      "event); a final child of p raises done.state.p")
