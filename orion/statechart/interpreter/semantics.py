@@ -120,6 +120,13 @@ class LifecycleState(NestedState):
         #: The completion event entering this state raises (a nested final state), or None.
         self.done = done
 
+    @property
+    def name(self) -> str:
+        # Its own name. The library's property joins the names of the scope the state is
+        # entered in, and every step's log calls read it; a chart's states are never entered
+        # through a scope (their path is ``path``).
+        return self._name
+
     def enter(self, event_data: LifecycleEventData) -> None:
         lifecycle = event_data.model
         # While its entry actions run, the state is the innermost active one; its timers are
@@ -168,11 +175,16 @@ class LifecycleTransition(NestedTransition):
         state is still exited or entered, so the active states stay one path from a top-level
         state to a leaf, and the errors are raised when the step is complete."""
         machine: LifecycleMachine = event_data.machine
-        errors = event_data.errors
         for state in machine.exit_set(event_data.model.state, self.domain):
-            _collect(state.exit, event_data, errors)
+            try:
+                state.exit(event_data)
+            except ActionError as exc:
+                event_data.errors.append(exc)
         for state in self.enter_states:
-            _collect(state.enter, event_data, errors)
+            try:
+                state.enter(event_data)
+            except ActionError as exc:
+                event_data.errors.append(exc)
 
 
 class LifecycleEvent(NestedEvent):
@@ -339,7 +351,10 @@ class LifecycleMachine(HierarchicalMachine):
 
         def enter() -> None:
             for state in self.initial_states:
-                _collect(state.enter, event_data, event_data.errors)
+                try:
+                    state.enter(event_data)
+                except ActionError as exc:
+                    event_data.errors.append(exc)
             lifecycle._started(event_data.errors)
 
         return lifecycle._run(enter, "start")
@@ -380,14 +395,6 @@ class LifecycleMachine(HierarchicalMachine):
 
 def _index(transition: LifecycleTransition) -> int:
     return transition.index
-
-
-def _collect(step: Callable[[LifecycleEventData], None], event_data: LifecycleEventData,
-             errors: list[ActionError]) -> None:
-    try:
-        step(event_data)
-    except ActionError as exc:
-        errors.append(exc)
 
 
 def raise_first(errors: list[ActionError]) -> None:
