@@ -218,41 +218,14 @@ class Catalog:
         try:
             doc = _load(source.path)
         except YamlSourceError as exc:
-            return Resolved(source, None, None, list(exc.diagnostics))
+            return Resolved(source, None, None, checks.coded(exc.diagnostics,
+                                                             checks.YAML_SOURCE))
         chain = self.sources.get(source.name, [source])
         below = chain[:chain.index(source)] if source in chain else []
-        problems: list[Diagnostic] = []
         if is_overlay(doc.data):
-            base_name = doc.data.get("extends")
-            if not isinstance(base_name, str):
-                base: ChartSource | None = None  # the overlay's schema check reports it
-            elif base_name == source.name:
-                base = below[-1] if below else None
-                if base is None:
-                    return Resolved(source, doc, None, [self._unknown(
-                        doc, ("extends",), base_name, f"'extends' names {base_name!r}, which "
-                        "is no statechart of Orion or of a plugin", EXTENDS)])
-            else:
-                if base_name not in self.sources:
-                    return Resolved(source, doc, None, [self._unknown(
-                        doc, ("extends",), base_name, f"'extends' names {base_name!r}, which "
-                        "is no statechart of Orion or of a plugin", EXTENDS)])
-                base = self.sources[base_name][-1]
-            if base is not None and base.path in seen:
-                return Resolved(source, doc, None, [doc.diagnostic(
-                    ("extends",), f"'extends' makes a cycle: {source.name} extends "
-                                  f"{base.name}, which extends it back", code=EXTENDS)])
-            if base is None:
-                merged, problems = merge(SourceDocument(str(source.path), {}), doc)
-            else:
-                parent = self.resolve(base, seen)
-                if parent.doc is None or parent.spec is None or parent.diagnostics:
-                    return Resolved(source, doc, None, [doc.diagnostic(
-                        ("extends",), f"the chart it extends ({base.path}) has errors; "
-                                      "`orion check` lists them", code=EXTENDS)])
-                merged, problems = merge(parent.doc, doc)
-            if merged is None:
-                return Resolved(source, doc, None, problems)
+            merged = self._merged(source, doc, below, seen)
+            if isinstance(merged, list):
+                return Resolved(source, doc, None, merged)
             doc = merged
         spec, diagnostics = checks.check(doc, names)
         if spec is None:
@@ -272,6 +245,43 @@ class Catalog:
         diagnostics += list(check_contract(doc, spec, required))
         return Resolved(source, doc, spec, sorted(diagnostics, key=lambda d: (d.path, d.line,
                                                                               d.column)))
+
+    def _merged(self, source: ChartSource, doc: SourceDocument, below: list[ChartSource],
+                seen: tuple[Path, ...]) -> SourceDocument | list[Diagnostic]:
+        """The overlay ``doc`` merged into the chart it extends, or the findings that stop
+        it."""
+        base = self._base(source, doc, below)
+        if isinstance(base, Diagnostic):
+            return [base]
+        if base is not None and base.path in seen:
+            return [doc.diagnostic(("extends",), f"'extends' makes a cycle: {source.name} "
+                                                 f"extends {base.name}, which extends it back",
+                                   code=EXTENDS)]
+        if base is None:
+            merged, problems = merge(SourceDocument(str(source.path), {}), doc)
+        else:
+            parent = self.resolve(base, seen)
+            if parent.doc is None or parent.spec is None or parent.diagnostics:
+                return [doc.diagnostic(("extends",), f"the chart it extends ({base.path}) has "
+                                                     "errors; `orion check` lists them",
+                                       code=EXTENDS)]
+            merged, problems = merge(parent.doc, doc)
+        return problems if merged is None else merged
+
+    def _base(self, source: ChartSource, doc: SourceDocument,
+              below: list[ChartSource]) -> ChartSource | Diagnostic | None:
+        """The chart an overlay extends: the next weaker chart of its own name, or the
+        strongest of another; ``None`` when ``extends`` is not a name (its schema check says
+        so)."""
+        base_name = doc.data.get("extends")
+        if not isinstance(base_name, str):
+            return None
+        if base_name == source.name and below:
+            return below[-1]
+        if base_name != source.name and base_name in self.sources:
+            return self.sources[base_name][-1]
+        return self._unknown(doc, ("extends",), base_name, f"'extends' names {base_name!r}, "
+                             "which is no statechart of Orion or of a plugin", EXTENDS)
 
     def _unknown(self, doc: SourceDocument, loc: tuple, name: str, message: str,
                  code: str) -> Diagnostic:
