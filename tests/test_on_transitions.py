@@ -201,11 +201,17 @@ def test_trigger_returns_what_happened(doors):
     assert not refused and refused.exited == [] and refused.transitions == []
 
 
-def test_a_failing_guard_is_reported_to_the_listeners_and_counts_as_false(tmp_path):
-    path = tmp_path / "c.yaml"
-    path.write_text("statechart: c\ninitial: a\nstates:\n  a: {}\n  b: {final: true}\n"
-                    "transitions:\n  - {trigger: go, source: a, dest: b, guards: broken}\n",
+def one_step(tmp_path: Path, edge: str) -> Path:
+    """A chart ``a --go--> b`` whose transition also has ``edge`` (``guards: x``)."""
+    path = tmp_path / "one_step.yaml"
+    path.write_text("statechart: one_step\ninitial: a\nstates:\n  a: {}\n  b: {final: true}\n"
+                    f"transitions:\n  - {{trigger: go, source: a, dest: b, {edge}}}\n",
                     encoding="utf-8")
+    return path
+
+
+def test_a_failing_guard_is_reported_to_the_listeners_and_counts_as_false(tmp_path):
+    path = one_step(tmp_path, "guards: broken")
 
     def broken(lifecycle, transition):
         raise RuntimeError("no idea")
@@ -218,10 +224,7 @@ def test_a_failing_guard_is_reported_to_the_listeners_and_counts_as_false(tmp_pa
 
 
 def test_an_action_error_from_a_function_names_it(tmp_path):
-    path = tmp_path / "e.yaml"
-    path.write_text("statechart: e\ninitial: a\nstates:\n  a: {}\n  b: {final: true}\n"
-                    "transitions:\n  - {trigger: go, source: a, dest: b, actions: fail}\n",
-                    encoding="utf-8")
+    path = one_step(tmp_path, "actions: fail")
 
     def fail(lifecycle, transition):
         raise OSError("disk full")
