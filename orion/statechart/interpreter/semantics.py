@@ -44,6 +44,9 @@ from orion.statechart.model.tree import SEPARATOR, StateNode, lineage, settle
 if TYPE_CHECKING:
     from orion.statechart.interpreter.lifecycle import Lifecycle
 
+
+# -- the rules, computed once per chart ---------------------------------------------------------
+
 def is_descendant(path: str, ancestor: str | None) -> bool:
     """Whether ``path`` lies strictly inside ``ancestor`` (``None``: the root holds all)."""
     return ancestor is None or path.startswith(ancestor + SEPARATOR)
@@ -406,6 +409,6 @@ def raise_first(errors: list[ActionError]) -> None:
         raise first
 
 
-__all__ = ["LifecycleEvent", "LifecycleEventData",
-           "LifecycleMachine", "LifecycleState", "LifecycleTransition", "done_event",
-           "entry_path", "is_descendant", "raise_first", "transition_domain"]
+__all__ = ["LifecycleEvent", "LifecycleEventData", "LifecycleMachine", "LifecycleState",
+           "LifecycleTransition", "done_event", "entry_path", "is_descendant", "raise_first",
+           "transition_domain"]
