@@ -167,7 +167,7 @@ class Definition:
         """An instance resumed from a snapshot (see :meth:`Lifecycle.restore`); its listeners
         are chosen as for :meth:`create`."""
         return Lifecycle.restore(self, snapshot, clock=clock or VirtualClock(), host=host,
-                                 listeners=self.listeners(host, listeners, plugins))
+                                 listeners=listeners, plugins=plugins)
 
     def listeners(self, host: Any = None, listeners: Iterable[Any] | None = None,
                   plugins: Any = None) -> Listeners:

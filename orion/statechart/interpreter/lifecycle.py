@@ -326,12 +326,14 @@ class Lifecycle:
 
     @classmethod
     def restore(cls, definition: Definition, data: dict[str, Any], *, clock: Clock,
-                listeners: Listeners, host: Any = None) -> Lifecycle:
+                listeners: Iterable[Any] | None = None, plugins: Any = None,
+                host: Any = None) -> Lifecycle:
         """Resume from :meth:`snapshot`: re-arm timers at their deadlines (a deadline already
-        passed fires at once) without re-running entry actions."""
+        passed fires at once) without re-running entry actions. Its listeners are chosen as
+        :meth:`Definition.create` chooses them."""
         snap, timers = snapshots.checked(definition, data)
-        lifecycle = cls(definition, clock=clock, listeners=listeners, instance_id=snap.id,
-                        host=host)
+        lifecycle = cls(definition, clock=clock, instance_id=snap.id, host=host,
+                        listeners=definition.listeners(host, listeners, plugins))
         # A detached copy: the caller's dict (and other instances restored from it) must not
         # share lists or dicts with this lifecycle.
         lifecycle.context = snapshots.detached(snap.context)
