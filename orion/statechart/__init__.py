@@ -21,15 +21,17 @@ from orion.statechart.interpreter import definition as _definition
 from orion.statechart.interpreter import lifecycle as _lifecycle
 from orion.statechart.interpreter import settings as _settings
 from orion.statechart.interpreter.definition import Definition, load_definition
-from orion.statechart.interpreter.lifecycle import Lifecycle, Transition
+from orion.statechart.interpreter.lifecycle import Lifecycle, Step, Transition
+from orion.statechart.interpreter.listeners import Listener, PluginHooks
 from orion.statechart.io import catalog as _catalog
 from orion.statechart.io import diagrams as _diagrams
 from orion.statechart.io.builtin import builtin_pipeline, builtin_statechart, builtin_statecharts
 from orion.statechart.model import schema as _schema
 from orion.statechart.model import tree as _tree
 
-__all__ = ["Definition", "Lifecycle", "Transition", "builtin_pipeline", "builtin_statechart",
-           "builtin_statecharts", "load_builtin", "load_definition"]
+__all__ = ["Definition", "Lifecycle", "Listener", "PluginHooks", "Step", "Transition",
+           "builtin_pipeline", "builtin_statechart", "builtin_statecharts", "load_builtin",
+           "load_definition"]
 
 # Module paths from before the package had a floor plan. Code, docs and plugins import them
 # (``orion.statechart.catalog``, ``orion.statechart.lifecycle``, ...), so each stays the very
