@@ -205,9 +205,8 @@ class Lifecycle:
                 self._queue.popleft()()
         except ActionError:
             while self._queue:
-                event_data, trigger = self._queue.popleft().args  # type: ignore[attr-defined]
-                self._discard(trigger, event_data.kwargs,
-                              "an action failed before it was processed")
+                queued, name = self._queue.popleft().args  # type: ignore[attr-defined]
+                self._discard(name, queued.kwargs, "an action failed before it was processed")
             raise
         finally:
             self._queue.clear()
