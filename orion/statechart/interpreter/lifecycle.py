@@ -31,6 +31,8 @@ from orion.statechart.interpreter.snapshot import SNAPSHOT_FORMAT, Snapshot, Tim
 if TYPE_CHECKING:
     from orion.statechart.interpreter.definition import Definition
 
+_NO_TAGS: frozenset[str] = frozenset()
+
 __all__ = ["SNAPSHOT_FORMAT", "Lifecycle", "Snapshot", "Step", "TimerSnapshot", "Transition"]
 
 
@@ -171,8 +173,9 @@ class Lifecycle:
         Raises :class:`UnknownTrigger` for a name no transition of the statechart answers, and
         :class:`TriggerNotAllowed` when none of the active states' (or the finished
         lifecycle) does. A queued event never raises: it is discarded and reported."""
-        if not self.definition.knows(trigger):
-            raise UnknownTrigger(self.name, trigger, self.state, sorted(self.definition.triggers))
+        definition = self.definition
+        if trigger not in definition.triggers and not definition.knows(trigger):
+            raise UnknownTrigger(self.name, trigger, self.state, sorted(definition.triggers))
         return self.machine.trigger_event(self, trigger, **payload)
 
     send = trigger
@@ -198,7 +201,7 @@ class Lifecycle:
         reported) and the error is raised."""
         self._busy = True
         step = self._step = Step(trigger)
-        tags_before = self.definition.tags.get(self.state, frozenset())
+        before = self.state
         try:
             step.taken = bool(first())
             while self._queue:
@@ -212,9 +215,11 @@ class Lifecycle:
             self._queue.clear()
             self._busy = False
             self._step = None
-        tags_after = self.definition.tags.get(self.state, frozenset())
-        step.tags_gained, step.tags_lost = tags_after - tags_before, tags_before - tags_after
         step.state = self.state
+        if step.state != before:
+            tags = self.definition.tags
+            was, now = tags.get(before, _NO_TAGS), tags.get(step.state, _NO_TAGS)
+            step.tags_gained, step.tags_lost = now - was, was - now
         return step
 
     def _begin(self, event_data: LifecycleEventData, trigger: str) -> None:

@@ -93,7 +93,11 @@ class LifecycleEventData(NestedEventData):
 
     def __init__(self, machine: LifecycleMachine, lifecycle: Lifecycle, payload: dict[str, Any],
                  *, direct: bool = False, only: LifecycleTransition | None = None):
-        super().__init__(None, None, machine, lifecycle, (), payload)
+        # NestedEventData's attributes, set here: one is made per event, on the hot path.
+        self.state, self.event, self.machine, self.model = None, None, machine, lifecycle
+        self.args, self.kwargs = (), payload
+        self.transition, self.error, self.result = None, None, False
+        self.source_path, self.source_name = None, None
         self.direct = direct
         self.only = only
         self.reason: str | None = None
