@@ -20,7 +20,7 @@ $(BIN)/python:
 $(STAMP): $(BIN)/python $(SOURCES)
 	@if $(BIN)/python -m pip show --quiet orion >/dev/null 2>&1; then \
 		$(BIN)/python -m pip uninstall --quiet --yes orion; fi
-	$(BIN)/python -m pip install --quiet ".[test,otel]"
+	$(BIN)/python -m pip install --quiet ".[test,otel,diagrams]"
 	@rm -rf build
 	@touch $@
 
@@ -39,6 +39,10 @@ test: $(STAMP)
 	@command -v tmux >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
 		(apt-get update -qq && apt-get install -y -qq tmux) >/dev/null 2>&1; } || \
 		echo "tmux is not installed: the terminal test of orion chat is skipped"
+	@# orion diagram draws pictures with Graphviz's dot program, from Debian's packages too
+	@command -v dot >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
+		(apt-get update -qq && apt-get install -y -qq graphviz) >/dev/null 2>&1; } || \
+		echo "Graphviz is not installed: the tests that draw a picture are skipped"
 	$(BIN)/orion check
 	@mkdir -p $(dir $(CUCUMBER_JSON))
 	$(BIN)/pytest --cucumber-json=$(CUCUMBER_JSON) $(PYTEST_ARGS)

@@ -176,7 +176,7 @@ def measure_events(tmp: Path, reps: int, batch_s: float) -> dict[str, Any]:
 
     # Same sequence, same states, on both sides (checked once, outside the timing).
     for trigger, expected in zip(CYCLE, EXPECTED):
-        assert lifecycle.trigger(trigger) is True
+        assert lifecycle.trigger(trigger)
         assert lifecycle.state == expected, (trigger, lifecycle.state, expected)
         assert getattr(model, trigger)() is True
         assert model.state == expected.replace(".", "_"), (trigger, model.state, expected)

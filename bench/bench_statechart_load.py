@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                 definition = Definition(spec, source=str(path), plugins=plugins,
                                         settings=resolve(spec, None, {}))
                 lifecycle = definition.create(clock=VirtualClock())
-                assert lifecycle.trigger("next") is True
+                assert lifecycle.trigger("next")
 
             spec, _ = checks.check(doc, names)
             count = sum(1 for _ in _states(spec))

@@ -199,7 +199,8 @@ def check(files: tuple[str, ...], workspace: str, as_json: bool) -> None:
     """Validate statecharts (default: the built-in ones and those in orion.yaml).
 
     Setting overrides from orion.yaml and the environment are checked too. Prints each finding
-    as path:line:col: message. Exits 1 when any file has errors.
+    as path:line:col: message [code] (docs/statecharts.md lists the codes). Exits 1 when any
+    file has errors.
     """
     from orion.errors import ConfigError
     from orion.statechart.settings import resolve as resolve_settings
@@ -214,8 +215,8 @@ def check(files: tuple[str, ...], workspace: str, as_json: bool) -> None:
     failed = 0
     for resolved in checked:
         path, spec = resolved.source.path, resolved.spec
-        errors = [{"line": d.line, "column": d.column, "message": d.message, "text": str(d),
-                   "path": d.path} for d in resolved.diagnostics]
+        errors = [{"line": d.line, "column": d.column, "message": d.message, "code": d.code,
+                   "text": f"{d} [{d.code}]", "path": d.path} for d in resolved.diagnostics]
         winner = spec is not None and spec.statechart in catalog.sources and \
             catalog.winner(spec.statechart) == resolved.source
         if spec is not None and not errors and (winner or files):
@@ -253,7 +254,7 @@ def check(files: tuple[str, ...], workspace: str, as_json: bool) -> None:
 @cli.command()
 def schema() -> None:
     """Print the JSON Schema of the statechart format (for editors and CI)."""
-    from orion.statechart.schema import json_schema
+    from orion.statechart.io.jsonschema import json_schema
 
     click.echo(json.dumps(json_schema(), indent=2))
 
@@ -261,15 +262,27 @@ def schema() -> None:
 @cli.command()
 @click.argument("name", metavar="NAME")
 @click.option("--highlight", metavar="STATE", help="A state path to mark as active.")
+@click.option("--format", "fmt", metavar="FORMAT", default=None,
+              help="mermaid (the default: text), or a Graphviz format such as svg or png "
+                   "(needs the diagrams extra and Graphviz).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the diagram to this file (its suffix gives the format) instead of "
+                   "standard output.")
 @WORKSPACE
-def diagram(name: str, highlight: str | None, workspace: str) -> None:
-    """Print a Mermaid stateDiagram-v2 of NAME (a lifecycle name or a file), as it runs in the
-    workspace: overlays merged, the workspace's settings applied."""
+def diagram(name: str, highlight: str | None, fmt: str | None, output: Path | None,
+            workspace: str) -> None:
+    """Draw NAME (a lifecycle name or a file) as it runs in the workspace: overlays merged,
+    the workspace's settings applied. Mermaid stateDiagram-v2 text by default; a picture
+    (svg, png, ...) with the diagrams extra (pip install 'orion-statecharts[diagrams]')."""
     from orion.errors import ConfigError
-    from orion.statechart.diagram import mermaid
+    from orion.statechart.io.diagrams import DiagramUnavailable, mermaid, picture
     from orion.statechart.settings import resolve as resolve_settings
     from orion.statechart.tree import flatten
 
+    fmt = (fmt or (output.suffix[1:] if output is not None and output.suffix else "")
+           or "mermaid").lower()
+    if fmt == "mmd":
+        fmt = "mermaid"
     config = load_config(workspace)
     pm = load_plugins(config)
     resolved = _resolve_chart(_catalog(pm, config), name)
@@ -287,7 +300,25 @@ def diagram(name: str, highlight: str | None, workspace: str) -> None:
     except ConfigError as exc:
         click.echo(str(exc), err=True)  # stdout carries only the diagram
         sys.exit(1)
-    click.echo(mermaid(spec, highlight=highlight, settings=dict(settings)), nl=False)
+    try:
+        drawn = mermaid(spec, highlight=highlight, settings=dict(settings)).encode() \
+            if fmt == "mermaid" else picture(spec, format=fmt, highlight=highlight,
+                                             settings=dict(settings))
+    except DiagramUnavailable as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    if output is None:
+        click.echo(drawn, nl=False)  # bytes go to the binary stream
+        return
+    partial = output.with_name(f".{output.name}.partial")
+    try:  # written whole or not at all
+        partial.write_bytes(drawn)
+        os.replace(partial, output)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        click.echo(f"error: cannot write {output}: {exc.strerror or exc}", err=True)
+        sys.exit(1)
+    click.echo(f"wrote {output} ({fmt}, {len(drawn):,} bytes)", err=True)
 
 
 @cli.group()

@@ -1,8 +1,7 @@
 """Counters, guards and model prompts of the write-session statechart.
 
-Prompts for the model are appended to the lifecycle's ``outbox`` context list, which the runtime
-drains before its next model request. Keeping them in the context means a pending prompt is part
-of the snapshot and survives a crash.
+Prompts for the model go through ``lifecycle.prompt(text)``: the runtime hosting the lifecycle
+puts them into the conversation before its next model request.
 """
 
 from __future__ import annotations
@@ -10,10 +9,6 @@ from __future__ import annotations
 from orion.api import hookimpl
 
 DONE_PROMPT = "If you're finished, reply with DONE on its own line; otherwise continue."
-
-
-def _prompt(lifecycle, text: str) -> None:
-    lifecycle.context.setdefault("outbox", []).append(text)
 
 
 def done_line(lifecycle) -> str:
@@ -33,7 +28,7 @@ def prompt_for_done(lifecycle, transition) -> None:
     if lifecycle.context.pop("unwritten_reply", False):
         text = (f"Your last reply did not end with a line {line}, so it was not added to the "
                 f"file. {text} If you continue, end the content with a line {line}.")
-    _prompt(lifecycle, text)
+    lifecycle.prompt(text)
 
 
 def count_continuation(lifecycle, transition) -> None:
@@ -50,11 +45,11 @@ def request_continuation(lifecycle, transition) -> None:
     # The session puts the quoted lines in the context (payloads are traced; lines are content).
     tail = lifecycle.context.get("last_lines") or payload.get("last_lines") or []
     quoted = "\n".join(f"> {line}" for line in tail)
-    _prompt(lifecycle,
-            f"Your output was cut off. {payload.get('lines', 0)} lines are saved "
-            f"(continuation {n}/{limit}). The last lines received were:\n{quoted}\n"
-            "Continue exactly where you stopped, without repeating anything, and end with "
-            f"{done_line(lifecycle)} on its own line.")
+    lifecycle.prompt(
+        f"Your output was cut off. {payload.get('lines', 0)} lines are saved "
+        f"(continuation {n}/{limit}). The last lines received were:\n{quoted}\n"
+        "Continue exactly where you stopped, without repeating anything, and end with "
+        f"{done_line(lifecycle)} on its own line.")
 
 
 def request_corrections(lifecycle, transition) -> None:
@@ -62,16 +57,16 @@ def request_corrections(lifecycle, transition) -> None:
     # rather than the payload, because payloads are traced and the prompt quotes content.
     prompt = lifecycle.context.pop("correction_prompt", None) or transition.payload.get("prompt")
     if prompt:
-        _prompt(lifecycle, prompt)
+        lifecycle.prompt(prompt)
         return
     issues = transition.payload.get("issues") or []
     lines = [f"- line {i.get('line')}: {i.get('context', '')!s} ({i.get('message', '')})"
              for i in issues]
-    _prompt(lifecycle,
-            f"The content has {len(issues)} issue(s) (correction round "
-            f"{lifecycle.context['corrections']}/{lifecycle.settings['max_corrections']}):\n"
-            + "\n".join(lines)
-            + "\nReply only with corrected lines, one per line, as `L<line>: <corrected line>`.")
+    lifecycle.prompt(
+        f"The content has {len(issues)} issue(s) (correction round "
+        f"{lifecycle.context['corrections']}/{lifecycle.settings['max_corrections']}):\n"
+        + "\n".join(lines)
+        + "\nReply only with corrected lines, one per line, as `L<line>: <corrected line>`.")
 
 
 def mark_incomplete(lifecycle, transition) -> None:

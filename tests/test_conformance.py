@@ -117,7 +117,7 @@ def nested(load, *transitions: str):
 
 def test_an_external_transition_into_a_descendant_exits_and_reenters_its_source(load, rec):
     lc = nested(load, "- {trigger: go, source: a, dest: a.a1.two}")
-    assert lc.trigger("go") is True
+    assert lc.trigger("go")
     assert rec.log == [("out", "a.a1.one"), ("out", "a.a1"), ("out", "a"),
                        ("in", "a"), ("in", "a.a1"), ("in", "a.a1.two")]
     assert lc.state == "a.a1.two"
@@ -125,7 +125,7 @@ def test_an_external_transition_into_a_descendant_exits_and_reenters_its_source(
 
 def test_an_internal_transition_into_a_descendant_keeps_its_source_active(load, rec):
     lc = nested(load, "- {trigger: go, source: a, dest: a.a1.two, type: internal}")
-    assert lc.trigger("go") is True
+    assert lc.trigger("go")
     # a.a1 is exited too: it is active but not the target's ancestor below the domain ``a``.
     assert rec.log == [("out", "a.a1.one"), ("out", "a.a1"), ("in", "a.a1"), ("in", "a.a1.two")]
 
@@ -178,7 +178,7 @@ def test_a_targetless_transition_exits_nothing_and_keeps_timers(load, rec):
           - {trigger: poke, source: s, actions: act}
     """)
     deadline = lc.pending_timers()
-    assert lc.trigger("poke") is True
+    assert lc.trigger("poke")
     assert rec.log == [("act", "poke")]
     assert lc.pending_timers() == deadline
     assert rec.transitions == [("poke", "s", "s")]
@@ -235,7 +235,7 @@ def test_a_delayed_transition_sent_by_code_competes_as_a_transition_of_its_state
           q: {final: true}
           r: {final: true}
     """)
-    assert lc.trigger("tick") is True
+    assert lc.trigger("tick")
     assert lc.state == "r"  # the inner state's timer transition wins
 
 
@@ -260,7 +260,7 @@ transitions:
 
 def test_a_queued_trigger_that_nothing_answers_is_discarded_and_the_rest_still_run(load, rec):
     lc = load(RTC)
-    assert lc.trigger("go") is True  # the completed call does not raise
+    assert lc.trigger("go")  # the completed call does not raise
     assert rec.discarded == [("nope", "no transition answers it in 's2'")]
     assert lc.state == "s3"  # the trigger queued behind the discarded one was processed
     assert [t[0] for t in rec.transitions] == ["go", "next"]
@@ -280,9 +280,9 @@ def test_a_queued_trigger_whose_guards_all_refuse_is_discarded(load, rec):
           - {trigger: later, source: s2, dest: s3, guards: refuse}
           - {trigger: end, source: s2, dest: s3}
     """)
-    assert lc.trigger("go") is True
+    assert lc.trigger("go")
     assert rec.discarded == [("later", "every guard said no in 's2'")]
-    assert lc.trigger("later") is False  # directly: False, as documented, and no discard
+    assert not lc.trigger("later")  # directly: False, as documented, and no discard
     assert len(rec.discarded) == 1
 
 
@@ -308,7 +308,7 @@ def test_triggers_queued_after_the_lifecycle_finished_are_discarded(load, rec):
     lc = load(RTC.replace("send: [nope, next]", "send: [go, next]")
               .replace("{trigger: nope, source: s1, dest: s3}",
                        "{trigger: nope, source: s1, dest: s3, actions: send}"))
-    assert lc.trigger("nope") is True
+    assert lc.trigger("nope")
     assert lc.finished
     assert rec.discarded == [("go", "the lifecycle has finished"),
                              ("next", "the lifecycle has finished")]
@@ -387,7 +387,7 @@ def test_triggers_queued_before_an_action_failed_are_discarded_with_a_reason(loa
     assert lc.state == "s1"
     assert rec.discarded == [("nope", "an action failed before it was processed"),
                              ("next", "an action failed before it was processed")]
-    assert lc.trigger("nope") is True  # not stuck busy
+    assert lc.trigger("nope")  # not stuck busy
     assert lc.state == "s3"
 
 
@@ -456,7 +456,7 @@ transitions:
 
 def test_entering_a_nested_final_state_raises_done_state_of_its_parent(load, rec):
     lc = load(DONE)
-    assert lc.trigger("complete") is True
+    assert lc.trigger("complete")
     assert lc.state == "review"
     assert rec.log == [("in", "job.finished"), ("in", "review")]
     assert rec.transitions == [("complete", "job.working", "job.finished"),
@@ -483,6 +483,133 @@ def test_done_state_of_a_state_without_a_final_child_is_a_check_error(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text(DONE.replace("done.state.job", "done.state.review"), encoding="utf-8")
     with pytest.raises(StatechartError, match="'done.state.review' never happens"):
+        load_definition(path, env={})
+
+
+# -- event descriptors (SCXML 3.12.1) --------------------------------------------------------------
+
+
+DESCRIPTORS = """
+statechart: descriptors
+initial: p
+states:
+  p:
+    initial: s0
+    states:
+      s0:
+        initial: inner
+        states:
+          inner: {}
+          end: {final: true}
+  q: {entry: in}
+  r: {entry: in}
+  z: {final: true}
+transitions:
+  - {trigger: finish, source: p.s0.inner, dest: p.s0.end}
+%s
+  # These make every state reachable (the static checks require it); the tests send others.
+  - {trigger: wq, source: p, dest: q}
+  - {trigger: wr, source: q, dest: r}
+  - {trigger: stop, source: [q, r], dest: z}
+"""
+
+
+def descriptors(load, *transitions: str):
+    return load(DESCRIPTORS % textwrap.indent("\n".join(transitions), "  "))
+
+
+def test_a_transition_on_done_is_taken_by_a_completion_event(load, rec):
+    """W3C test 399: a descriptor matches an event name or a dot-separated prefix of it."""
+    lc = descriptors(load, "- {trigger: done, source: p, dest: q}")
+    assert lc.trigger("finish")
+    assert lc.state == "q"
+    assert rec.transitions[-1] == ("done.state.p.s0", "p.s0.end", "q")
+
+
+@pytest.mark.parametrize("descriptor", ["foo", "foo.*", "foo.bar"])
+def test_a_descriptor_answers_the_events_it_prefixes_token_by_token(load, rec, descriptor):
+    lc = descriptors(load, f"- {{trigger: '{descriptor}', source: p, dest: q}}")
+    with pytest.raises(UnknownTrigger):
+        lc.trigger("foobar")  # a prefix of the text is not a prefix of the tokens
+    with pytest.raises(UnknownTrigger):
+        lc.trigger("fo")
+    assert lc.trigger("foo.bar.baz")
+    assert rec.transitions == [("foo.bar.baz", "p.s0.inner", "q")]
+
+
+def test_within_a_state_document_order_decides_between_matching_descriptors(load, rec):
+    lc = descriptors(load, "- {trigger: foo, source: p.s0.inner, dest: q}",
+                     "- {trigger: foo.bar, source: p.s0.inner, dest: r}")
+    assert lc.trigger("foo.bar") and lc.state == "q"
+
+
+def test_an_inner_state_wins_over_a_more_specific_descriptor_outside(load, rec):
+    lc = descriptors(load, "- {trigger: foo.bar, source: p, dest: r}",
+                     "- {trigger: foo, source: p.s0, dest: q}")
+    assert lc.trigger("foo.bar") and lc.state == "q"
+
+
+def test_the_any_event_descriptor_answers_every_event_in_document_order(load, rec):
+    lc = descriptors(load, "- {trigger: '*', source: p.s0.inner, dest: r}",
+                     "- {trigger: go, source: p.s0.inner, dest: q}")
+    assert lc.trigger("anything.at.all")
+    assert lc.state == "r"
+    lc = descriptors(load, "- {trigger: '*', source: p.s0.inner, dest: r}",
+                     "- {trigger: go, source: p.s0.inner, dest: q}")
+    assert lc.trigger("go") and lc.state == "r"  # the '*' transition comes first in the file
+
+
+def test_a_trigger_lists_descriptors_separated_by_spaces(load, rec):
+    """W3C test 399's ``event="foo bar"``: the transition answers an event either matches."""
+    lc = descriptors(load, "- {trigger: 'foo bar.*', source: p, dest: q}",
+                     "- {trigger: 'foo bar', source: q, dest: r}")
+    assert lc.trigger("bar.baz") and lc.state == "q"
+    assert lc.trigger("foo") and lc.state == "r"
+    assert rec.transitions == [("bar.baz", "p.s0.inner", "q"), ("foo", "q", "r")]
+    with pytest.raises(UnknownTrigger):
+        lc.trigger("foos")
+
+
+def test_a_completion_descriptor_names_one_state_however_deep(load, rec):
+    """``done.state.job`` answers the completion of ``job`` only: the completion of
+    ``job.phase`` is ``done.state.job.phase`` (a state path is one token), as SCXML's
+    ``done.state.phase`` is not answered by a transition on ``done.state.job``."""
+    lc = load("""
+        statechart: deep
+        initial: job
+        states:
+          job:
+            initial: phase
+            states:
+              phase:
+                initial: work
+                states:
+                  work: {}
+                  over: {final: true}
+              wrapup: {final: true}
+          review: {entry: in}
+          end: {final: true}
+        transitions:
+          - {trigger: finish, source: job.phase.work, dest: job.phase.over}
+          - {trigger: done.state.job, source: job, dest: review}
+          - {trigger: 'done.state.job.*', source: job, dest: review}
+          - {trigger: wrap, source: job.phase, dest: job.wrapup}
+          - {trigger: close, source: review, dest: end}
+    """)
+    assert lc.trigger("finish")
+    assert lc.state == "job.phase.over"
+    assert rec.discarded == [("done.state.job.phase", "no transition answers it in "
+                                                      "'job.phase.over'")]
+    assert lc.trigger("wrap")
+    assert lc.state == "review"
+    assert rec.transitions[-1] == ("done.state.job", "job.wrapup", "review")
+
+
+def test_a_completion_descriptor_that_never_happens_is_still_a_check_error(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(DESCRIPTORS % "  - {trigger: 'done.state.q.*', source: p, dest: q}",
+                    encoding="utf-8")
+    with pytest.raises(StatechartError, match="'done.state.q.\\*' never happens"):
         load_definition(path, env={})
 
 

@@ -688,8 +688,7 @@ def continuation_start_dropped(p: Patcher) -> None:
          "the continuation request neither counts nor quotes the saved lines")
 def bare_continuation_request(p: Patcher) -> None:
     def request_continuation(lifecycle, transition):
-        lifecycle.context.setdefault("outbox", []).append(
-            "Your output was cut off. Continue, and end with DONE on its own line.")
+        lifecycle.prompt("Your output was cut off. Continue, and end with DONE on its own line.")
     p.replace("orion_plugins.write_session_protocol:request_continuation",
               request_continuation)
 

@@ -24,7 +24,7 @@ settings:
     min: 1
 context:
   count: 0
-  outbox: []
+  notes: []
 initial: idle
 states:
   idle:
@@ -105,7 +105,7 @@ def test_nested_paths_use_dots_and_keep_the_library_default_separator(nested, cl
     assert "session_active.waiting_more" in nested.leaves
     lc = nested.create(clock=clock)
     assert lc.state == "idle"
-    assert lc.trigger("begin") is True
+    assert lc.trigger("begin")
     assert lc.state == "session_active.awaiting_content"
     assert lc.is_in("session_active")
     assert lc.is_in("session_active.awaiting_content")
@@ -154,7 +154,7 @@ def test_exit_runs_inner_before_outer_and_transition_actions_before_any_exit(nes
     lc = nested.create(clock=clock)
     lc.trigger("begin")
     probe.log.clear()
-    assert lc.trigger("leave") is True
+    assert lc.trigger("leave")
     assert lc.state == "idle"
     assert probe.log == ["act", "exit_inner", "exit_outer", "enter_idle"]
 
@@ -177,23 +177,23 @@ def test_transition_from_a_compound_parent_applies_in_each_child(nested, clock):
         clock.advance(advance)
         assert lc.is_in("session_active")
         assert "leave" in lc.allowed_triggers()
-        assert lc.trigger("leave") is True
+        assert lc.trigger("leave")
         assert lc.state == "idle"
         assert lc.pending_timers() == []
 
 
 def test_wildcard_source_applies_in_every_state(nested, clock, probe):
     lc = nested.create(clock=clock)
-    assert lc.trigger("reset") is True  # from idle to idle: a self-transition
+    assert lc.trigger("reset")  # from idle to idle: a self-transition
     assert lc.state == "idle"
     lc.trigger("begin")
-    assert lc.trigger("reset") is True
+    assert lc.trigger("reset")
     assert lc.state == "idle"
     lc.trigger("begin")
     clock.advance(100)
     assert lc.state == "session_active.waiting_more"
     probe.log.clear()
-    assert lc.trigger("reset") is True
+    assert lc.trigger("reset")
     assert lc.state == "idle"
     assert probe.log == ["exit_other", "exit_outer", "enter_idle"]
     assert lc.pending_timers() == []
@@ -205,7 +205,7 @@ def test_internal_transition_keeps_entry_actions_and_timers(nested, clock, probe
     assert lc.pending_timers() == [("session_active.awaiting_content", "idle_timeout", 100.0)]
     clock.advance(60)
     probe.log.clear()
-    assert lc.trigger("poke") is True
+    assert lc.trigger("poke")
     assert lc.state == "session_active.awaiting_content"
     assert probe.log == ["act"]  # no exit, no entry
     assert lc.pending_timers() == [("session_active.awaiting_content", "idle_timeout", 100.0)]
@@ -221,7 +221,7 @@ def test_self_transition_reruns_exit_and_entry_and_rearms_the_timer(nested, cloc
     lc.trigger("begin")
     clock.advance(60)
     probe.log.clear()
-    assert lc.trigger("again") is True
+    assert lc.trigger("again")
     assert lc.state == "session_active.awaiting_content"
     assert probe.log == ["exit_inner", "enter_inner"]  # the parent stays active
     assert lc.pending_timers() == [("session_active.awaiting_content", "idle_timeout", 160.0)]
@@ -304,9 +304,9 @@ def guarded(pm, probe, write_chart):
 
 def test_false_guard_returns_false_and_keeps_the_state(guarded, clock, probe):
     lc = guarded.create(clock=clock)
-    assert lc.trigger("go_deny") is False
+    assert not lc.trigger("go_deny")
     assert lc.state == "a"
-    assert lc.trigger("go_allow_deny") is False
+    assert not lc.trigger("go_allow_deny")
     assert lc.state == "a"
     assert probe.transitions == []  # no observer call for a transition not taken
     assert probe.guard_calls == ["deny", "allow", "deny"]
@@ -314,27 +314,27 @@ def test_false_guard_returns_false_and_keeps_the_state(guarded, clock, probe):
 
 def test_unless_blocks_when_the_guard_is_true(guarded, clock):
     lc = guarded.create(clock=clock, context={"flag": True})
-    assert lc.trigger("go_unless") is False
+    assert not lc.trigger("go_unless")
     assert lc.state == "a"
     lc.context["flag"] = False
-    assert lc.trigger("go_unless") is True
+    assert lc.trigger("go_unless")
     assert lc.state == "b"
 
 
 def test_first_transition_whose_guards_pass_wins(guarded, clock):
     lc = guarded.create(clock=clock, context={"flag": True})
-    assert lc.trigger("pick") is True
+    assert lc.trigger("pick")
     assert lc.state == "b"
     lc.trigger("back")
     lc.context["flag"] = False
-    assert lc.trigger("pick") is True
+    assert lc.trigger("pick")
     assert lc.state == "c"
 
 
 def test_a_raising_guard_fails_closed_and_is_reported(guarded, clock, probe):
     pm = guarded.plugins
     lc = guarded.create(clock=clock)
-    assert lc.trigger("go_explode") is False
+    assert not lc.trigger("go_explode")
     assert lc.state == "a"
     assert "act" not in probe.log
     assert len(pm.failures) == 1
@@ -379,7 +379,7 @@ def test_reaching_a_final_state_finishes_once_and_cancels_timers(nested, clock, 
     lc = nested.create(clock=clock)
     lc.trigger("begin")
     assert lc.pending_timers()
-    assert lc.trigger("finish") is True
+    assert lc.trigger("finish")
     assert lc.state == "done"
     assert lc.finished is True
     assert probe.finished == [lc.id]
@@ -440,7 +440,7 @@ def test_failing_transition_action_raises_action_error_and_keeps_the_source(nest
     assert probe.log == ["boom"]  # nothing exited, nothing entered
     assert probe.transitions == []
     # the lifecycle is still usable
-    assert lc.trigger("begin") is True
+    assert lc.trigger("begin")
     assert lc.state == "session_active.awaiting_content"
 
 
@@ -459,7 +459,7 @@ def test_a_lifecycle_recovers_after_a_failed_trigger(nested, clock, probe):
     with pytest.raises(ActionError):
         lc.trigger("crash")
     assert lc.state == "idle"
-    assert lc.trigger("begin") is True
+    assert lc.trigger("begin")
     assert [t[1] for t in probe.transitions] == ["begin"]
 
 
@@ -477,7 +477,7 @@ def test_trigger_from_an_action_is_queued_until_the_current_transition_completes
 
     probe.effects["act"] = act
     lc = nested.create(clock=clock)
-    assert lc.trigger("begin") is True
+    assert lc.trigger("begin")
     assert results == [None, "idle"]
     assert [(t[1], t[2], t[3]) for t in probe.transitions] == [
         ("begin", "idle", "session_active.awaiting_content"),
@@ -516,20 +516,20 @@ def test_an_action_in_one_lifecycle_can_drive_another_of_the_same_definition(nes
 
     def act(lifecycle, transition):
         if lifecycle is first and transition.trigger == "begin":
-            assert second.trigger("begin") is True  # a different lifecycle: runs right now
+            assert second.trigger("begin")  # a different lifecycle: runs right now
             assert second.state == "session_active.awaiting_content"
             second.trigger("again")
 
     probe.effects["act"] = act
-    assert first.trigger("begin") is True
+    assert first.trigger("begin")
     assert first.state == "session_active.awaiting_content"
     assert second.state == "session_active.awaiting_content"
     assert [(t[0], t[1]) for t in probe.transitions] == [
         ("second", "begin"), ("second", "again"), ("first", "begin")]
     # Both keep working independently afterwards, including nested parent transitions.
-    assert second.trigger("leave") is True and second.state == "idle"
+    assert second.trigger("leave") and second.state == "idle"
     assert first.state == "session_active.awaiting_content"
-    assert first.trigger("finish") is True and first.finished and not second.finished
+    assert first.trigger("finish") and first.finished and not second.finished
 
 
 def test_nested_lifecycle_trigger_from_exit_action_mid_transition(nested, clock, probe):
@@ -544,7 +544,7 @@ def test_nested_lifecycle_trigger_from_exit_action_mid_transition(nested, clock,
 
     probe.effects["exit_inner"] = exit_inner
     first.trigger("begin")
-    assert first.trigger("leave") is True
+    assert first.trigger("leave")
     assert first.state == "idle" and second.state == "idle"
 
 
@@ -606,7 +606,7 @@ def test_settings_override_changes_the_delay(pm, probe, write_chart, clock):
 def test_timer_trigger_can_also_be_sent_by_code(nested, clock):
     lc = nested.create(clock=clock)
     lc.trigger("begin")
-    assert lc.trigger("idle_timeout") is True
+    assert lc.trigger("idle_timeout")
     assert lc.state == "session_active.waiting_more"
     assert lc.pending_timers() == [("session_active.waiting_more", "nudge", 50.0)]
 
@@ -630,47 +630,63 @@ def test_timers_of_a_guarded_timer_that_says_no(pm, probe, write_chart, clock):
     assert lc.state == "waiting"  # the guard said no; the timer is spent
     assert lc.pending_timers() == []
     lc.context["flag"] = True
-    assert lc.trigger("expire") is True
+    assert lc.trigger("expire")
     assert lc.finished
+
+
+class Asked:
+    """A listener: what lifecycles ask the model (``lifecycle.prompt``), by instance."""
+
+    def __init__(self) -> None:
+        self.prompts: dict[str, list[str]] = {}
+
+    def lifecycle_prompt(self, lifecycle, text):
+        self.prompts.setdefault(lifecycle.id, []).append(text)
+
+    def of(self, lifecycle) -> list[str]:
+        return self.prompts.get(lifecycle.id, [])
 
 
 def test_write_session_prompts_after_idle_ms(pm, clock, statecharts):
     definition = load_definition(statecharts / "write_session.yaml", plugins=pm, env={})
-    lc = definition.create(clock=clock)
+    asked = Asked()
+    lc = definition.create(clock=clock).listen(asked)
     lc.trigger("begin")
     lc.trigger("message_end")
     assert lc.state == "session_active.awaiting_done_or_more_content"
     clock.advance(1999)
-    assert lc.context["outbox"] == []
+    assert asked.of(lc) == []
     clock.advance(1)
-    assert lc.context["outbox"] == [
+    assert asked.of(lc) == [
         "If you're finished, reply with DONE on its own line; otherwise continue."]
     assert lc.state == "session_active.awaiting_done_or_more_content"
     clock.advance(10_000)
-    assert len(lc.context["outbox"]) == 1
+    assert len(asked.of(lc)) == 1
 
 
 def test_write_session_idle_prompt_is_cancelled_by_content(pm, clock, statecharts):
     definition = load_definition(statecharts / "write_session.yaml", plugins=pm, env={})
-    lc = definition.create(clock=clock)
+    asked = Asked()
+    lc = definition.create(clock=clock).listen(asked)
     lc.trigger("begin")
     lc.trigger("message_end")
     clock.advance(1500)
     lc.trigger("content")
     clock.advance(10_000)
-    assert lc.context["outbox"] == []
+    assert asked.of(lc) == []
 
 
 def test_write_session_idle_ms_override_and_env(pm, clock, statecharts):
     path = statecharts / "write_session.yaml"
     fast = load_definition(path, plugins=pm, overrides={"idle_ms": 300}, env={})
-    lc = fast.create(clock=clock)
+    asked = Asked()
+    lc = fast.create(clock=clock).listen(asked)
     lc.trigger("begin")
     lc.trigger("message_end")
     clock.advance(299)
-    assert lc.context["outbox"] == []
+    assert asked.of(lc) == []
     clock.advance(1)
-    assert len(lc.context["outbox"]) == 1
+    assert len(asked.of(lc)) == 1
     via_env = load_definition(path, plugins=pm, env={"WRITE_SESSION_IDLE_MS": "700"})
     assert via_env.settings["idle_ms"] == 700
     assert via_env is not fast
@@ -681,11 +697,15 @@ def test_write_session_truncation_flow(pm, clock, statecharts):
                                  overrides={"max_continuations": 1}, env={})
     lc = definition.create(clock=clock)
     lc.trigger("begin")
-    assert lc.trigger("truncated", bytes=10, lines=2, last_lines=["a", "b"]) is True
+    step = lc.trigger("truncated", bytes=10, lines=2, last_lines=["a", "b"])
+    assert step
     assert lc.state == "session_active.continuing"
     assert lc.context["continuations"] == 1
-    assert "continuation 1/1" in lc.context["outbox"][-1]
-    assert lc.trigger("truncated", bytes=20) is True  # continuations used up
+    [prompt] = step.prompts  # what trigger() returns says what the model is asked
+    assert "continuation 1/1" in prompt and "> a\n> b" in prompt
+    assert step.tags_gained == {"continuing"} and step.tags_lost == {"receiving"}
+    step = lc.trigger("truncated", bytes=20)  # continuations used up
+    assert step and step.prompts == []
     assert lc.state == "session_active.finalizing"
     assert lc.context["status"] == "incomplete"
 
@@ -694,7 +714,7 @@ def test_write_session_empty_truncation_abandons(pm, probe, clock, statecharts):
     definition = load_definition(statecharts / "write_session.yaml", plugins=pm, env={})
     lc = definition.create(clock=clock)
     lc.trigger("begin")
-    assert lc.trigger("truncated", bytes=0) is True
+    assert lc.trigger("truncated", bytes=0)
     assert lc.state == "abandoned" and lc.finished
     assert probe.finished == [lc.id]
 
@@ -752,7 +772,8 @@ def test_creating_a_timed_lifecycle_on_the_real_clock_outside_a_loop_fails(pm, p
 
 def test_a_thousand_instances_keep_separate_context_and_timers(pm, clock, statecharts):
     definition = load_definition(statecharts / "write_session.yaml", plugins=pm, env={})
-    lcs = [definition.create(clock=clock) for _ in range(1000)]
+    asked = Asked()
+    lcs = [definition.create(clock=clock).listen(asked) for _ in range(1000)]
     assert len({lc.id for lc in lcs}) == 1000
     for i, lc in enumerate(lcs):
         lc.trigger("begin")
@@ -760,17 +781,16 @@ def test_a_thousand_instances_keep_separate_context_and_timers(pm, clock, statec
             lc.trigger("message_end")
         lc.context["index"] = i
     assert len({id(lc.context) for lc in lcs}) == 1000
-    assert len({id(lc.context["outbox"]) for lc in lcs}) == 1000
     assert len(clock.pending()) == 500
     clock.advance(2000)
     for i, lc in enumerate(lcs):
         assert lc.context["index"] == i
-        assert len(lc.context["outbox"]) == (1 if i % 2 == 0 else 0), i
+        assert len(asked.of(lc)) == (1 if i % 2 == 0 else 0), i
     assert clock.pending() == []
     # the definition's own initial context is untouched
-    assert definition.initial_context["outbox"] == []
+    assert "index" not in definition.initial_context
     fresh = definition.create(clock=clock)
-    assert fresh.context["outbox"] == [] and "index" not in fresh.context
+    assert "index" not in fresh.context
 
 
 def test_caller_context_does_not_leak_between_instances(nested, clock):
@@ -780,8 +800,8 @@ def test_caller_context_does_not_leak_between_instances(nested, clock):
     a.context["items"].append(2)
     assert b.context["items"] == [1]
     assert shared == {"items": [1]}
-    a.context["outbox"].append("x")
-    assert b.context["outbox"] == []
+    a.context["notes"].append("x")
+    assert b.context["notes"] == []
 
 
 # -- load_definition caching ----------------------------------------------------------------
@@ -851,7 +871,7 @@ def test_load_definition_recompiles_after_a_plugin_is_registered(pm, write_chart
 
 def test_context_is_json_roundtrippable_through_a_snapshot(nested, clock):
     lc = nested.create(clock=clock)
-    assert json.loads(json.dumps(lc.snapshot()))["context"] == {"count": 0, "outbox": []}
+    assert json.loads(json.dumps(lc.snapshot()))["context"] == {"count": 0, "notes": []}
 
 
 # -- timers take their own transition -------------------------------------------------------
@@ -923,7 +943,7 @@ def test_shared_timer_names_survive_a_snapshot(pm, probe, write_chart, clock):
 def test_sending_a_timer_trigger_by_code_takes_the_innermost_transition(pm, probe, write_chart,
                                                                         clock):
     lc = load_definition(write_chart(SHARED_TIMER_NAMES), plugins=pm, env={}).create(clock=clock)
-    assert lc.trigger("timeout") is True
+    assert lc.trigger("timeout")
     assert probe.log == ["act"]
 
 
@@ -1020,12 +1040,12 @@ def test_an_error_in_a_nested_lifecycle_does_not_disturb_the_outer_one(nested, c
             caught.append(second.state)
 
     probe.effects["act"] = act
-    assert first.trigger("begin") is True
+    assert first.trigger("begin")
     assert caught == ["idle", "idle"]
     assert first.state == "session_active.awaiting_content"
     clock.advance(100)
     assert first.state == "session_active.waiting_more"
-    assert second.trigger("begin") is True
+    assert second.trigger("begin")
 
 
 def test_a_failing_timer_action_names_the_timer_and_state(pm, probe, write_chart, clock):
@@ -1049,4 +1069,4 @@ def test_a_failing_timer_action_names_the_timer_and_state(pm, probe, write_chart
     with pytest.raises(ActionError, match="'boom' failed on timer 'expire' of 'waiting'"):
         clock.advance(10)
     assert lc.state == "waiting"
-    assert lc.trigger("go") is True  # not stuck busy
+    assert lc.trigger("go")  # not stuck busy

@@ -623,8 +623,8 @@ def test_failing_observers_are_isolated_and_reported(tmp_path, caplog):
 
     with caplog.at_level(logging.WARNING, logger="orion.plugins"):
         lifecycle = definition.create()
-        assert lifecycle.trigger("open") is True
-        assert lifecycle.trigger("leave") is True
+        assert lifecycle.trigger("open")
+        assert lifecycle.trigger("leave")
 
     assert lifecycle.state == "gone" and lifecycle.finished
     assert recorder.events == [("started", "closed"), ("transition", "closed", "open"),
@@ -706,7 +706,7 @@ def test_a_wrapper_that_does_not_yield_is_reported(tmp_path):
     pm = make_plugin_manager(entrypoints=False)
     pm.register(NoYield(), "noyield")
     lifecycle = load_definition(chart(tmp_path), plugins=pm).create()
-    assert lifecycle.trigger("open") is True
+    assert lifecycle.trigger("open")
     assert [(f.plugin, f.error) for f in pm.failures] == [
         ("noyield", "RuntimeError: wrapper returned without yielding")]
 
@@ -758,7 +758,7 @@ def test_a_failing_guard_fails_closed_and_is_reported(tmp_path):
     vault = Vault()
     pm.register(vault, "vault")
     lifecycle = load_definition(chart(tmp_path, GUARDED, "vault.yaml"), plugins=pm).create()
-    assert lifecycle.trigger("unlock") is False
+    assert not lifecycle.trigger("unlock")
     assert lifecycle.state == "locked"
     assert vault.notes == []
     assert [(f.plugin, f.hook, f.error) for f in pm.failures] == [

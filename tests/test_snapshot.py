@@ -21,7 +21,7 @@ settings:
     min: 1
 context:
   count: 0
-  outbox: []
+  notes: []
   nested:
     items: []
 initial: idle
@@ -76,7 +76,7 @@ def test_snapshot_is_json_and_complete(chart):
     clock = VirtualClock(start_ms=10_000)
     lc = chart.create(clock=clock, instance_id="inst-1")
     lc.trigger("begin")
-    lc.context["outbox"].append("hello")
+    lc.context["notes"].append("hello")
     lc.context["nested"]["items"].append({"a": [1, 2.5, None, True]})
     clock.advance(200)
     snap = lc.snapshot()
@@ -87,7 +87,7 @@ def test_snapshot_is_json_and_complete(chart):
     assert snap["id"] == "inst-1"
     assert snap["state"] == "session_active.awaiting_content"
     assert snap["finished"] is False
-    assert snap["context"] == {"count": 0, "outbox": ["hello"],
+    assert snap["context"] == {"count": 0, "notes": ["hello"],
                                "nested": {"items": [{"a": [1, 2.5, None, True]}]}}
     # absolute deadlines, not remaining delays
     assert sorted((t["state"], t["trigger"], t["deadline_ms"]) for t in snap["timers"]) == [
@@ -113,10 +113,10 @@ def test_snapshot_timers_name_their_position_and_may_omit_it(chart, probe):
 def test_snapshot_is_detached_from_the_lifecycle(chart):
     lc = chart.create(clock=VirtualClock())
     snap = lc.snapshot()
-    lc.context["outbox"].append("later")
-    assert snap["context"]["outbox"] == []
-    snap["context"]["outbox"].append("edited")
-    assert lc.context["outbox"] == ["later"]
+    lc.context["notes"].append("later")
+    assert snap["context"]["notes"] == []
+    snap["context"]["notes"].append("edited")
+    assert lc.context["notes"] == ["later"]
 
 
 def test_snapshot_of_a_finished_lifecycle(chart):
@@ -254,7 +254,7 @@ def test_restore_into_a_nested_state_keeps_working(chart, probe):
     assert restored.is_in("session_active")
     assert restored.allowed_triggers() == ["back", "session_timeout"]
     probe.log.clear()
-    assert restored.trigger("back") is True
+    assert restored.trigger("back")
     assert restored.state == "session_active.awaiting_content"
     assert probe.log == ["enter_inner"]  # only the sibling; the parent stayed active
     assert sorted(restored.pending_timers()) == [
@@ -267,21 +267,21 @@ def test_restore_from_the_initial_state(chart, probe):
     lc = chart.create(clock=VirtualClock())
     restored = chart.restore(_roundtrip(lc.snapshot()), clock=VirtualClock())
     assert restored.state == "idle" and restored.pending_timers() == []
-    assert restored.trigger("begin") is True
+    assert restored.trigger("begin")
 
 
 def test_restored_instances_do_not_share_context(chart):
     lc = chart.create(clock=VirtualClock())
-    lc.context["outbox"].append("one")
+    lc.context["notes"].append("one")
     snap = lc.snapshot()
     a = chart.restore(snap, clock=VirtualClock())
     b = chart.restore(snap, clock=VirtualClock())
-    a.context["outbox"].append("a")
+    a.context["notes"].append("a")
     a.context["nested"]["items"].append("a")
-    assert b.context["outbox"] == ["one"]
+    assert b.context["notes"] == ["one"]
     assert b.context["nested"]["items"] == []
-    assert snap["context"]["outbox"] == ["one"]  # the caller's snapshot is untouched
-    assert lc.context["outbox"] == ["one"]
+    assert snap["context"]["notes"] == ["one"]  # the caller's snapshot is untouched
+    assert lc.context["notes"] == ["one"]
 
 
 def test_restore_default_clock_is_virtual(chart):
@@ -394,7 +394,7 @@ def test_restore_rejects_non_json_context(chart, snap):
 # -- the write-session statechart -------------------------------------------------------------
 
 
-def test_write_session_pending_prompt_survives_a_restart(pm, statecharts):
+def test_write_session_timer_prompts_after_a_restart(pm, statecharts):
     definition = load_definition(statecharts / "write_session.yaml", plugins=pm, env={})
     clock = VirtualClock(start_ms=1_000_000)
     lc = definition.create(clock=clock)
@@ -403,13 +403,16 @@ def test_write_session_pending_prompt_survives_a_restart(pm, statecharts):
     clock.advance(1200)
     data = json.dumps(lc.snapshot())  # written to disk, say
 
+    class Asked:
+        prompts: list[str] = []
+
+        def lifecycle_prompt(self, lifecycle, text):
+            self.prompts.append(text)
+
     restarted = VirtualClock(start_ms=1_001_500)
-    resumed = definition.restore(json.loads(data), clock=restarted)
+    resumed = definition.restore(json.loads(data), clock=restarted).listen(Asked())
     assert resumed.state == "session_active.awaiting_done_or_more_content"
     restarted.advance(499)
-    assert resumed.context["outbox"] == []
-    restarted.advance(1)
-    assert len(resumed.context["outbox"]) == 1
-    assert "DONE" in resumed.context["outbox"][0]
-    # the prompt is in the next snapshot too
-    assert resumed.snapshot()["context"]["outbox"] == resumed.context["outbox"]
+    assert Asked.prompts == []
+    restarted.advance(1)  # the idle timer keeps its deadline across the restart
+    assert len(Asked.prompts) == 1 and "DONE" in Asked.prompts[0]

@@ -6,6 +6,7 @@ that disappears, moves or starts reporting extra noise fails a test.
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -756,3 +757,69 @@ def test_load_definition_of_a_valid_file(tmp_path, pm):
     definition = load_definition(write(tmp_path, VALID), plugins=pm, env={})
     assert definition.name == "demo"
     assert dict(definition.settings) == {"idle_ms": 100}
+
+
+# -- rule codes -------------------------------------------------------------------------------
+
+
+def test_every_finding_carries_the_code_of_its_rule(tmp_path, pm):
+    path = write(tmp_path, """
+        statechart: demo
+        initial: idle
+        settings:
+          wait: {type: str, default: soon, min: 1}
+        states:
+          idle:
+            entry: nope
+            after: [{ms: wait, trigger: tick}]
+          lost: {}
+          over:
+            final: true
+            exit: nope
+        transitions:
+          - {trigger: go, source: idle, dest: nowhere}
+          - {trigger: done.state.idle, source: idle, dest: over}
+        """)
+    _, _, diagnostics = parse(path, pm)
+    assert [(d.line, d.code, checks.RULES[d.code].name) for d in diagnostics] == [
+        (4, "SC202", "setting-bounds"),
+        (7, "SC401", "unknown-name"),
+        (8, "SC201", "delay-setting"),
+        (9, "SC301", "unreachable"),
+        (10, "SC103", "final-state"),
+        (12, "SC401", "unknown-name"),
+        (14, "SC104", "unknown-state"),
+        (15, "SC105", "completion-event"),
+    ]
+    assert all(checks.RULES[d.code].check is not None for d in diagnostics)
+    _, _, yaml_errors = parse(write(tmp_path, "statechart: a\nstatechart: b\n"), pm)
+    assert [d.code for d in yaml_errors] == ["SC001"]
+    _, _, schema_errors = parse(write(tmp_path, "statechart: a\nintial: b\nstates: {}\n"), pm)
+    assert sorted(d.code for d in schema_errors) == ["SC004", "SC005"]
+
+
+def test_the_rule_codes_are_the_ones_the_docs_list(tmp_path):
+    """docs/statecharts.md has a row per code, with the rule's name: a rule added, renamed or
+    renumbered without its documentation fails here."""
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "statecharts.md").read_text()
+    rows = {}
+    for line in docs.splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[0].startswith("SC") and cells[0][2:].isdigit():
+            rows[cells[0]] = cells[1]
+    assert rows == {code: rule.name for code, rule in checks.RULES.items()}
+
+
+def test_orion_check_shows_the_code_after_each_finding(tmp_path):
+    from click.testing import CliRunner
+
+    from orion.cli import cli
+
+    path = write(tmp_path, VALID.replace("dest: done", "dest: nowhere"))
+    result = CliRunner().invoke(cli, ["check", str(path)])
+    assert result.exit_code == 1
+    [line] = [x for x in result.stdout.splitlines() if "nowhere" in x]
+    assert line.startswith(f"{path}:") and line.endswith("does not exist [SC104]"), line
+    result = CliRunner().invoke(cli, ["check", "--json", str(path)])
+    [entry] = json.loads(result.stdout)
+    assert [e["code"] for e in entry["errors"]] == ["SC104", "SC301"]  # "done" is now lost too

@@ -3,8 +3,9 @@
 A user line is either a slash command or a message. A message starts a user turn: the pipeline
 runs once per model request, and again while a system asks for a follow-up (tool results went
 back to the model) or Orion injected a prompt (a lifecycle asked the model something).
-Lifecycles put such prompts in their context's ``outbox``; the runtime moves them into the
-conversation after every pipeline pass and after every timer.
+Lifecycles ask with ``lifecycle.prompt(text)``; the runtime, one of the listeners of every
+lifecycle it hosts, keeps the prompts and moves them into the conversation after every
+pipeline pass and after every timer.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from orion.runtime.pipeline import Turn, apply_edit, default_order, resolve
 from orion.runtime.report import Reporter
 from orion.statechart.catalog import Catalog
 from orion.statechart.definition import Definition
+from orion.statechart.interpreter.listeners import Listeners, PluginHooks
 from orion.statechart.lifecycle import Lifecycle
 from orion.trace.recorder import Recorder, capture_content
 from orion.workspace import state_directory
@@ -55,6 +57,17 @@ class _NotifyingClock:
             finally:
                 self._after()
         return self._clock.call_at(deadline_ms, fire)
+
+
+class _Prompts:
+    """The listener that keeps what lifecycles ask the model, until the runtime delivers it:
+    never in the middle of a step (a tool call's result must follow the call)."""
+
+    def __init__(self) -> None:
+        self.due: list[str] = []
+
+    def lifecycle_prompt(self, lifecycle: Lifecycle, text: str) -> None:
+        self.due.append(text)
 
 
 class Runtime:
@@ -93,6 +106,10 @@ class Runtime:
         #: Per-runtime state of plugins and subsystems, by name (e.g. the write sessions).
         self.services: dict[str, Any] = {}
         self._pending = False  # an injected prompt the model has not answered yet
+        self._prompts = _Prompts()
+        #: What every lifecycle this runtime hosts reports to: the plugins' lifecycle hooks,
+        #: and the prompts it asks the model.
+        self.lifecycle_listeners = Listeners([PluginHooks(plugins), self._prompts])
         self.lifecycle_clock = _NotifyingClock(self.clock, self._after_timer)
         trace = self.config.model.trace
         # Spans run on the wall clock, whatever clock the lifecycles' timers use; a turn and
@@ -130,7 +147,7 @@ class Runtime:
         lifecycle = self.definition(name).create(clock=self.lifecycle_clock, context=context,
                                                  host=self)
         self.lifecycles[key or name] = lifecycle
-        self.drain_outboxes()
+        self.deliver_prompts()
         return lifecycle
 
     def states(self) -> dict[str, str]:
@@ -142,12 +159,14 @@ class Runtime:
         return {key: lc.definition.tags.get(lc.state, frozenset())
                 for key, lc in self.lifecycles.items()}
 
-    def drain_outboxes(self) -> None:
-        """Move the prompts lifecycles queued for the model into the conversation."""
-        for lifecycle in self.lifecycles.values():
-            outbox = lifecycle.context.get("outbox")
-            while outbox:
-                self.inject(outbox.pop(0))
+    def deliver_prompts(self) -> None:
+        """Move the prompts lifecycles asked for the model into the conversation."""
+        due = self._prompts.due
+        while due:
+            self.inject(due.pop(0))
+
+    #: The name this had while prompts waited in each lifecycle's context ``outbox``.
+    drain_outboxes = deliver_prompts
 
     # -- the conversation ---------------------------------------------------------------------
 
@@ -175,7 +194,7 @@ class Runtime:
         with self.tracer.user_turn(line):  # one trace per user message
             for gate in list(self.user_gates):
                 if gate(line):
-                    self.drain_outboxes()
+                    self.deliver_prompts()
                     await self.pump()
                     return None
             self.conversation.add_user(line)
@@ -198,7 +217,7 @@ class Runtime:
         except Exception as exc:
             self.plugins.report_failure(command.plugin, f"slash command /{name}", exc)
             raise CommandError(f"/{name} failed: {type(exc).__name__}: {exc}") from exc
-        self.drain_outboxes()
+        self.deliver_prompts()
         if result:
             self.reporter.notice(str(result))
         await self.pump()
@@ -216,7 +235,7 @@ class Runtime:
                     await system.run(turn)
                     if turn.stop:
                         break
-                self.drain_outboxes()
+                self.deliver_prompts()
                 if not (turn.follow_up or self._pending):
                     return
             raise TurnLimitError(f"one user turn needed more than "
@@ -250,7 +269,7 @@ class Runtime:
         self.conversation.reset()
         self._pending = False
         self.plugins.hook.conversation_reset(runtime=self)
-        self.drain_outboxes()
+        self.deliver_prompts()
 
     def close(self) -> None:
         """Record the open turn, flush what is still batched for the trace stores, and close
@@ -263,7 +282,7 @@ class Runtime:
                 close()
 
     def _after_timer(self) -> None:
-        self.drain_outboxes()
+        self.deliver_prompts()
         if self._pending and not isinstance(self.clock, VirtualClock):
             # Real time: nobody else will notice the prompt, so answer it on the loop the
             # timer fired on. (With a virtual clock, whoever advanced it calls pump().)

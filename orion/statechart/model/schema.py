@@ -14,8 +14,12 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 STATE_NAME = r"^[A-Za-z][A-Za-z0-9_-]*$"
 STATE_PATH = r"^[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z][A-Za-z0-9_-]*)*$"
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
-#: A trigger: an identifier, or a completion event ``done.state.<state path>`` (SCXML naming).
-TRIGGER = r"^([A-Za-z_][A-Za-z0-9_]*|done\.state\.[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z][A-Za-z0-9_-]*)*)$"
+#: A transition's trigger is one or more SCXML event descriptors, separated by spaces: each is
+#: dot-separated tokens, which answer that event and every event they prefix (``done`` answers
+#: ``done.state.job``); ``name.*`` means the same as ``name``; ``*`` answers every event.
+#: Completion events are ``done.state.<path>``.
+DESCRIPTOR = r"(\*|[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)*(\.\*)?)"
+TRIGGER = rf"^{DESCRIPTOR}( +{DESCRIPTOR})*$"
 PLUGIN_NAME = r"^[A-Za-z_][A-Za-z0-9_.:-]*$"
 WILDCARD = "*"
 
@@ -112,7 +116,11 @@ class TransitionSpec(_Edge):
                            description="how an overlay names this transition (default: its "
                                        "trigger, when no other transition has that trigger)")
     trigger: str = Field(pattern=TRIGGER,
-                         description="an event name, or done.state.<compound state path>")
+                         description="the events it answers, one or more descriptors "
+                                     "separated by spaces: a name, which also answers the "
+                                     "dot-separated events it prefixes (done answers "
+                                     "done.state.review), name.* (the same), or * (every "
+                                     "event); a final child of p raises done.state.p")
     source: SourceNames
 
 
@@ -175,7 +183,7 @@ class TransitionPatch(_Strict):
     """What replaces a transition of the base chart: the fields given; the others are kept."""
 
     id: str | None = Field(default=None, pattern=IDENTIFIER)
-    trigger: str | None = Field(default=None, pattern=IDENTIFIER)
+    trigger: str | None = Field(default=None, pattern=TRIGGER)
     source: SourceNames | None = None
     dest: str | None = Field(default=None, pattern=STATE_PATH)
     guards: Names | None = None
@@ -219,16 +227,3 @@ class OverlaySpec(_Strict):
     initial: str | None = Field(default=None, pattern=STATE_NAME)
     states: dict[Annotated[str, Field(pattern=STATE_NAME)], StatePatch] = Field(default_factory=dict)
     transitions: TransitionEdits = Field(default_factory=TransitionEdits)
-
-
-def json_schema() -> dict[str, Any]:
-    schema = StatechartSpec.model_json_schema()
-    overlay = OverlaySpec.model_json_schema()
-    # Both documents in one schema: a file with ``extends`` is an overlay, any other a chart.
-    defs = {**schema.pop("$defs", {}), **overlay.pop("$defs", {})}
-    schema = {"$defs": {**defs, "Statechart": schema, "Overlay": overlay},
-              "if": {"required": ["extends"]}, "then": {"$ref": "#/$defs/Overlay"},
-              "else": {"$ref": "#/$defs/Statechart"}}
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "Orion statechart"
-    return schema

@@ -28,7 +28,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from orion.errors import Diagnostic
-from orion.statechart.schema import OverlaySpec
+from orion.statechart.checks.sources import OVERLAY
+from orion.statechart.model.schema import OverlaySpec
 from orion.yamlsource import Loc, SourceDocument
 
 
@@ -126,8 +127,6 @@ def merge(base: SourceDocument, overlay: SourceDocument) -> tuple[MergedDocument
     except ValidationError as exc:
         return None, [_schema_diagnostic(overlay, e) for e in exc.errors()]
     builder = _Builder(base, overlay.path)
-    merged = builder.doc.data
-    problems: list[Diagnostic] = []
     name = data.get("statechart") or data["extends"]
     builder.put(overlay, ("statechart",) if "statechart" in data else ("extends",),
                 ("statechart",), name)
@@ -135,28 +134,39 @@ def merge(base: SourceDocument, overlay: SourceDocument) -> tuple[MergedDocument
         if key in data:
             builder.put(overlay, (key,), (key,), data[key])
     for section in ("settings", "context"):
-        if section not in data:
-            continue
-        merged.setdefault(section, {})
-        for key, value in data[section].items():
-            here = (section, key)
-            if section == "settings" and isinstance(merged[section].get(key), dict):
-                for field_name, field_value in value.items():
-                    builder.put(overlay, (*here, field_name), (*here, field_name), field_value)
-            else:
-                builder.put(overlay, here, here, value)
+        if section in data:
+            _merge_values(builder, overlay, section, data[section])
     if "contract" in data:
-        merged.setdefault("contract", {})
-        for key, values in data["contract"].items():
-            values = [values] if isinstance(values, str) else values
-            have = merged["contract"].get(key) or []
-            have = [have] if isinstance(have, str) else list(have)
-            builder.put(overlay, ("contract", key), ("contract", key),
-                        have + [v for v in values if v not in have])
+        _merge_contract(builder, overlay, data["contract"])
     _merge_states(builder, overlay, ("states",), ("states",), data.get("states") or {})
-    problems += _edit_transitions(builder, base, overlay, data.get("transitions") or {})
+    problems = _edit_transitions(builder, base, overlay, data.get("transitions") or {})
     builder.doc.positions.setdefault((), overlay.positions.get((), (1, 1)))
     return (None if problems else builder.doc), problems
+
+
+def _merge_values(builder: _Builder, overlay: SourceDocument, section: str,
+                  values: dict[str, Any]) -> None:
+    """``settings`` and ``context`` merge by key; a setting the base has, field by field."""
+    merged = builder.doc.data.setdefault(section, {})
+    for key, value in values.items():
+        here = (section, key)
+        if section == "settings" and isinstance(merged.get(key), dict):
+            for field_name, field_value in value.items():
+                builder.put(overlay, (*here, field_name), (*here, field_name), field_value)
+        else:
+            builder.put(overlay, here, here, value)
+
+
+def _merge_contract(builder: _Builder, overlay: SourceDocument,
+                    contract: dict[str, Any]) -> None:
+    """Contract entries are added to the base's."""
+    merged = builder.doc.data.setdefault("contract", {})
+    for key, values in contract.items():
+        values = [values] if isinstance(values, str) else values
+        have = merged.get(key) or []
+        have = [have] if isinstance(have, str) else list(have)
+        builder.put(overlay, ("contract", key), ("contract", key),
+                    have + [v for v in values if v not in have])
 
 
 def _merge_states(builder: _Builder, overlay: SourceDocument, src: Loc, dst: Loc,
@@ -181,70 +191,93 @@ def _merge_states(builder: _Builder, overlay: SourceDocument, src: Loc, dst: Loc
 
 def _edit_transitions(builder: _Builder, base: SourceDocument, overlay: SourceDocument,
                       edits: dict[str, Any]) -> list[Diagnostic]:
-    problems: list[Diagnostic] = []
-    original = list(builder.doc.data.get("transitions") or [])
-    ids = transition_ids(original)
-    # The base's positions, as they are before the transitions are put back below.
-    snapshot = MergedDocument(builder.doc.path, None, dict(builder.doc.positions),
-                              dict(builder.doc.key_positions), dict(builder.doc.paths))
-    # Each transition of the result: its data and where each of its parts was written.
-    items: list[tuple[dict[str, Any], list[tuple[SourceDocument, Loc, tuple[str, ...]]]]] = [
-        (dict(t), [(snapshot, ("transitions", i), ())]) for i, t in enumerate(original)]
-    current_ids = list(ids)
+    """The base's transitions with the overlay's ``remove``, ``replace`` and ``insert`` applied,
+    in that order, put back into the merged document; or the findings of edits naming no
+    transition (then nothing is put back)."""
+    editing = _TransitionEdits(builder, base, overlay)
+    for k, tid in enumerate(edits.get("remove") or []):
+        editing.remove(k, tid)
+    for tid, patch in (edits.get("replace") or {}).items():
+        editing.replace(tid, patch)
+    for k, insert in enumerate(edits.get("insert") or []):
+        editing.insert(k, insert)
+    if not editing.problems:
+        editing.write_back()
+    return editing.problems
 
-    def find(tid: str, loc: Loc, *, key: bool = False) -> int | None:
-        if tid in current_ids:
-            return current_ids.index(tid)
-        known = [i for i in current_ids if i]
+
+#: Where each part of an edited transition was written: (document, location, parts).
+_Origins = list[tuple[SourceDocument, Loc, tuple[str, ...]]]
+
+
+class _TransitionEdits:
+    """The transitions being edited: each one's data and where each of its parts was written,
+    and its id (by which the edits name it)."""
+
+    def __init__(self, builder: _Builder, base: SourceDocument, overlay: SourceDocument):
+        self.builder, self.base, self.overlay = builder, base, overlay
+        self.problems: list[Diagnostic] = []
+        original = list(builder.doc.data.get("transitions") or [])
+        # The base's positions, as they are before the transitions are put back.
+        before = MergedDocument(builder.doc.path, None, dict(builder.doc.positions),
+                                dict(builder.doc.key_positions), dict(builder.doc.paths))
+        self.items: list[tuple[dict[str, Any], _Origins]] = [
+            (dict(t), [(before, ("transitions", i), ())]) for i, t in enumerate(original)]
+        self.ids = transition_ids(original)
+
+    def find(self, tid: str, loc: Loc, *, key: bool = False) -> int | None:
+        if tid in self.ids:
+            return self.ids.index(tid)
+        known = [i for i in self.ids if i]
         hint = difflib.get_close_matches(tid, known, n=1)
-        problems.append(overlay.diagnostic(loc, (
-            f"{tid!r} is not the id of a transition of {base.data.get('statechart')!r} "
+        self.problems.append(self.overlay.diagnostic(loc, (
+            f"{tid!r} is not the id of a transition of {self.base.data.get('statechart')!r} "
             f"(ids: {', '.join(known) or 'none'}; a transition's id is its 'id:', or its trigger "
             "when no other transition has that trigger)"
-            + (f"; did you mean {hint[0]!r}?" if hint else "")), key=key))
+            + (f"; did you mean {hint[0]!r}?" if hint else "")), key=key, code=OVERLAY))
         return None
 
-    for k, tid in enumerate(edits.get("remove") or []):
-        at = find(tid, ("transitions", "remove", k))
+    def remove(self, k: int, tid: str) -> None:
+        at = self.find(tid, ("transitions", "remove", k))
         if at is not None:
-            del items[at], current_ids[at]
-    for tid, patch in (edits.get("replace") or {}).items():
-        at = find(tid, ("transitions", "replace", tid), key=True)
+            del self.items[at], self.ids[at]
+
+    def replace(self, tid: str, patch: dict[str, Any]) -> None:
+        at = self.find(tid, ("transitions", "replace", tid), key=True)
         if at is None:
-            continue
-        data, origins = items[at]
-        data = {**data, **patch}
-        origins = [*origins, *((overlay, ("transitions", "replace", tid, key), (key,))
-                               for key in patch)]
-        items[at] = (data, origins)
-        current_ids[at] = patch.get("id", tid)
-    for k, insert in enumerate(edits.get("insert") or []):
+            return
+        data, origins = self.items[at]
+        self.items[at] = ({**data, **patch}, [
+            *origins, *((self.overlay, ("transitions", "replace", tid, key), (key,))
+                        for key in patch)])
+        self.ids[at] = patch.get("id", tid)
+
+    def insert(self, k: int, insert: dict[str, Any]) -> None:
         here = ("transitions", "insert", k)
         transition = {key: v for key, v in insert.items() if key not in ("before", "after")}
-        entry = (transition, [(overlay, here, ())])
         anchor_key = "before" if "before" in insert else "after" if "after" in insert else None
         if anchor_key is None:
-            at = len(items)
+            at = len(self.items)
         else:
-            found = find(insert[anchor_key], (*here, anchor_key))
+            found = self.find(insert[anchor_key], (*here, anchor_key))
             if found is None:
-                continue
+                return
             at = found + (1 if anchor_key == "after" else 0)
-        items.insert(at, entry)
-        current_ids.insert(at, transition.get("id") or transition.get("trigger"))
-    if problems:
-        return problems
-    builder._drop(("transitions",))
-    if ("transitions",) in overlay.key_positions:  # a finding about the whole list: here
-        builder.doc.key_positions[("transitions",)] = overlay.key_positions[("transitions",)]
-        builder.doc.paths[(True, ("transitions",))] = overlay.path
-    builder.doc.data["transitions"] = [data for data, _ in items]
-    for i, (_, origins) in enumerate(items):
-        for source, loc, parts in origins:
-            if parts:
-                builder._drop(("transitions", i, *parts), keep_key=False)
-            builder._graft(source, loc, ("transitions", i, *parts))
-    return problems
+        self.items.insert(at, (transition, [(self.overlay, here, ())]))
+        self.ids.insert(at, transition.get("id") or transition.get("trigger"))
+
+    def write_back(self) -> None:
+        builder, overlay = self.builder, self.overlay
+        builder._drop(("transitions",))
+        if ("transitions",) in overlay.key_positions:  # a finding about the whole list: here
+            builder.doc.key_positions[("transitions",)] = overlay.key_positions[("transitions",)]
+            builder.doc.paths[(True, ("transitions",))] = overlay.path
+        builder.doc.data["transitions"] = [data for data, _ in self.items]
+        for i, (_, origins) in enumerate(self.items):
+            for source, loc, parts in origins:
+                if parts:
+                    builder._drop(("transitions", i, *parts), keep_key=False)
+                builder._graft(source, loc, ("transitions", i, *parts))
 
 
 def _schema_diagnostic(doc: SourceDocument, error: Any) -> Diagnostic:
@@ -252,10 +285,11 @@ def _schema_diagnostic(doc: SourceDocument, error: Any) -> Diagnostic:
     if error["type"] == "extra_forbidden":
         fields = ", ".join(OverlaySpec.model_fields) if len(loc) == 1 else ""
         return doc.diagnostic(loc, f"unknown field {str(loc[-1])!r} in an overlay"
-                                   + (f" (an overlay has: {fields})" if fields else ""), key=True)
+                                   + (f" (an overlay has: {fields})" if fields else ""), key=True,
+                              code=OVERLAY)
     where = ".".join(map(str, loc)) or "overlay"
     hint = ""
     if loc == ("transitions",) and error["type"] == "model_type":
         hint = (" (an overlay edits the transitions it extends: `remove: [id, ...]`, "
                 "`replace: {id: fields}`, `insert: [transition, ...]`)")
-    return doc.diagnostic(loc, f"{where}: {error['msg']}{hint}")
+    return doc.diagnostic(loc, f"{where}: {error['msg']}{hint}", code=OVERLAY)

@@ -1,10 +1,17 @@
-"""The state hierarchy of a statechart, flattened into ``.`` paths."""
+"""The state hierarchy of a statechart, flattened into ``.`` paths, and its transitions as
+edges of that tree."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orion.statechart.schema import StatechartSpec, StateSpec
+from orion.statechart.model.schema import (
+    WILDCARD,
+    DelayedTransition,
+    StatechartSpec,
+    StateSpec,
+    TransitionSpec,
+)
 
 SEPARATOR = "."
 
@@ -62,3 +69,38 @@ def settle(nodes: dict[str, StateNode], path: str) -> str:
             return node.path
         node = nodes[child]
     return node.path
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One transition of one state, as the engine and the diagrams see it: a ``transitions``
+    entry once per source state, or an ``after`` entry of its state."""
+
+    #: Document order: a state's transitions rank by it (its ``after`` entries come last).
+    index: int
+    trigger: str
+    #: The state it belongs to; ``None`` for a ``*`` source, which belongs to the root.
+    owner: str | None
+    spec: TransitionSpec | DelayedTransition
+    #: Where it is, for messages: ``on 'begin'``, ``on timer 'tick' of 'wait'``.
+    where: str
+    #: Its position in the owner's ``after`` list, for a delayed transition.
+    timer: int | None = None
+
+
+def edges(spec: StatechartSpec, nodes: dict[str, StateNode]) -> list[Edge]:
+    """Every transition of the chart by owner, in document order: the ``transitions`` list
+    (``*`` makes a transition the root's, whatever else its source names), then each state's
+    ``after`` entries in the order of the states."""
+    found: list[Edge] = []
+    for index, t in enumerate(spec.transitions):
+        owners: list[str | None] = [None] if WILDCARD in t.source \
+            else list(dict.fromkeys(t.source))
+        found.extend(Edge(index, t.trigger, owner, t, f"on {t.trigger!r}") for owner in owners)
+    index = len(spec.transitions)
+    for path, node in nodes.items():
+        for k, a in enumerate(node.spec.after):
+            found.append(Edge(index, a.trigger, path, a, f"on timer {a.trigger!r} of {path!r}",
+                              timer=k))
+            index += 1
+    return found

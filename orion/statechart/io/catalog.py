@@ -3,9 +3,9 @@
 Charts come from three layers, weakest first: Orion's built-ins, plugins
 (``register_statecharts``) and the workspace (``orion.yaml`` ``statecharts:``). A lifecycle is
 found by the name its chart declares; the strongest layer's chart is used. A chart may be an
-overlay (``extends:``, see :mod:`orion.statechart.overlay`) of the next weaker chart of its
+overlay (``extends:``, see :mod:`orion.statechart.io.overlay`) of the next weaker chart of its
 name, or of another lifecycle. Every chart is checked against the contracts of the charts it
-replaces (:mod:`orion.statechart.contract`).
+replaces (:mod:`orion.statechart.model.contract`).
 """
 
 from __future__ import annotations
@@ -20,12 +20,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orion.errors import ConfigError, Diagnostic, PluginError, StatechartError
-from orion.statechart import builtin_statecharts, checks
-from orion.statechart.contract import Requirement, check_contract, check_ids, requirements
-from orion.statechart.definition import Definition, load_definition
-from orion.statechart.overlay import is_overlay, merge
-from orion.statechart.schema import StatechartSpec
-from orion.statechart.settings import resolve as resolve_settings
+from orion.statechart import checks
+from orion.statechart.io.builtin import builtin_statecharts
+from orion.statechart.checks.contract import check_contract, check_ids
+from orion.statechart.checks.sources import EXTENDS, UNUSED_CHART
+from orion.statechart.model.contract import Requirement, requirements
+from orion.statechart.interpreter.definition import Definition, load_definition
+from orion.statechart.io.overlay import is_overlay, merge
+from orion.statechart.model.schema import StatechartSpec
+from orion.statechart.interpreter.settings import resolve as resolve_settings
 from orion.yamlsource import SourceDocument, YamlSourceError, load_yaml
 
 if TYPE_CHECKING:
@@ -215,41 +218,14 @@ class Catalog:
         try:
             doc = _load(source.path)
         except YamlSourceError as exc:
-            return Resolved(source, None, None, list(exc.diagnostics))
+            return Resolved(source, None, None, checks.coded(exc.diagnostics,
+                                                             checks.YAML_SOURCE))
         chain = self.sources.get(source.name, [source])
         below = chain[:chain.index(source)] if source in chain else []
-        problems: list[Diagnostic] = []
         if is_overlay(doc.data):
-            base_name = doc.data.get("extends")
-            if not isinstance(base_name, str):
-                base: ChartSource | None = None  # the overlay's schema check reports it
-            elif base_name == source.name:
-                base = below[-1] if below else None
-                if base is None:
-                    return Resolved(source, doc, None, [self._unknown(
-                        doc, ("extends",), base_name, f"'extends' names {base_name!r}, which "
-                        "is no statechart of Orion or of a plugin")])
-            else:
-                if base_name not in self.sources:
-                    return Resolved(source, doc, None, [self._unknown(
-                        doc, ("extends",), base_name, f"'extends' names {base_name!r}, which "
-                        "is no statechart of Orion or of a plugin")])
-                base = self.sources[base_name][-1]
-            if base is not None and base.path in seen:
-                return Resolved(source, doc, None, [doc.diagnostic(
-                    ("extends",), f"'extends' makes a cycle: {source.name} extends "
-                                  f"{base.name}, which extends it back")])
-            if base is None:
-                merged, problems = merge(SourceDocument(str(source.path), {}), doc)
-            else:
-                parent = self.resolve(base, seen)
-                if parent.doc is None or parent.spec is None or parent.diagnostics:
-                    return Resolved(source, doc, None, [doc.diagnostic(
-                        ("extends",), f"the chart it extends ({base.path}) has errors; "
-                                      "`orion check` lists them")])
-                merged, problems = merge(parent.doc, doc)
-            if merged is None:
-                return Resolved(source, doc, None, problems)
+            merged = self._merged(source, doc, below, seen)
+            if isinstance(merged, list):
+                return Resolved(source, doc, None, merged)
             doc = merged
         spec, diagnostics = checks.check(doc, names)
         if spec is None:
@@ -259,7 +235,7 @@ class Catalog:
             diagnostics.append(self._unknown(
                 doc, ("statechart",) if "statechart" in (doc.data or {}) else ("extends",),
                 source.name, f"statechart {source.name!r} is not a lifecycle Orion or a "
-                             "plugin runs, so nothing would use this chart"))
+                             "plugin runs, so nothing would use this chart", UNUSED_CHART))
         required: list[Requirement] = []
         for lower in below:
             resolved = self.resolve(lower, seen)
@@ -270,10 +246,48 @@ class Catalog:
         return Resolved(source, doc, spec, sorted(diagnostics, key=lambda d: (d.path, d.line,
                                                                               d.column)))
 
-    def _unknown(self, doc: SourceDocument, loc: tuple, name: str, message: str) -> Diagnostic:
+    def _merged(self, source: ChartSource, doc: SourceDocument, below: list[ChartSource],
+                seen: tuple[Path, ...]) -> SourceDocument | list[Diagnostic]:
+        """The overlay ``doc`` merged into the chart it extends, or the findings that stop
+        it."""
+        base = self._base(source, doc, below)
+        if isinstance(base, Diagnostic):
+            return [base]
+        if base is not None and base.path in seen:
+            return [doc.diagnostic(("extends",), f"'extends' makes a cycle: {source.name} "
+                                                 f"extends {base.name}, which extends it back",
+                                   code=EXTENDS)]
+        if base is None:
+            merged, problems = merge(SourceDocument(str(source.path), {}), doc)
+        else:
+            parent = self.resolve(base, seen)
+            if parent.doc is None or parent.spec is None or parent.diagnostics:
+                return [doc.diagnostic(("extends",), f"the chart it extends ({base.path}) has "
+                                                     "errors; `orion check` lists them",
+                                       code=EXTENDS)]
+            merged, problems = merge(parent.doc, doc)
+        return problems if merged is None else merged
+
+    def _base(self, source: ChartSource, doc: SourceDocument,
+              below: list[ChartSource]) -> ChartSource | Diagnostic | None:
+        """The chart an overlay extends: the next weaker chart of its own name, or the
+        strongest of another; ``None`` when ``extends`` is not a name (its schema check says
+        so)."""
+        base_name = doc.data.get("extends")
+        if not isinstance(base_name, str):
+            return None
+        if base_name == source.name and below:
+            return below[-1]
+        if base_name != source.name and base_name in self.sources:
+            return self.sources[base_name][-1]
+        return self._unknown(doc, ("extends",), base_name, f"'extends' names {base_name!r}, "
+                             "which is no statechart of Orion or of a plugin", EXTENDS)
+
+    def _unknown(self, doc: SourceDocument, loc: tuple, name: str, message: str,
+                 code: str) -> Diagnostic:
         hint = difflib.get_close_matches(name, self.known() or self.names(), n=1)
         return doc.diagnostic(loc, f"{message} (known: {', '.join(self.known())})"
-                                   + (f"; did you mean {hint[0]!r}?" if hint else ""))
+                                   + (f"; did you mean {hint[0]!r}?" if hint else ""), code=code)
 
     # -- compiled lifecycles ------------------------------------------------------------------
 

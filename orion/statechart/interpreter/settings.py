@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from orion.errors import ConfigError
-from orion.statechart.schema import SettingSpec, StatechartSpec
+from orion.statechart.model.schema import SettingSpec, StatechartSpec
 
 #: The largest int a setting takes: every int up to it is exact as a float (timers use floats).
 MAX_INT = 2**53
@@ -32,27 +32,7 @@ def coerce(setting: SettingSpec, value: Any, where: str, *, strict: bool = False
     try:
         if strict and kind != "str" and isinstance(value, str):
             raise ValueError
-        if kind == "bool":
-            if isinstance(value, bool):
-                result: Any = value
-            elif isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-                result = value.strip().lower() in _TRUE
-            else:
-                raise ValueError
-        elif kind == "int":
-            if isinstance(value, bool) or isinstance(value, float):
-                raise ValueError
-            result = int(value.strip()) if isinstance(value, str) else int(value)
-        elif kind == "float":
-            if isinstance(value, bool):
-                raise ValueError
-            result = float(value)
-            if not math.isfinite(result):  # nan would slip past every bound
-                raise ValueError
-        else:
-            if not isinstance(value, str):
-                raise ValueError
-            result = value
+        result = _PARSERS[kind](value)
     except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{where}: expected {kind}, got {_short(value)}") from None
     if kind == "int" and abs(result) > MAX_INT:
@@ -66,6 +46,39 @@ def coerce(setting: SettingSpec, value: Any, where: str, *, strict: bool = False
         if setting.max is not None and result > setting.max:
             raise ValueError(f"{where}: {result} is above the maximum {setting.max:g}")
     return result
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ValueError
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, (bool, float)):
+        raise ValueError
+    return int(value.strip()) if isinstance(value, str) else int(value)
+
+
+def _float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError
+    result = float(value)
+    if not math.isfinite(result):  # nan would slip past every bound
+        raise ValueError
+    return result
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError
+    return value
+
+
+#: How text or YAML values become each type; each raises ValueError for what it refuses.
+_PARSERS = {"bool": _bool, "int": _int, "float": _float, "str": _str}
 
 
 def _short(value: Any) -> str:

@@ -1,0 +1,418 @@
+"""Orion's SCXML rules as an extension of ``transitions``' hierarchical machine.
+
+A compiled chart is one :class:`LifecycleMachine`; every lifecycle of the chart is a model that
+machine drives. ``transitions`` runs each step: its event selects a transition, the
+transition checks its conditions (the chart's ``guards`` and ``unless``), runs its ``before``
+callbacks (the chart's ``actions``), changes the state, and runs the machine's
+``after_state_change`` callbacks (the lifecycle's listeners); states run their ``on_enter`` and
+``on_exit`` callbacks (the chart's ``entry`` and ``exit`` actions). The classes below override
+the library only where its rules differ from the W3C SCXML recommendation that Orion follows
+(docs/statecharts.md, "Semantics", states each rule and why the library could not carry it
+as it is):
+
+* :meth:`LifecycleEvent.trigger_nested` selects the transition: the active leaf's first, then
+  each ancestor's outwards, then the root's (``*``), in document order within a state, and an
+  event descriptor matches an event name or its dot-separated prefix (SCXML 3.12.1, 3.13).
+* :meth:`LifecycleTransition._change_state` exits and enters what the transition domain says
+  (SCXML 3.13 ``getTransitionDomain``), internal and external alike.
+* :class:`LifecycleState` arms its timers on entry, cancels them on exit, and its entry raises
+  the completion event ``done.state.<parent>`` when it is a nested final state (SCXML 3.7).
+* :meth:`LifecycleMachine._process` runs each lifecycle to completion with a queue of its own.
+
+Everything the index needs (exit sets, candidates by state and event) is computed once per
+chart, so a step costs a dictionary lookup and a walk over the transitions it may take.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from transitions.extensions.nesting import (
+    HierarchicalMachine,
+    NestedEvent,
+    NestedEventData,
+    NestedState,
+    NestedTransition,
+)
+
+from orion.errors import ActionError
+from orion.statechart.model.events import DONE_PREFIX, matching_descriptors
+from orion.statechart.model.tree import SEPARATOR, StateNode, lineage, settle
+
+if TYPE_CHECKING:
+    from orion.statechart.interpreter.lifecycle import Lifecycle
+
+
+# -- the rules, computed once per chart ---------------------------------------------------------
+
+def is_descendant(path: str, ancestor: str | None) -> bool:
+    """Whether ``path`` lies strictly inside ``ancestor`` (``None``: the root holds all)."""
+    return ancestor is None or path.startswith(ancestor + SEPARATOR)
+
+
+def transition_domain(nodes: dict[str, StateNode], source: str | None, dest: str,
+                      internal: bool) -> str | None:
+    """SCXML's ``getTransitionDomain``: an internal transition from a compound state into one
+    of its descendants keeps its source active; any other transition's domain is the innermost
+    compound proper ancestor of the source that also contains the target (``findLCCA``)."""
+    if source is None:
+        return None
+    if internal and nodes[source].compound and is_descendant(dest, source):
+        return source
+    for ancestor in reversed(lineage(source)[:-1]):
+        if is_descendant(dest, ancestor):
+            return ancestor
+    return None
+
+
+def entry_path(nodes: dict[str, StateNode], domain: str | None, dest: str) -> tuple[str, ...]:
+    """The states a transition into ``dest`` enters below ``domain``, outermost first: the
+    ancestors of ``dest``, ``dest``, then its ``initial`` descendants."""
+    return tuple(p for p in lineage(settle(nodes, dest)) if is_descendant(p, domain))
+
+
+def done_event(nodes: dict[str, StateNode], entered: str) -> str | None:
+    """The completion event that entering ``entered`` raises, if it is a nested final."""
+    node = nodes[entered]
+    if node.spec.final and node.parent is not None:
+        return DONE_PREFIX + node.parent
+    return None
+
+
+# -- the transitions extension -------------------------------------------------------------------
+
+class LifecycleEventData(NestedEventData):
+    """One event being processed for one lifecycle (the machine is shared by all of them).
+
+    ``direct``: sent by the caller of ``trigger()``, who is told when nothing answers it (a
+    queued or raised event is discarded and reported instead). ``only``: the one delayed
+    transition a timer takes. ``errors``: the exit and entry actions that failed, raised once
+    the transition is complete."""
+
+    def __init__(self, machine: LifecycleMachine, lifecycle: Lifecycle, payload: dict[str, Any],
+                 *, direct: bool = False, only: LifecycleTransition | None = None):
+        # NestedEventData's attributes, set here: one is made per event, on the hot path.
+        self.state, self.event, self.machine, self.model = None, None, machine, lifecycle
+        self.args, self.kwargs = (), payload
+        self.transition, self.error, self.result = None, None, False
+        self.source_path, self.source_name = None, None
+        self.direct = direct
+        self.only = only
+        self.reason: str | None = None
+        self.errors: list[ActionError] = []
+        self.started = 0.0  # perf_counter() when a transition began: its duration
+
+
+class LifecycleState(NestedState):
+    """A state of the chart. Its ``on_enter``/``on_exit`` callbacks are its entry and exit
+    actions; the first that fails ends its block (SCXML 5.10), and the error is raised once the
+    whole transition is done (see :meth:`LifecycleTransition._change_state`)."""
+
+    separator = SEPARATOR  # the chart's paths; the library's default ("_") is left alone
+
+    def __init__(self, name: str, *, path: str, final: bool = False, initial: str | None = None,
+                 on_enter: list[Callable[..., Any]] | None = None,
+                 on_exit: list[Callable[..., Any]] | None = None,
+                 tags: Iterable[str] = (), timers: tuple[tuple[str, float], ...] = (),
+                 done: str | None = None):
+        super().__init__(name, on_enter=on_enter, on_exit=on_exit, final=final, initial=initial)
+        self.path = path
+        #: The innermost state still active once this one is exited ("" above the top level).
+        self.parent_path = path.rpartition(SEPARATOR)[0]
+        self.tags = list(tags)
+        #: ``(trigger, delay_ms)`` of each ``after`` entry, armed on entry.
+        self.timers = timers
+        #: The completion event entering this state raises (a nested final state), or None.
+        self.done = done
+
+    @property
+    def name(self) -> str:
+        # Its own name. The library's property joins the names of the scope the state is
+        # entered in, and every step's log calls read it; a chart's states are never entered
+        # through a scope (their path is ``path``).
+        return self._name
+
+    def enter(self, event_data: LifecycleEventData) -> None:
+        lifecycle = event_data.model
+        # While its entry actions run, the state is the innermost active one; its timers are
+        # armed first, at the entry time.
+        lifecycle._enter(self)
+        try:
+            super().enter(event_data)
+        finally:
+            if self.done is not None:
+                lifecycle._raise_event(self.done)
+
+    def exit(self, event_data: LifecycleEventData) -> None:
+        try:
+            super().exit(event_data)
+        finally:
+            # Still active while its exit actions run; its timers go with it afterwards.
+            event_data.model._exit(self)
+
+
+class LifecycleTransition(NestedTransition):
+    """A transition of the chart: ``conditions`` are its guards (``unless`` ones with the
+    target ``False``), ``before`` its actions, which run after the guards pass and before any
+    state is exited (Orion's one documented difference from SCXML)."""
+
+    def __init__(self, source: str, dest: str | None, conditions: Any = None, unless: Any = None,
+                 before: Any = None, after: Any = None, prepare: Any = None, *,
+                 trigger: str, owner: str | None, domain: str | None,
+                 enter: tuple[LifecycleState, ...], index: int, where: str):
+        super().__init__(source, dest, conditions, unless, before, after, prepare)
+        #: Its trigger as written: the event descriptors it answers, separated by spaces.
+        self.trigger = trigger
+        #: The state it belongs to (``None``: the chart's root, for a ``*`` source).
+        self.owner = owner
+        #: The SCXML transition domain: every active state strictly inside it is exited.
+        self.domain = domain
+        #: The states it enters below the domain, outermost first, down to a leaf.
+        self.enter_states = enter
+        #: Its position in the file: the order among the transitions of one state.
+        self.index = index
+        #: Where it is, for error messages ("on 'begin'", "on timer 'tick' of 'wait'").
+        self.where = where
+
+    def _change_state(self, event_data: LifecycleEventData) -> None:
+        """Exit the active states inside the domain, innermost first, then enter the target's
+        lineage below it. A failing exit or entry action does not stop the transition: every
+        state is still exited or entered, so the active states stay one path from a top-level
+        state to a leaf, and the errors are raised when the step is complete."""
+        machine: LifecycleMachine = event_data.machine
+        for state in machine.exit_set(event_data.model.state, self.domain):
+            try:
+                state.exit(event_data)
+            except ActionError as exc:
+                event_data.errors.append(exc)
+        for state in self.enter_states:
+            try:
+                state.enter(event_data)
+            except ActionError as exc:
+                event_data.errors.append(exc)
+
+
+class LifecycleEvent(NestedEvent):
+    """An event name. Its transitions are those registered under it as a descriptor; the
+    selection takes every matching descriptor's transitions into account."""
+
+    def trigger_nested(self, event_data: LifecycleEventData) -> bool | None:
+        """SCXML's ``selectTransitions`` for one active leaf: the first enabled transition of
+        the candidates, in priority order, is executed. Returns ``None`` when no transition
+        answers the event, ``False`` when every candidate's guards said no."""
+        machine: LifecycleMachine = event_data.machine
+        lifecycle = event_data.model
+        only = event_data.only
+        if only is None:
+            candidates = machine.candidates(lifecycle.state, self.name)
+        elif lifecycle.is_in(only.owner or ""):
+            # A timer takes its own delayed transition, even when a deeper state or another
+            # timer uses the same trigger name (every ``after`` defaults to ``timeout``).
+            candidates = (only,)
+        else:
+            event_data.reason = f"its timer's state {only.owner!r} was exited"
+            return None
+        if not candidates:
+            return None
+        event_data.event = self
+        lifecycle._begin(event_data, self.name)
+        for transition in candidates:
+            event_data.transition = transition
+            if transition.execute(event_data):
+                event_data.result = True
+                return True
+        return False
+
+
+class LifecycleMachine(HierarchicalMachine):
+    """One compiled chart. Lifecycles are its models; they are not registered with
+    ``add_model`` (which binds a method per trigger and state on every instance), so creating
+    one costs what creating a plain object does."""
+
+    state_cls = LifecycleState
+    transition_cls = LifecycleTransition
+    event_cls = LifecycleEvent
+
+    def __init__(self, *, name: str, states: list[LifecycleState], initial: str,
+                 nodes: dict[str, StateNode]):
+        super().__init__(model=None, states=states, initial=initial, name=name,
+                         auto_transitions=False, send_event=True, ignore_invalid_triggers=False,
+                         after_state_change=[self._transition_taken])
+        self.paths: dict[str, LifecycleState] = {}
+        pending = list(states)
+        while pending:
+            state = pending.pop()
+            self.paths[state.path] = state
+            pending.extend(state.states.values())
+        #: Each state's active lineage, outermost first.
+        self.lineages = {path: tuple(self.paths[p] for p in lineage(path)) for path in nodes}
+        #: The states a lifecycle enters when it starts, outermost first.
+        self.initial_states = self.lineages[settle(nodes, initial)]
+        # Each state's transitions by descriptor, in document order; the root's under None.
+        self._by_state: dict[str | None, dict[str, list[LifecycleTransition]]] = {}
+        self._wildcards: dict[str, dict[str, list[LifecycleTransition]]] = {}
+        self._candidates: dict[tuple[str, str], tuple[LifecycleTransition, ...]] = {}
+        self._exit_sets: dict[tuple[str, str | None], tuple[LifecycleState, ...]] = {}
+        self._occurring: dict[str, LifecycleEvent] = {}
+
+    # -- building -------------------------------------------------------------------------------
+
+    def add_chart_transition(self, trigger: str, descriptors: list[str], source: str,
+                             dest: str | None, *, conditions: list[Any], unless: list[Any],
+                             before: list[Any], owner: str | None, domain: str | None,
+                             enter: tuple[str, ...], index: int,
+                             where: str) -> LifecycleTransition:
+        """Register one transition of ``source`` (a top-level state for a ``*`` transition,
+        which belongs to the root) under the event of each of its ``descriptors``.
+        ``Machine.add_transition`` is bypassed: it would expand ``*`` to the top-level states
+        as if they owned it, and reject a trigger named like the model attribute (``state``)."""
+        transition = self._create_transition(
+            source, dest, conditions, unless, before, None, None, trigger=trigger, owner=owner,
+            domain=domain, enter=tuple(self.paths[p] for p in enter), index=index, where=where)
+        table = self._by_state.setdefault(owner, {}) if owner is not None \
+            else self._wildcards.setdefault(source, {})
+        for descriptor in descriptors:
+            event = self.events.get(descriptor)
+            if event is None:
+                event = self.events[descriptor] = self._create_event(descriptor, self)
+            event.add_transition(transition)
+            table.setdefault(descriptor, []).append(transition)
+        return transition
+
+    # -- the index --------------------------------------------------------------------------------
+
+    def candidates(self, leaf: str, event: str) -> tuple[LifecycleTransition, ...]:
+        """The transitions ``event`` may take in ``leaf``, in priority order: the leaf's own
+        first, then each ancestor's outwards, then the root's (``*``); document order within
+        a state, whichever of its descriptors matched."""
+        key = (leaf, event)
+        found = self._candidates.get(key)
+        if found is None:
+            descriptors = [d for d in matching_descriptors(event) if d in self.events]
+            tables = [self._by_state.get(s.path) for s in reversed(self.lineages[leaf])]
+            tables.append(self._wildcards.get(leaf.split(SEPARATOR, 1)[0]))
+            ranked: list[LifecycleTransition] = []
+            for table in tables:
+                if table:
+                    # One transition may list several matching descriptors: it counts once.
+                    mine = list(dict.fromkeys(t for d in descriptors for t in table.get(d, ())))
+                    ranked.extend(sorted(mine, key=_index) if len(descriptors) > 1 else mine)
+            found = tuple(ranked)
+            # Names come from the chart and from code; only the chart's own are kept, so an
+            # unbounded run of dotted names matched by a prefix cannot grow the cache.
+            if event in self.events or event.startswith(DONE_PREFIX):
+                self._candidates[key] = found
+        return found
+
+    def descriptors_of(self, leaf: str) -> set[str]:
+        """The descriptors some transition of ``leaf``, an ancestor or the root answers."""
+        found = set(self._wildcards.get(leaf.split(SEPARATOR, 1)[0], ()))
+        for state in self.lineages[leaf]:
+            found.update(self._by_state.get(state.path, ()))
+        return found
+
+    def exit_set(self, leaf: str, domain: str | None) -> tuple[LifecycleState, ...]:
+        """The active states a transition with ``domain`` exits from ``leaf``, innermost
+        first (SCXML ``exitStates``)."""
+        key = (leaf, domain)
+        found = self._exit_sets.get(key)
+        if found is None:
+            found = self._exit_sets[key] = tuple(
+                s for s in reversed(self.lineages[leaf]) if is_descendant(s.path, domain))
+        return found
+
+    def event_for(self, name: str) -> LifecycleEvent:
+        """The event ``name`` occurs as: the registered one, or one that only prefixes match
+        (``done.state.job`` answered by a transition on ``done``)."""
+        event = self.events.get(name) or self._occurring.get(name)
+        if event is None:
+            event = self._create_event(name, self)
+            if name.startswith(DONE_PREFIX):  # bounded by the chart's states
+                self._occurring[name] = event
+        return event
+
+    # -- processing -----------------------------------------------------------------------------
+
+    def trigger_event(self, model: Lifecycle, trigger: str, *args: Any, **kwargs: Any) -> Any:
+        """Process ``trigger`` for ``model`` as the caller's own event: when no transition
+        answers it, the caller is told (see :meth:`_trigger_event`)."""
+        event_data = LifecycleEventData(self, model, kwargs, direct=True)
+        return self._process(partial(self._trigger_event, event_data, trigger))
+
+    def raise_event(self, lifecycle: Lifecycle, trigger: str) -> None:
+        """Queue ``trigger`` behind the event being processed (a completion event)."""
+        self._process(partial(self._trigger_event, LifecycleEventData(self, lifecycle, {}),
+                              trigger))
+
+    def fire(self, lifecycle: Lifecycle, transition: LifecycleTransition) -> Any:
+        """A timer fell due: take its own delayed transition, if its guards let it."""
+        event_data = LifecycleEventData(self, lifecycle, {}, only=transition)
+        return self._process(partial(self._trigger_event, event_data, transition.trigger))
+
+    def start(self, lifecycle: Lifecycle) -> Any:
+        """Enter the initial states, outermost first, running their entry actions (SCXML's
+        initial transition; ``transitions`` itself only sets a new model's state)."""
+        event_data = LifecycleEventData(self, lifecycle, {}, direct=True)
+
+        def enter() -> None:
+            for state in self.initial_states:
+                try:
+                    state.enter(event_data)
+                except ActionError as exc:
+                    event_data.errors.append(exc)
+            lifecycle._started(event_data.errors)
+
+        return lifecycle._run(enter, "start")
+
+    def _process(self, trigger: Callable[[], Any]) -> Any:
+        """Run to completion, one queue per lifecycle (``queued=True`` would share one queue
+        among every lifecycle of the chart): an event sent while another is processed waits
+        for it, and the call that sent it returns ``None``."""
+        event_data: LifecycleEventData = trigger.args[0]  # type: ignore[attr-defined]
+        lifecycle = event_data.model
+        if lifecycle._busy:
+            event_data.direct = False
+            lifecycle._queue.append(trigger)
+            return None
+        return lifecycle._run(trigger, trigger.args[1])  # type: ignore[attr-defined]
+
+    def _trigger_event(self, event_data: LifecycleEventData, trigger: str) -> bool:
+        lifecycle = event_data.model
+        state = lifecycle.state
+        if lifecycle.finished:
+            return lifecycle._unanswered(event_data, trigger, "the lifecycle has finished",
+                                         allowed=[])
+        taken = self.event_for(trigger).trigger_nested(event_data)
+        if taken is None:
+            return lifecycle._unanswered(
+                event_data, trigger, event_data.reason or f"no transition answers it in {state!r}")
+        if not taken:
+            if not event_data.direct:
+                lifecycle._discard(trigger, event_data.kwargs, f"every guard said no in {state!r}")
+            return False
+        raise_first(event_data.errors)
+        return True
+
+    @staticmethod
+    def _transition_taken(event_data: LifecycleEventData) -> None:
+        event_data.model._taken(event_data)
+
+
+def _index(transition: LifecycleTransition) -> int:
+    return transition.index
+
+
+def raise_first(errors: list[ActionError]) -> None:
+    """Raise the first error of a step; the later ones become notes on it."""
+    if errors:
+        first = errors[0]
+        for later in errors[1:]:
+            first.add_note(f"then: {later}")
+        raise first
+
+
+__all__ = ["LifecycleEvent", "LifecycleEventData", "LifecycleMachine", "LifecycleState",
+           "LifecycleTransition", "done_event", "entry_path", "is_descendant", "raise_first",
+           "transition_domain"]

@@ -1,0 +1,29 @@
+"""A statechart file read from YAML and checked: the document (with the position of every
+value, for findings), the spec, and every finding of the static checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from orion.errors import Diagnostic
+from orion.statechart import checks
+from orion.statechart.model.schema import StatechartSpec
+from orion.yamlsource import SourceDocument, YamlSourceError, load_yaml
+
+
+def parse(source: str | Path, plugins: Any, *, text: str | None = None,
+          check_names: bool = True) -> tuple[SourceDocument | None, StatechartSpec | None,
+                                             list[Diagnostic]]:
+    """Parse and statically check one file: ``(document, spec, diagnostics)``. ``plugins``
+    (a plugin manager, or anything with a ``registry`` of guards and actions) provides the
+    names the check of guard and action names accepts."""
+    try:
+        doc = load_yaml(source, text=text)
+    except YamlSourceError as exc:
+        return None, None, checks.coded(exc.diagnostics, checks.YAML_SOURCE)
+    names = None
+    if check_names:
+        names = checks.Names(plugins.registry.guards, plugins.registry.actions)
+    spec, diagnostics = checks.check(doc, names)
+    return doc, spec, diagnostics
