@@ -76,6 +76,7 @@ class SessionManager:
         runtime.user_gates.append(session.hold)
         return {"session_id": lifecycle.id, "stage": "awaiting_content",
                 "target_file": checked.relative, "operation": plan.operation.value,
+                "session_dir": str(journal.directory),
                 "instruction": instruction(checked.relative, session.terminator)}
 
     def summaries(self) -> list[SessionSummary]:
@@ -172,10 +173,15 @@ class SessionManager:
 
 
 def instruction(target: str, terminator: str) -> str:
+    """What the begin result tells the model: the rules that decide what its text is."""
     return (f"Now output the content for {target} as plain text in your next message, not in "
             "a tool call and not wrapped in a code fence, and end it with a line that is exactly "
-            f"{terminator}. If your output is cut off, Orion saves what arrived and asks you to "
-            "continue.")
+            f"{terminator}. Everything you write as plain text until that line is added to the "
+            "file, in as many messages as it takes. Text in a message that also calls a tool "
+            f"is set aside, not added, and so is text after the {terminator} line; Orion tells "
+            "you when it sets text aside, and WritePlanTool_keep puts it back. If the file's "
+            "last line has no line break, end your message with it and Orion asks. If your "
+            "output is cut off, Orion saves what arrived and asks you to continue.")
 
 
 def manager_for(runtime: Runtime) -> SessionManager:
