@@ -229,57 +229,58 @@ class OpenAICompatibleModel:
             raise ModelError(f"the request to {self.base_url} failed: {err}") from err
 
         state = _StreamState(request.number)
-        cut: ModelConnectionError | None = None
-        failed: ModelError | None = None  # an error event, or data that is not JSON
+        fault: ModelError | None = None
         try:
             async for chunk in response:
                 for event in state.feed(chunk):
                     yield event
-        except APITimeoutError as err:
-            cut = ModelConnectionError(
-                f"the model endpoint at {self.base_url} stopped sending for {self.timeout:g} s "
-                f"in the middle of the response (after {_chunks(state.chunks)})")
-            cut.__cause__ = err
-        except APIConnectionError as err:
-            cut = ModelConnectionError(
-                f"the connection to {self.base_url} broke in the middle of the response "
-                f"(after {_chunks(state.chunks)}): {_cause(err)}")
-            cut.__cause__ = err
-        except (APIError, _ErrorEvent) as err:
-            failed = ModelError(f"the endpoint at {self.base_url} reported an error in the "
-                                f"middle of the response: {_server_message(err)}")
-            failed.__cause__ = err
-        except json.JSONDecodeError as err:
-            failed = ModelError(f"the endpoint at {self.base_url} sent an event that is not "
-                                f"JSON (after {_chunks(state.chunks)}): {err}")
-            failed.__cause__ = err
+        except (APIError, _ErrorEvent, json.JSONDecodeError) as err:
+            fault = self._fault(err, state)
         finally:
             await response.close()
-        if failed is not None:
-            if not state.received:
-                raise failed  # nothing of the reply arrived: the request failed
-            # What arrived is kept: a cut-off, with the server's words for the user.
-            for event in state.flush():
+        if fault is not None:
+            for event in self._cut_off(fault, state):
                 yield event
-            if state.usage is not None:
-                yield state.usage
-            yield Finish("truncated", STREAM_ERROR, error=_error_text(failed))
-            return
-        if cut is not None:
-            if not state.chunks:
-                raise cut  # nothing arrived: a connection error like any other
-            # What arrived is kept: a cut-off, like `length`. Tool calls it had only begun are
-            # dropped (their arguments would be cut too).
-            self._cuts += 1
-            for event in state.flush():
-                yield event
-            if state.usage is not None:
-                yield state.usage
-            yield Finish("truncated", CONNECTION_LOST)
             return
         self._cuts = 0
         for event in state.finish():
             yield event
+
+    def _fault(self, err: BaseException, state: _StreamState) -> ModelError:
+        """What broke a stream that had started: the network (a ModelConnectionError), or the
+        server (an error event, data that is not JSON)."""
+        after = _chunks(state.chunks)
+        if isinstance(err, APITimeoutError):
+            fault: ModelError = ModelConnectionError(
+                f"the model endpoint at {self.base_url} stopped sending for {self.timeout:g} s "
+                f"in the middle of the response (after {after})")
+        elif isinstance(err, APIConnectionError):
+            fault = ModelConnectionError(
+                f"the connection to {self.base_url} broke in the middle of the response "
+                f"(after {after}): {_cause(err)}")
+        elif isinstance(err, json.JSONDecodeError):
+            fault = ModelError(f"the endpoint at {self.base_url} sent an event that is not "
+                               f"JSON (after {after}): {err}")
+        else:
+            fault = ModelError(f"the endpoint at {self.base_url} reported an error in the "
+                               f"middle of the response: {_server_message(err)}")
+        fault.__cause__ = err
+        return fault
+
+    def _cut_off(self, fault: ModelError, state: _StreamState) -> list[ModelEvent]:
+        """The end of a stream ``fault`` broke: what arrived is kept, as a cut-off like
+        ``length`` (tool calls it had only begun are dropped: their arguments would be cut
+        too). Raises ``fault`` when nothing of the reply arrived (the request failed)."""
+        dropped = isinstance(fault, ModelConnectionError)
+        if not (state.chunks if dropped else state.received):
+            raise fault
+        if dropped:
+            self._cuts += 1
+            finish = Finish("truncated", CONNECTION_LOST)
+        else:
+            finish = Finish("truncated", STREAM_ERROR, error=_error_text(fault))
+        usage = [state.usage] if state.usage is not None else []
+        return [*state.flush(), *usage, finish]
 
     def _status_error(self, err: APIStatusError) -> ModelError:
         status = err.status_code
