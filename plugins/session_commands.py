@@ -151,12 +151,11 @@ def sessions_list(workspace: str, state_dir: str | None, as_json: bool) -> None:
             notes.append(f"only {orphan.bytes} of {orphan.received_bytes} bytes on disk")
         if orphan.rescued:
             notes.append(f"content rescued to {orphan.rescued}")
-        aside = orphan.saved_state.get("set_aside_lines")
-        if isinstance(aside, int) and aside:
-            notes.append(f"{aside} lines set aside (orion sessions show {orphan.short})")
-        held = orphan.saved_state.get("held")
-        if isinstance(held, list) and held:
-            notes.append(f"{len(held)} held message(s) of yours")
+        if orphan.set_aside_lines:
+            notes.append(f"{orphan.set_aside_lines} lines set aside (orion sessions show "
+                         f"{orphan.short})")
+        if orphan.held:
+            notes.append(f"{len(orphan.held)} message(s) you typed, held with it")
         table.add_row(orphan.short, escape(orphan.target_file or "?"), orphan.operation or "?",
                       str(orphan.lines), str(orphan.bytes), format_age(orphan.age_ms),
                       orphan.status, escape("; ".join(notes)))

@@ -21,6 +21,11 @@ The stream shapes of real servers (error events, ``<think>``, ``content_filter``
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from typing import Any
 
 import pytest
@@ -28,7 +33,7 @@ from click.testing import CliRunner
 
 from orion.cli import cli
 from orion.write_session.recovery import mark_resume, scan
-from write_harness import Played, begin, make_runner, say
+from write_harness import Played, begin, dump, make_runner, say
 
 DONE_PROMPT = "If you're finished, reply with DONE on its own line; otherwise continue."
 CUT_PROMPT = "Your output was cut off."
@@ -372,3 +377,107 @@ def test_write_plan_tool_keep_is_advertised_only_while_a_session_is_open(run):
     [keep] = [t for t in played.model.log[1].sent.tools
               if t["function"]["name"] == "WritePlanTool_keep"]
     assert set(keep["function"]["parameters"]["properties"]) == {"part"}
+
+
+# -- 8, with a real crash and a real chat ------------------------------------------------------
+
+
+def test_case_8_a_held_message_survives_sigkill_and_is_delivered_after_the_write(tmp_path):
+    # The process is killed while the model answers the question the held message brought
+    # (its reply streams slowly); the message was saved when it was held.
+    lines = [f"row {n}\n" for n in range(400)]
+    script = tmp_path / "held.yaml"
+    script.write_text(dump({"settings": {"write_session": {"flush_lines": 1}}, "conversation": [
+        {"user": "Write rows.txt."}, begin("rows.txt"),
+        say("first\n"),
+        {"user": "What is the capital of France?"},
+        {"model": {"chunks": lines, "chunk_delay_ms": 5}},
+    ]}), encoding="utf-8")
+    workspace = tmp_path / "ws"
+    proc = subprocess.Popen([sys.executable, "-m", "orion", "run", str(script), "--workspace",
+                             str(workspace)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # until the slow reply is streaming into the journal
+            assert proc.poll() is None and time.monotonic() < deadline, "orion run ended"
+            found = list(workspace.glob(".orion/write_sessions/*/content.txt"))
+            if found and found[0].stat().st_size > 100:
+                break
+            time.sleep(0.005)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    [orphan] = scan(workspace / ".orion")
+    assert orphan.held == ["What is the capital of France?"]
+    listed = subprocess.run([sys.executable, "-m", "orion", "sessions", "list", "--json",
+                             "--workspace", str(workspace)], capture_output=True, text=True,
+                            timeout=60)
+    [row] = json.loads(listed.stdout)
+    assert row["held"] == 1 and not row["live"], row
+    mark_resume(workspace / ".orion", orphan.id)
+    again = tmp_path / "again.yaml"
+    again.write_text(dump({"conversation": [
+        {"expect": CUT_PROMPT}, say("last row\nDONE\n"),
+        say("Paris."),  # answers the report and the held question
+    ]}), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "orion", "run", str(again), "--workspace",
+                           str(workspace), "--json"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "rows.txt").read_text().endswith("last row\n")
+    assert (workspace / "rows.txt").read_text().startswith("first\nrow 0\n")
+
+
+def test_case_8_quit_in_orion_chat_says_what_is_held_and_open(tmp_path):
+    from sse_server import SSEServer, begin_write, stream, text_stream
+
+    (tmp_path / "orion.yaml").write_text("settings:\n  write_session:\n    idle_ms: 600000\n")
+    responses = [begin_write("notes.md"), stream(text_stream("alpha\n")),
+                 stream(text_stream(""))]  # the answer to the prompt the held message brings
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ORION_"))}
+    with SSEServer(responses) as server:
+        proc = subprocess.run(
+            [sys.executable, "-m", "orion", "chat", "--base-url", server.base_url, "--model",
+             "m", "--workspace", str(tmp_path)],
+            input="Write notes.md.\nIs it raining?\n/quit\n", capture_output=True, text=True,
+            timeout=120, env={**clean, "OPENAI_API_KEY": "k"})
+    assert proc.returncode == 0, proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert "is still open (1 lines saved); 1 message you typed is held with it ('Is it " \
+           "raining?') and sent once the file is written" in said, proc.stderr
+    assert "orion sessions recover" in said and "--continue" in said
+    [orphan] = scan(tmp_path / ".orion")
+    assert orphan.held == ["Is it raining?"] and not orphan.live
+
+
+def test_case_8_in_a_terminal_quit_names_the_held_message_and_the_open_session(tmp_path):
+    import shutil
+
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed (apt-get install tmux)")
+    from sse_server import SSEServer, begin_write, stream, text_stream
+    from test_chat_terminal import chat_in_terminal
+
+    (tmp_path / "orion.yaml").write_text("settings:\n  write_session:\n    idle_ms: 600000\n")
+    with SSEServer([begin_write("notes.md"), stream(text_stream("alpha\n")),
+                    stream(text_stream(""))]) as server:
+        terminal = chat_in_terminal(server, tmp_path, "held-quit")
+        try:
+            terminal.wait_for("you>")
+            terminal.keys("Write notes.md.", "Enter")
+            terminal.wait_for_prompt("alpha")
+            terminal.keys("Is it raining?", "Enter")
+            terminal.wait_for_prompt("your message is held")
+            terminal.keys("/quit", "Enter")
+            status = terminal.exit_status()
+            screen = " ".join(terminal.screen().split())
+        finally:
+            terminal.close()
+    assert status == "0", screen
+    assert "1 message you typed is held with it ('Is it raining?') and sent once the file " \
+           "is written" in screen, screen
+    assert "orion sessions recover" in screen and "Traceback" not in screen

@@ -179,7 +179,7 @@ class MessageEnds:
     def _set_aside(self: WriteSession, why: str, data: bytes, at: int, *,
                    tools: list[str] | None = None) -> Part:
         """Keep ``data`` beside the content as a part, and tell the user at once."""
-        part = self.aside.add(why, data, at)
+        part = self.aside.add(why, data, at, tail=why == CUT_LINE)
         short, target = self.id[:8], self.plan.relative
         if why == BESIDE_A_TOOL_CALL:
             calls = " and ".join(tools or []) or "tool"

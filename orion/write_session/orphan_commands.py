@@ -160,8 +160,7 @@ def show(state_dir: str | os.PathLike[str], session_id: str) -> Shown:
     orphan = journals.get(full)
     if orphan is not None:
         return Shown(full, orphan.target_file, "live" if orphan.live else "open",
-                     SetAside.of_journal(orphan.directory),
-                     [str(m) for m in orphan.saved_state.get("held") or []])
+                     SetAside.of_journal(orphan.directory), orphan.held)
     record, _ = read_json(records[full]) if full in records else (None, None)
     record = record if isinstance(record, dict) else {}
     return Shown(full, record.get("target_file"), str(record.get("status") or "written"),

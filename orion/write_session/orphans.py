@@ -147,7 +147,20 @@ class Orphan:
             "state": self.state, "continuations": self.continuations,
             "corrections": self.corrections, "degraded": self.degraded,
             "rescued": self.rescued, "received_bytes": self.received_bytes,
+            "set_aside_lines": self.set_aside_lines, "held": len(self.held),
             "problems": list(self.problems)}
+
+    @property
+    def set_aside_lines(self) -> int:
+        """Lines of text the session set aside beside its content (``orion sessions show``)."""
+        value = self.saved_state.get("set_aside_lines")
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    @property
+    def held(self) -> list[str]:
+        """Messages the user typed while the session was open, not sent yet."""
+        value = self.saved_state.get("held")
+        return [str(m) for m in value] if isinstance(value, list) else []
 
 
 def sessions_dir(state_dir: str | os.PathLike[str]) -> Path:

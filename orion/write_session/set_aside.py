@@ -63,6 +63,13 @@ class Part:
     lines: int
     first_line: str
     kept: bool = False
+    #: Where it comes among parts at the same place: the stream's order (its number, unless an
+    #: unfinished line was set aside after text that followed it).
+    order: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.order:
+            self.order = float(self.number)
 
     def describe(self) -> str:
         """``part 2 (3 lines, first line 'Task B')``."""
@@ -106,10 +113,18 @@ class SetAside:
 
     # -- changing ----------------------------------------------------------------------------
 
-    def add(self, why: str, data: bytes, at: int) -> Part:
-        """Set ``data`` aside (it was at byte ``at`` of the content)."""
+    def add(self, why: str, data: bytes, at: int, *, tail: bool = False) -> Part:
+        """Set ``data`` aside (it was at byte ``at`` of the content). ``tail``: ``data`` was the
+        content's end, from ``at`` on, and leaves it now: parts set aside after it (at the
+        content's end) come to ``at`` too, after it."""
         part = Part(len(self.parts) + 1, why, at, len(data), count_lines(data),
                     first_line(data))
+        if tail:
+            later = [p for p in self.pending if p.at > at]
+            for other in later:
+                other.at = at
+            if later:
+                part.order = min(p.order for p in later) - 0.5
         self.parts.append(part)
         self._texts[part.number] = data
         self._save(part.number, data)
@@ -124,18 +139,10 @@ class SetAside:
         data = self.read(number)
         part.kept = True
         for other in self.pending:
-            if other.at > part.at or (other.at == part.at and other.number > number):
+            if other.at > part.at or (other.at == part.at and other.order > part.order):
                 other.at += len(data)
         self._save(None, None)
         return data
-
-    def moved(self, start: int, delta: int) -> None:
-        """The content changed size by ``delta`` bytes at byte ``start`` (a line was taken out
-        before its replacement): parts after it move too."""
-        for part in self.pending:
-            if part.at > start:
-                part.at = max(start, part.at + delta)
-        self._save(None, None)
 
     def _save(self, number: int | None, data: bytes | None) -> None:
         """Best effort: the bytes stay in memory whatever the disk says."""
