@@ -40,10 +40,22 @@ def _quoted(lifecycle) -> tuple[list[str], str | None]:
             unfinished if isinstance(unfinished, str) else None)
 
 
+#: A quoted line longer than this is shown by its start and its end (a minified file's one
+#: line would make the prompt as long as the file).
+QUOTE_CHARS = 400
+
+
 def _tail(lines: list[str], unfinished: str | None) -> str:
     """The quoted lines, the unfinished one last."""
     rows = [*lines, *([unfinished] if unfinished is not None else [])]
-    return "\n".join(f"> {line}" for line in rows)
+    return "\n".join(f"> {_shown(line)}" for line in rows)
+
+
+def _shown(line: str) -> str:
+    if len(line) <= QUOTE_CHARS:
+        return line
+    half = QUOTE_CHARS // 2
+    return f"{line[:half]} [… {len(line) - 2 * half} more characters …] {line[-half:]}"
 
 
 def _resend(line: int) -> str:

@@ -481,3 +481,19 @@ def test_case_8_in_a_terminal_quit_names_the_held_message_and_the_open_session(t
     assert "1 message you typed is held with it ('Is it raining?') and sent once the file " \
            "is written" in screen, screen
     assert "orion sessions recover" in screen and "Traceback" not in screen
+
+
+def test_a_long_unfinished_line_sent_again_replaces_it_in_one_piece(run):
+    # A minified file is one long line: sent again, whole, in small chunks, it is read as the
+    # repeat it is (the reply's start is held until it says, however long that takes).
+    line = "".join(f'"k{n}":{n},' for n in range(20_000))
+    played = run([
+        {"user": "Write data.txt."}, begin("data.txt"),
+        say(line[:150_000], finish_reason="length", chunk_size=4096),
+        {"expect": CUT_PROMPT}, {"expect": "[… 149600 more characters …]"},
+        say(line + "\nDONE\n", chunk_size=64),
+        {"expect": "Created data.txt (1 line"}, say("Done."),
+    ])
+    ok(played)
+    assert played.text("data.txt") == line + "\n"
+    assert status(played) == "written"

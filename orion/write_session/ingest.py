@@ -81,7 +81,13 @@ class Ingest:
             return True
         if mode == "hold":
             self._held.append(text)
-            self._read_start(ended=False)
+            self._held_size += len(text)
+            if self._held_size >= self._read_at:
+                # Read again once the held text has doubled: an answer, once given, holds for
+                # any longer text, so reading less often gives the same answer, and a long
+                # unfinished line sent again (a minified file) costs linear time, not square.
+                self._read_at = 2 * self._held_size
+                self._read_start(ended=False)
         # mode "corrections" and "ignore": the text is kept in _message_text only
         return False
 
@@ -142,7 +148,7 @@ class Ingest:
         if has_tag("continuing") or has_tag("paused") or self._quoted_at_start is not None:
             # A reply to a prompt of Orion's (or the next message after one that quoted a tail
             # and was set aside): its start is read before it is taken in.
-            self._mode, self._held = "hold", []
+            self._mode, self._held, self._held_size, self._read_at = "hold", [], 0, 64
         elif has_tag("correcting"):
             self._mode = "corrections"
         elif has_tag("receiving"):
@@ -188,9 +194,6 @@ class Ingest:
                 self._bytes_at_start = min(self._bytes_at_start, at)
                 self._restart_streamed_checks(at)
                 self._set_aside(CUT_LINE, line, at)
-        if start.repeat:
-            self.lifecycle.context["repeated_chars"] = \
-                self.lifecycle.context.get("repeated_chars", 0) + start.repeat
         rest = held[start.repeat:]
         if rest.strip(" \t\r\n") and not _only_terminator(rest, self.terminator) \
                 and "content" in self.lifecycle.allowed_triggers():

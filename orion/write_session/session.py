@@ -99,6 +99,8 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
         # starts in the journal; -1 when the message gave none.
         self._claimed_from = -1
         self._held: list[str] = []  # the start of a reply, held until read_start decides
+        self._held_size = 0
+        self._read_at = 0  # the held size at which the start is read again
         self._mode = "content"
         # Content chunks not taken in yet (see Ingest.feed): their characters and line breaks.
         self._batch: list[str] = []
