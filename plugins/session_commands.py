@@ -4,6 +4,7 @@ left in the workspace (which ``orion sessions`` recovers)."""
 from __future__ import annotations
 
 import json
+import sys
 
 import click
 
@@ -182,7 +183,9 @@ def sessions_show(session_id: str, part: int | None, workspace: str, state_dir: 
                 raise OrionError(f"write session {shown.id[:8]} has no part {part} (parts: "
                                  + (", ".join(str(p.number) for p in shown.set_aside.parts)
                                     or "none") + ")")
-            click.echo(shown.set_aside.read(part).decode("utf-8", "surrogateescape"), nl=False)
+            sys.stdout.flush()
+            sys.stdout.buffer.write(shown.set_aside.read(part))  # the bytes as they arrived
+            sys.stdout.buffer.flush()
             return
     except (OrionError, OSError) as exc:
         fail(exc)
