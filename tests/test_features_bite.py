@@ -1019,7 +1019,7 @@ def set_aside_unreported(p: Patcher) -> None:
          "the text set aside is gone once the file is written")
 def set_aside_not_kept(p: Patcher) -> None:
     def make(original):
-        def archive(self, state_dir, session_id):
+        def archive(self, state_dir, session_id, target):
             self.parts = []
             return None
         return archive

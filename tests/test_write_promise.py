@@ -497,3 +497,23 @@ def test_a_long_unfinished_line_sent_again_replaces_it_in_one_piece(run):
     ok(played)
     assert played.text("data.txt") == line + "\n"
     assert status(played) == "written"
+
+
+def test_text_set_aside_by_an_abandoned_session_is_kept_and_shown(run):
+    played = run([
+        {"user": "Write notes.md."}, begin("notes.md"),
+        {"model": {"text": "Let me look first.", "tool_calls": [
+            {"name": "read_file", "arguments": {"path": "README.md"}}]}},
+        {"expect": "set aside as part 1"},
+        say("", finish_reason="length"),  # nothing to continue: abandoned
+        {"expect": "The write session for notes.md was abandoned"},
+        {"expect": "1 line set aside, not written: part 1"},
+        say("I will try again."),
+    ], files={"README.md": "readme\n"})
+    ok(played)
+    assert status(played) == "abandoned"
+    listing = show(played)
+    short = played.result.sessions[0]["id"][:8]
+    assert listing.startswith(f"write session {short} for notes.md: abandoned, 1 line set "
+                              "aside")
+    assert "Let me look first." in listing

@@ -190,7 +190,8 @@ class Finalizer:
 
     def _archive_set_aside(self: WriteSession) -> None:
         """The journal goes: its text set aside stays where ``orion sessions show`` finds it."""
-        if self.aside.parts and self.aside.archive(self.runtime.state_dir, self.id) is None:
+        if self.aside.parts and self.aside.archive(self.runtime.state_dir, self.id,
+                                                   self.plan.relative) is None:
             self.runtime.reporter.notice(
                 f"write session {self.id[:8]}: the text set aside could not be kept in "
                 f"{self.runtime.state_dir / 'set_aside'}; it is in this conversation's history")

@@ -162,6 +162,8 @@ def show(state_dir: str | os.PathLike[str], session_id: str) -> Shown:
         return Shown(full, orphan.target_file, "live" if orphan.live else "open",
                      SetAside.of_journal(orphan.directory), orphan.held)
     record, _ = read_json(records[full]) if full in records else (None, None)
-    record = record if isinstance(record, dict) else {}
-    return Shown(full, record.get("target_file"), str(record.get("status") or "written"),
-                 archived(state, full) or SetAside(state / "set_aside" / full), [])
+    if not isinstance(record, dict):  # an archive without a write: the session was abandoned
+        record = {"status": "abandoned"}
+    parts = archived(state, full) or SetAside(state / "set_aside" / full)
+    return Shown(full, record.get("target_file") or parts.target,
+                 str(record.get("status") or "written"), parts, [])

@@ -86,6 +86,8 @@ class SetAside:
         self.directory = Path(directory)
         self.parts: list[Part] = []
         self._texts: dict[int, bytes] = {}
+        #: The file the parts were set aside from (kept in an archive's index).
+        self.target: str | None = None
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -154,17 +156,19 @@ class SetAside:
         except OSError:
             pass
 
-    def archive(self, state_dir: Path, session_id: str) -> Path | None:
+    def archive(self, state_dir: Path, session_id: str, target: str) -> Path | None:
         """Keep the parts where ``orion sessions show`` finds them once the journal is gone:
-        ``<state_dir>/set_aside/<session id>/``. Nothing happens when nothing was set aside."""
+        ``<state_dir>/set_aside/<session id>/``, with the ``target`` they were set aside from.
+        Nothing happens when nothing was set aside."""
         if not self.parts:
             return None
-        target = Path(state_dir) / ARCHIVE / session_id
+        target_file, target = target, Path(state_dir) / ARCHIVE / session_id
         try:
             target.mkdir(parents=True, exist_ok=True)
             for part in self.parts:
                 (target / f"{part.number}.txt").write_bytes(self.read(part.number))
-            _replace(target / INDEX, {"parts": [asdict(p) for p in self.parts]})
+            _replace(target / INDEX, {"target_file": self.target or target_file,
+                                      "parts": [asdict(p) for p in self.parts]})
         except OSError:
             return None
         return target
@@ -184,6 +188,9 @@ class SetAside:
     def load(cls, directory: Path) -> SetAside:
         store = cls(directory)
         store.parts = _read_index(store.directory)
+        index, _ = _read(store.directory / INDEX)
+        if isinstance(index, dict) and isinstance(index.get("target_file"), str):
+            store.target = index["target_file"]
         return store
 
 
@@ -206,11 +213,15 @@ def remove_archive(state_dir: Path, session_id: str) -> None:
     shutil.rmtree(Path(state_dir) / ARCHIVE / session_id, ignore_errors=True)
 
 
-def _read_index(directory: Path) -> list[Part]:
+def _read(path: Path) -> tuple[Any, str | None]:
     try:
-        data = json.loads((directory / INDEX).read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
-        data = None
+        return json.loads(path.read_text(encoding="utf-8")), None
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        return None, str(exc)
+
+
+def _read_index(directory: Path) -> list[Part]:
+    data, _ = _read(directory / INDEX)
     parts: list[Part] = []
     if isinstance(data, dict) and isinstance(data.get("parts"), list):
         for item in data["parts"]:
