@@ -698,7 +698,9 @@ def test_write_session_truncation_flow(pm, clock, statecharts):
                                  overrides={"max_continuations": 1}, env={})
     lc = definition.create(clock=clock)
     lc.trigger("begin")
-    step = lc.trigger("truncated", bytes=10, lines=2, last_lines=["a", "b"])
+    # The session quotes the tail through the context (payloads are traced; lines are content).
+    lc.context["quoted"] = {"lines": ["a", "b"], "unfinished": None}
+    step = lc.trigger("truncated", bytes=10, lines=2)
     assert step
     assert lc.state == "session_active.continuing"
     assert lc.context["continuations"] == 1

@@ -121,7 +121,9 @@ def test_text_after_done_is_set_aside_not_written_and_traced_as_counts(run):
     assert_ok(played)
     assert played.text("notes.md") == "alpha\nbeta\n"
     [event] = [e for e in played.events("write_report") if e["name"] == "text set aside"]
-    assert event["attributes"] == {"orion.target": "notes.md", "orion.why": "after DONE",
+    # counts and the reason as an enum; the target's path, a text, by length and hash
+    assert event["attributes"] == {"orion.target": traced("notes.md"),
+                                   "orion.set_aside.kind": "after_done",
                                    "orion.part": 1, "orion.lines": 1, "orion.bytes": 39}
     # the model still sees its words, after the reference to the file
     assistant = [m["content"] for m in played.sent(3) if m["role"] == "assistant"]
@@ -599,7 +601,7 @@ def test_a_wrapped_guide_with_nested_blocks_and_a_done_line_is_written_whole(run
     assert_ok(played)
     assert played.text("docs/protocol.md") == guide_text
     [event] = [e for e in played.events("write_report") if e["name"] == "text set aside"]
-    assert event["attributes"]["orion.why"] == "after DONE"
+    assert event["attributes"]["orion.set_aside.kind"] == "after_done"
     assert event["attributes"]["orion.lines"] == 1
 
 

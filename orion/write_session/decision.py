@@ -170,6 +170,9 @@ BESIDE_A_TOOL_CALL = "beside a tool call"
 AFTER_DONE = "after DONE"
 CUT_LINE = "the unfinished line, not sent again"
 RESTART = "a continuation that started the file over"
+#: Each reason as an enum value, for the trace (which keeps no phrases).
+SET_ASIDE_KINDS = {BESIDE_A_TOOL_CALL: "beside_tool_call", AFTER_DONE: "after_done",
+                   CUT_LINE: "unfinished_line", RESTART: "restart"}
 
 
 def decide_end(facts: Facts) -> End:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from orion.models.events import CONNECTION_LOST, CONTENT_FILTER, STREAM_ERROR, Finish
 from orion.trace.events import Kind
 from orion.write_session.decision import (AFTER_DONE, BESIDE_A_TOOL_CALL, CUT_LINE, RESTART,
-                                          Cut, End, Facts, Quoted, Step, decide_end)
+                                          SET_ASIDE_KINDS, Cut, End, Facts, Quoted, Step,
+                                          decide_end)
 from orion.write_session.protocol import EndMarker
 from orion.write_session.set_aside import Part
 
@@ -200,7 +201,8 @@ class MessageEnds:
             f"write session {short}: {said} was set aside, not written to {target} (part "
             f"{part.number}); `orion sessions show {short}` prints it")
         self._trace(Kind.WRITE_REPORT, "text set aside", {
-            "orion.target": target, "orion.why": why, "orion.part": part.number,
+            "orion.target": target, "orion.set_aside.kind": SET_ASIDE_KINDS[why],
+            "orion.part": part.number,
             "orion.lines": part.lines, "orion.bytes": part.bytes})
         return part
 
