@@ -297,7 +297,7 @@ class PlanStore:
         ``orion.db`` holds plans to move), else ``None`` (for commands that only read, such as
         ``orion plan show``: they must not create a state directory or a database)."""
         state = Path(state_dir)
-        if (state / DB_NAME).is_file() or holds_plans(state / TRACES_DB):
+        if (state / DB_NAME).exists() or holds_plans(state / TRACES_DB):
             return cls.for_state_dir(state)
         return None
 
