@@ -477,3 +477,30 @@ def test_plans_orion_db_kept_locked_are_moved_later_and_none_is_lost(old, tmp_pa
         raw_rows(tmp_path / "ws-before.db", "plans", but="active"))
     assert set(raw_rows(state / PLANS_DB, "plan_revisions")) > set(before["plan_revisions"])
     assert plan_rows(state / TRACES_DB) == {"plans": None, "plan_revisions": None}
+
+
+def test_plans_copied_from_a_read_only_orion_db_are_removed_from_it_later(old, tmp_path):
+    """orion.db read-only (a read-only bind mount of the file): the plans are copied to
+    plans.db and plan work uses them there; the user is told that they could not be removed
+    from orion.db, and the next start that can write it removes them."""
+    ws = copy_of(old, tmp_path)
+    state = ws / ".orion"
+    before = plan_rows(state / TRACES_DB)
+    traces = state / TRACES_DB
+    bound = subprocess.run(["mount", "--bind", str(traces), str(traces)], capture_output=True,
+                           text=True)
+    if bound.returncode != 0:
+        pytest.skip(f"a bind mount is not permitted here: {bound.stderr.strip()}")
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(traces)], check=True)
+        history = orion("plan", "history", "--json", "--workspace", str(ws))
+    finally:
+        subprocess.run(["umount", "-l", str(traces)], capture_output=True)
+    assert history.returncode == 0 and len(json.loads(history.stdout)) == 3, history.stderr
+    assert ("copied 4 plans from orion.db to plans.db, but could not remove them from "
+            "orion.db (attempt to write a readonly database); plan work uses plans.db, and the "
+            "next start removes them") in history.stderr, history.stderr
+    assert plan_rows(state / PLANS_DB) == before == plan_rows(state / TRACES_DB)
+    again = orion("plan", "history", "--json", "--workspace", str(ws))
+    assert again.stderr.count(MOVED) == 1, again.stderr
+    assert_moved(ws, before)
