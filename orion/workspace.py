@@ -66,9 +66,9 @@ def state_directory(workspace: str | os.PathLike[str],
     :class:`StateDirOutside`, and so is any entry of ``.orion`` (``backups``, ``undo``,
     ``orion.db``, ``plans.db`` and their ``-wal``, ``-shm`` and ``.setup.lock`` sidecars,
     ``write_sessions``, ``rescued``, ...) that is a symbolic link leading out of the state
-    directory. Deeper entries are named by fresh random ids (``backups/<id>/``), so
-    a link shipped there is never written through. With ``create``, a missing state directory
-    is made with mode 0700; an existing one keeps the mode its user gave it."""
+    directory. Deeper entries are named by fresh random ids (``backups/<id>/``), so a link
+    shipped there is never written through. With ``create``, a missing state directory is made
+    with mode 0700; an existing one keeps the mode its user gave it."""
     chosen = state_dir_path(workspace, given)
     if not given:
         _check_confined(chosen.parent, chosen)

@@ -77,17 +77,25 @@ def trace_count(workspace: Path) -> int:
         return db.execute("SELECT count(*) FROM trace_events").fetchone()[0]
 
 
-@pytest.mark.parametrize("damage", list(DAMAGE))
-def test_a_damaged_orion_db_stops_neither_the_run_nor_a_write_nor_plan_work(damage, tmp_path,
-                                                                             healthy):
+def operations_with_damaged(database: str, damage: str, tmp_path: Path,
+                            healthy: dict[str, bytes]) -> tuple[Path, str]:
+    """The `operations` example run in a workspace whose ``database`` is damaged: it succeeds
+    and writes every file as in a sound workspace. Returns the workspace and what was said."""
     workspace = tmp_path / "ws"
     (workspace / ".orion").mkdir(parents=True)
-    DAMAGE[damage](workspace / ".orion" / "orion.db")
+    DAMAGE[damage](workspace / ".orion" / database)
     proc = orion("run", "operations", "--workspace", str(workspace))
     said = proc.stdout + proc.stderr
     assert "Traceback" not in said, said[-3000:]
     assert proc.returncode == 0, said[-3000:]
     assert files_of(workspace) == healthy  # every write happened, byte for byte
+    return workspace, said
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_damaged_orion_db_stops_neither_the_run_nor_a_write_nor_plan_work(damage, tmp_path,
+                                                                             healthy):
+    workspace, said = operations_with_damaged("orion.db", damage, tmp_path, healthy)
     assert said.count("cannot store traces") <= 1  # said once, not once per request
     # Plans are in plans.db: plan work goes on as if nothing happened (the same state
     # directory, another workspace: the example seeds its own files).
@@ -104,14 +112,7 @@ def test_a_damaged_orion_db_stops_neither_the_run_nor_a_write_nor_plan_work(dama
 @pytest.mark.parametrize("damage", list(DAMAGE))
 def test_a_damaged_plans_db_stops_neither_the_run_nor_a_write_nor_traces(damage, tmp_path,
                                                                           healthy):
-    workspace = tmp_path / "ws"
-    (workspace / ".orion").mkdir(parents=True)
-    DAMAGE[damage](workspace / ".orion" / "plans.db")
-    proc = orion("run", "operations", "--workspace", str(workspace))
-    said = proc.stdout + proc.stderr
-    assert "Traceback" not in said, said[-3000:]
-    assert proc.returncode == 0, said[-3000:]
-    assert files_of(workspace) == healthy
+    workspace, said = operations_with_damaged("plans.db", damage, tmp_path, healthy)
     assert said.count("plan work is unavailable: the plan store") == 1, said[-3000:]
     assert "plans.db cannot be used" in said
     # Traces are in orion.db: stored as if nothing happened.

@@ -83,14 +83,14 @@ def _move(conn: sqlite3.Connection, traces_db: Path) -> str | None:
     except sqlite3.Error as exc:
         if _locked(exc):
             return (f"the plans in {TRACES_DB} cannot be moved to {PLANS_DB} now ({exc}); plan "
-                    "work goes on in plans.db, and the next start tries again")
+                    f"work goes on in {PLANS_DB}, and the next start tries again")
         # Not a database Orion can read (the trace store says so): it holds no plans to move.
         log.debug("%s: not looked at for plans (%s)", traces_db, exc)
         return None
     if tables is None:
         return None
     try:
-        moved, not_active = _copy(conn, tables)
+        moved, kept_inactive = _copy(conn, tables)
     except sqlite3.Error as exc:
         return (f"the plans in {TRACES_DB} could not be moved to {PLANS_DB} ({exc}); they stay "
                 f"in {TRACES_DB} as they were, plan work goes on in {PLANS_DB} without them, "
@@ -102,10 +102,10 @@ def _move(conn: sqlite3.Connection, traces_db: Path) -> str | None:
         return (f"copied {said} from {TRACES_DB} to {PLANS_DB}, but could not remove them from "
                 f"{TRACES_DB} ({exc}); plan work uses {PLANS_DB}, and the next start removes "
                 "them")
-    if not moved and not not_active:
+    if not moved:
         return None  # empty tables: nothing the user had is anywhere else now
     told = f"moved {said} from {TRACES_DB} to {PLANS_DB}"
-    for plan_id in not_active:
+    for plan_id in kept_inactive:
         told += (f"; plan {plan_id[:8]} was active in {TRACES_DB} and is not active in "
                  f"{PLANS_DB}, which had an active plan (`orion plan show {plan_id[:8]}`)")
     return told
@@ -128,7 +128,8 @@ def _plan_tables(conn: sqlite3.Connection) -> list[str] | None:
 def _copy(conn: sqlite3.Connection, tables: list[str]) -> tuple[int, list[str]]:
     """Step 1: how many plans ``orion.db`` holds (all in ``plans.db`` now), and which of them
     were active there and are not in ``plans.db``."""
-    # A row damaged by hand (a status Orion does not know) is moved as it is, not refused.
+    # A row damaged by hand (a status Orion does not know) is moved as it is, not refused (the
+    # connection is this move's own).
     conn.execute("PRAGMA ignore_check_constraints = ON")
     # The first statement writes plans.db, so the transaction takes its write lock (waiting
     # for it) before it has read anything there; orion.db is only read.
@@ -140,18 +141,16 @@ def _copy(conn: sqlite3.Connection, tables: list[str]) -> tuple[int, list[str]]:
             conn.execute(COPY_REVISIONS)
         elif "plans" in tables:  # from before revisions were kept: each plan's last draft
             conn.execute(LAST_DRAFTS.format(plans="legacy.plans"))
-        moved, not_active = 0, []
+        moved, kept_inactive = 0, []
         if "plans" in tables:
             (moved,) = conn.execute("SELECT count(*) FROM legacy.plans").fetchone()
-            not_active = [str(plan_id) for (plan_id,) in conn.execute(NOT_ACTIVE_NOW)]
+            kept_inactive = [str(plan_id) for (plan_id,) in conn.execute(NOT_ACTIVE_NOW)]
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
-    finally:
-        conn.execute("PRAGMA ignore_check_constraints = OFF")
-    return moved, not_active
+    return moved, kept_inactive
 
 
 def _remove(conn: sqlite3.Connection, tables: list[str]) -> None:

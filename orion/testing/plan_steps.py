@@ -2,11 +2,11 @@
 
 Loaded with the common steps (:mod:`orion.testing.steps`) by Orion's pytest plugin. The steps
 drive the real runtime of the scenario's :class:`~orion.testing.world.World` and read the real
-plan store (``plans.db``), conversation, model requests and traces (``orion.db``). They use the conventions of
-the common steps (quoted fields with ``\\n``-style escapes; "since the last When step"), and
-their wording names the plan ("the plan ...", "plan work ...", "the model stores the plan
-draft ..."), so it does not collide with the common steps. Plan-mode scenarios also use common
-steps: ``Given plan work is active`` (``/plan on``), ``When the user types "/plan approve"``,
+plan store (``plans.db``), conversation, model requests and traces (``orion.db``). They use the
+conventions of the common steps (quoted fields with ``\\n``-style escapes; "since the last When
+step"), and their wording names the plan ("the plan ...", "plan work ...", "the model stores the
+plan draft ..."), so it does not collide with the common steps. Plan-mode scenarios also use
+common steps: ``Given plan work is active`` (``/plan on``), ``When the user types "/plan approve"``,
 ``Then the command answers "..."``, ``Then the tool "plan_get" is advertised``, ``Then the tool
 call is denied with a message containing "..."``, ``When Orion exits and starts again``.
 
@@ -33,8 +33,8 @@ from pytest_bdd import given, parsers, then, when
 from orion.config import load_config
 from orion.plan.service import plan_service_for
 from orion.plan.store import DB_NAME, Plan
-from orion.statedb import TRACES_DB
 from orion.runtime.runtime import Runtime
+from orion.statedb import TRACES_DB
 from orion.testing.steps import unescape
 from orion.testing.world import World
 
