@@ -454,10 +454,14 @@ def test_plans_orion_db_kept_locked_are_moved_later_and_none_is_lost(old, tmp_pa
         {"model": {"text": "Stored."}}]}, sort_keys=False))
     try:
         assert holder.stdout.readline().strip() == "locked"
+        # A command that only reads says why it shows no plan, rather than none in silence.
+        shown = orion("plan", "show", "--workspace", str(ws))
         locked = orion("run", str(script), "--workspace", str(ws))
     finally:
         holder.kill()
         holder.wait()
+    assert shown.returncode == 0 and "cannot be moved to plans.db now (database is locked)" in \
+        shown.stderr, shown.stderr
     said = locked.stdout + locked.stderr
     assert locked.returncode == 0, said[-3000:]
     assert ("the plans in orion.db cannot be moved to plans.db now (database is locked); plan "

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 from orion.plan.store import (BUSY_TIMEOUT_MS, COLUMNS, LAST_DRAFTS, REVISION_COLUMNS,
@@ -55,6 +56,22 @@ COPY_REVISIONS = f"""
 NOT_ACTIVE_NOW = """
     SELECT l.id FROM legacy.plans AS l JOIN main.plans AS m ON m.id IS l.id
     WHERE l.active = 1 AND m.active IS NOT 1"""
+
+
+def holds_plans(traces_db: Path) -> bool:
+    """Whether ``traces_db`` (a state directory's ``orion.db``) still holds plans to move, for
+    a command that only reads. A file that cannot be read holds none, unless another process
+    keeps it locked: then it may, and opening the store (which waits for the lock) says so."""
+    try:
+        if traces_db.stat().st_size == 0:
+            return False
+        with closing(sqlite3.connect(traces_db, timeout=0)) as conn:
+            return conn.execute("SELECT 1 FROM _sqlite_migrations WHERE migration_set = ? "
+                                "LIMIT 1", (migrations.name,)).fetchone() is not None
+    except sqlite3.Error as exc:
+        return _locked(exc)
+    except OSError:
+        return False
 
 
 def move_plans(plans_db: Path, traces_db: Path) -> str | None:

@@ -23,7 +23,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -296,6 +296,8 @@ class PlanStore:
         """The store of ``state_dir`` if it has plans (its ``plans.db`` exists, or its
         ``orion.db`` holds plans to move), else ``None`` (for commands that only read, such as
         ``orion plan show``: they must not create a state directory or a database)."""
+        from orion.plan.move import holds_plans  # it reads this module's schema
+
         state = Path(state_dir)
         if (state / DB_NAME).exists() or holds_plans(state / TRACES_DB):
             return cls.for_state_dir(state)
@@ -507,19 +509,6 @@ class PlanStore:
         if plan is None:
             raise PlanStoreError(f"no plan {plan_id!r}")
         return plan
-
-
-def holds_plans(traces_db: Path) -> bool:
-    """Whether ``traces_db`` (a state directory's ``orion.db``) still holds plans an earlier
-    Orion kept there, to be moved. A file that cannot be read holds none to move."""
-    try:
-        if traces_db.stat().st_size == 0:
-            return False
-        with closing(sqlite3.connect(traces_db)) as conn:
-            return conn.execute("SELECT 1 FROM _sqlite_migrations WHERE migration_set = ? "
-                                "LIMIT 1", (migrations.name,)).fetchone() is not None
-    except (sqlite3.Error, OSError):
-        return False
 
 
 def _now_ms() -> float:
