@@ -13,7 +13,6 @@ import click
 from orion.api import hookimpl
 from orion.commands import (STATE_DIR, WORKSPACE, CommandGroup, escape, say, show,
                             state_path)
-from orion.statedb import PLANS_DB
 
 
 def _plan_store(workspace: str, state_dir: str | None):
@@ -38,11 +37,12 @@ def _plans_db(command: Callable[..., Any]) -> Callable[..., Any]:
 
             if not isinstance(exc, sqlite3.Error):
                 raise
-            from orion.errors import OrionError
+            from orion.plan.store import DB_NAME, PlanStoreError
 
-            raise OrionError(f"the state directory's {PLANS_DB} cannot be used ({exc}); move "
-                             "it aside to start afresh (the plans stay in the file moved; "
-                             "traces, write sessions and files do not depend on it)") from exc
+            raise PlanStoreError(f"the state directory's {DB_NAME} cannot be used ({exc}); "
+                                 "move it aside to start afresh (the plans stay in the file "
+                                 "moved; traces, write sessions and files do not depend on "
+                                 "it)") from exc
     return run
 
 
