@@ -127,7 +127,6 @@ def _m002_plan_revisions(db: Database) -> None:
     db.execute(LAST_DRAFTS.format(plans="plans"))
 
 
-
 COLUMNS = ("id", "title", "markdown", "status", "revision", "supersedes", "active",
            "created_ms", "updated_ms")
 SELECT = f"SELECT {', '.join(COLUMNS)} FROM plans"
