@@ -32,6 +32,10 @@ from orion import hookimpl
 from orion.testing.steps import PATH, TEXT, ContentOn, _book, lines_of, unescape
 from orion.testing.world import World
 
+#: The step libraries loaded with these (pytest loads a plugin module's ``pytest_plugins``):
+#: statecharts written in a scenario, and real faults of a write.
+pytest_plugins = ["orion.testing.chart_steps"]
+
 #: How long a command may take before the step fails (it never sleeps; this bounds a hang).
 COMMAND_TIMEOUT_S = 120
 #: A file every Linux kernel refuses to open for writing with EACCES, root included: the
