@@ -71,6 +71,16 @@ class UnknownTrigger(TriggerNotAllowed):
         return str(self.args[0])
 
 
+class UnknownTag(LifecycleError):
+    """Code asked about a tag that no state of the statechart carries: a misspelled tag, or a
+    chart that lost it. Answering "no" would hide the mistake."""
+
+    def __init__(self, lifecycle: str, tag: str, known: list[str]):
+        self.lifecycle, self.tag, self.known = lifecycle, tag, known
+        super().__init__(f"{lifecycle}: unknown tag {tag!r} (the statechart's states carry: "
+                         f"{', '.join(known) or 'no tags'})")
+
+
 class ActionError(LifecycleError):
     """A named action raised; the lifecycle stays in the state it had reached."""
 

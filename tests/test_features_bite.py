@@ -1286,6 +1286,42 @@ mutant("wildcard_suffix_kept", "SM-10", "orion.statechart.model.events:normalize
        ("descriptor[:-2]", "descriptor[:-1]"))
 
 
+# CU: contracts and overlays ------------------------------------------------------------------
+
+mutant("replacement_not_held_to_its_base", "CU-1", "orion.statechart.io.catalog:Catalog._resolve",
+       "a chart is held to its own contract only, not to that of the chart it replaces",
+       ("for lower in below:", "for lower in below[:0]:"))
+
+mutant("finalizing_by_its_name", "CU-2", "orion.write_session.message_end:MessageEnds._truncated",
+       "the write after the last continuation looks for the state named finalizing, not the tag",
+       ('elif self.lifecycle.has_tag("finalizing"):',
+        'elif self.lifecycle.state == "session_active.finalizing":'))
+
+mutant("paused_by_its_name", "CU-2", "orion.write_session.ingest:Ingest._start_message",
+       "a reply after a pause is recognised by the state's name, not by its tag",
+       ('has_tag("paused")',
+        'self.lifecycle.state.endswith("awaiting_done_or_more_content")'))
+
+mutant("unknown_tag_is_no", "CU-3", "orion.statechart.interpreter.lifecycle:Lifecycle.has_tag",
+       "a tag no state carries is answered False",
+       ("raise UnknownTag(self.name, tag, sorted(definition.all_tags))", "return False"))
+
+mutant("not_allowed_lists_every_trigger", "CU-3",
+       "orion.statechart.interpreter.lifecycle:Lifecycle._unanswered",
+       "a trigger not allowed here is refused with every trigger of the chart as 'allowed'",
+       ("self.allowed_triggers() if allowed is None else allowed",
+        "sorted(self.definition.triggers) if allowed is None else allowed"))
+
+mutant("replace_drops_unnamed_fields", "CU-4",
+       "orion.statechart.io.overlay:_TransitionEdits.replace",
+       "a replaced transition keeps only the fields the overlay gives",
+       ("self.items[at] = ({**data, **patch}, [", "self.items[at] = (dict(patch), ["))
+
+mutant("setting_replaced_whole", "CU-4", "orion.statechart.io.overlay:_merge_values",
+       "an overlay's setting replaces the base's whole (its type and bounds are lost)",
+       ('if section == "settings" and isinstance(merged.get(key), dict):', "if False:"))
+
+
 # -- running the variants ---------------------------------------------------------------------
 
 def _import_orion() -> None:

@@ -29,7 +29,7 @@ from pytest_bdd import given, parsers, then, when
 
 from orion.clock import VirtualClock
 from orion.errors import OrionError
-from orion.testing.steps import lines_of
+from orion.testing.steps import lines_of, unescape
 from orion.testing.world import World
 
 __all__ = ["ChartRun"]
@@ -139,6 +139,25 @@ def the_statechart(orion_world: World, docstring: str) -> None:
     assert run.lifecycle is not None, f"the statechart did not start: {orion_world.errors}"
 
 
+@given(parsers.re(r'the workspace has Orion\'s "(?P<name>\w+)" chart as "(?P<path>[^"]+)", with '
+                  r"these changes:"))
+def workspace_has_changed_builtin(orion_world: World, name: str, path: str,
+                                  datatable: list[list[str]]) -> None:
+    """A copy of Orion's built-in chart in the workspace (a chart that replaces it, not an
+    overlay), with each ``| from | to |`` row's text replaced wherever it occurs (a cell's
+    ``\\n`` is a line break). A row whose text does not occur fails the step."""
+    from orion.statechart import builtin_statechart
+
+    text = builtin_statechart(name).read_text(encoding="utf-8")
+    for old, new in datatable[1:] if datatable and datatable[0] == ["from", "to"] else datatable:
+        old, new = unescape(old), unescape(new)
+        assert old in text, f"Orion's {name} chart has no {old!r}"
+        text = text.replace(old, new)
+    target = orion_world.workspace / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+
+
 # -- When ----------------------------------------------------------------------------------
 
 
@@ -156,7 +175,20 @@ def chart_clock_moves(orion_world: World, ms: int) -> None:
     _kept(orion_world, lambda: run.clock.advance(ms))
 
 
+@when(parsers.re(r'the code asks the chart whether it has the tag "(?P<tag>[^"]+)"'))
+def code_asks_tag(orion_world: World, tag: str) -> None:
+    run = _chart(orion_world)
+    run.mark = len(run.log)
+    orion_world.data["chart_answer"] = _kept(orion_world, lambda: run.lifecycle.has_tag(tag))
+
+
 # -- Then ----------------------------------------------------------------------------------
+
+
+@then(parsers.re(r'the answer is "(?P<answer>yes|no)"'))
+def the_answer_is(orion_world: World, answer: str) -> None:
+    assert orion_world.data.get("chart_answer") is (answer == "yes"), \
+        orion_world.data.get("chart_answer")
 
 
 @then(parsers.re(r'the chart is in "(?P<state>[^"]+)"'))

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orion.clock import Clock, TimerHandle
-from orion.errors import ActionError, TriggerNotAllowed, UnknownTrigger
+from orion.errors import ActionError, TriggerNotAllowed, UnknownTag, UnknownTrigger
 from orion.statechart.interpreter import snapshot as snapshots
 from orion.statechart.interpreter.listeners import Listeners
 from orion.statechart.interpreter.semantics import (
@@ -141,8 +141,15 @@ class Lifecycle:
 
     def has_tag(self, tag: str) -> bool:
         """Whether the active state or an ancestor carries ``tag`` (XState's ``hasTag``). Code
-        asks this instead of comparing state names, so a chart may rename its states."""
-        return tag in self.definition.tags.get(self.state, ())
+        asks this instead of comparing state names, so a chart may rename its states. A tag
+        that no state of the chart carries raises :class:`UnknownTag`: it is a misspelling,
+        or a chart that lost it, and "no" would hide either."""
+        definition = self.definition
+        if tag in definition.tags.get(self.state, ()):
+            return True
+        if tag not in definition.all_tags:
+            raise UnknownTag(self.name, tag, sorted(definition.all_tags))
+        return False
 
     def allowed_triggers(self) -> list[str]:
         return [] if self.finished else self.definition.allowed_triggers(self.state)
