@@ -1322,6 +1322,74 @@ mutant("setting_replaced_whole", "CU-4", "orion.statechart.io.overlay:_merge_val
        ('if section == "settings" and isinstance(merged.get(key), dict):', "if False:"))
 
 
+# WF: faults of a write -----------------------------------------------------------------------
+
+mutant("saved_once_anything_saved", "WF-1", "orion.write_session.finalize:Finalizer._keep_content",
+       "a journal that saved any of the content is taken for one that holds all of it",
+       ("if self.journal.secure():", "if self.journal.flushed_bytes or self.journal.secure():"))
+
+mutant("rescued_only_in_the_state_directory", "WF-2",
+       "orion.write_session.finalize:Finalizer._keep_content",
+       "the content is rescued only into .orion/rescued, not the temp or home directory",
+       ("Path(tempfile.gettempdir()),", ""), ("Path.home()]", "]"))
+
+mutant("observers_isolated_narrowly", "WF-3", "orion.plugins:PluginManager._isolated",
+       "only an observer's programming errors are isolated; an OSError stops the write",
+       ("            return function(*args, **kwargs)\n        except Exception as exc:",
+        "            return function(*args, **kwargs)\n"
+        "        except (ValueError, TypeError, KeyError, AttributeError, RuntimeError) as exc:"))
+
+mutant("store_warns_every_batch", "WF-4", "orion.trace.store:TraceStore._drop",
+       "the trace store warns at every batch it cannot store",
+       ("self._warned = True", "pass"))
+
+mutant("store_keeps_only_busy_errors", "WF-4", "orion.trace.store:TraceStore.write",
+       "only a locked or busy database is a batch dropped; a damaged one raises",
+       ("except DATABASE_ERRORS as exc:", "except sqlite3.OperationalError as exc:"))
+
+mutant("only_appends_compared", "WF-5", "orion.write_session.operations:_execute_locked",
+       "only an append compares the file with the bytes the plan was checked against",
+       ("if first.exists and first.sha256 is not None:",
+        "if first.exists and first.sha256 is not None and "
+        "first.plan.operation is Operation.APPEND:"))
+
+mutant("lock_released_at_once", "WF-6", "orion.confined:Parent.locked",
+       "the directory's lock is released as soon as it is taken, before the file is read",
+       ("    fcntl.flock(self.fd, fcntl.LOCK_EX)\n",
+        "    fcntl.flock(self.fd, fcntl.LOCK_EX)\n    fcntl.flock(self.fd, fcntl.LOCK_UN)\n"))
+
+mutant("swapped_link_followed", "WF-7", "orion.write_session.operations:execute",
+       "a target that leads elsewhere since the check (a directory swapped for a link) is "
+       "written where it leads now",
+       ("if checked.relative != first.relative:", "if False:"))
+
+mutant("live_temp_judged_by_age", "WF-8", "orion.write_session.leftovers:remove_temp_leftovers",
+       "a live writer's temp file untouched for 10 minutes is taken for a leftover",
+       ("if _pid_alive(int(match.group(1))):",
+        "if _pid_alive(int(match.group(1))) and time.time() - "
+        "entry.stat(follow_symlinks=False).st_mtime < LEGACY_TEMP_AGE_S:"))
+
+
+@variant("WF-9", "orion.write_session.journal:DEGRADING_ERRNOS",
+         "a read-only file system is not among the errors that degrade the journal to memory",
+         partial=True)
+def read_only_is_fatal(p: Patcher) -> None:
+    from orion.write_session.journal import DEGRADING_ERRNOS
+
+    p.replace_in(("orion.write_session.journal",), "DEGRADING_ERRNOS",
+                 DEGRADING_ERRNOS - {errno.EROFS})
+
+
+mutant("connection_cut_escapes", "WF-10", "orion.models.openai_compat:OpenAICompatibleModel._stream",
+       "only an error status ends a stream as a cut-off; a connection that breaks escapes",
+       ("except (APIError, _ErrorEvent, json.JSONDecodeError) as err:",
+        "except (APIStatusError, _ErrorEvent, json.JSONDecodeError) as err:"))
+
+mutant("any_endpoint_error_ends_chat", "WF-11", "orion.runtime.chat:_guarded",
+       "orion chat ends on any model error, not only on a rejected key",
+       ("if isinstance(exc, ModelAuthError):", "if isinstance(exc, ModelAuthError.__base__):"))
+
+
 # -- running the variants ---------------------------------------------------------------------
 
 def _import_orion() -> None:
