@@ -1159,10 +1159,53 @@ def damaged_row_spoils_all(p: Patcher) -> None:
 
 # Partial breaks ------------------------------------------------------------------------------
 
+mutant("done_dot_is_done", "WS-5", "orion.write_session.protocol:EndMarker._advance_terminator",
+       "a line 'DONE.' ends the content (a full stop after DONE is taken for white space)",
+       ("if s.strip(_TRAILING_WS):", "if s.strip(_TRAILING_WS + '.'):"))
+
+
+@variant("WS-16", "orion.write_session.ingest:Ingest._take_start",
+         "a reply to the idle prompt that says DONE in a sentence is taken for the answer DONE",
+         partial=True)
+def done_in_a_sentence_is_the_answer(p: Patcher) -> None:
+    import re
+
+    def make(original):
+        def _take_start(self, start, held):
+            if self.lifecycle.has_tag("paused") and re.search(r"\bDONE\b", held):
+                held = "DONE\n"
+            return original(self, start, held)
+        return _take_start
+    p.wrap("orion.write_session.ingest:Ingest._take_start", make)
+
+
+mutant("lower_case_reply_continues_the_line", "WS-19",
+       "orion.write_session.decision:_repeat_before",
+       "a reply that starts in lower case or with punctuation is glued onto the unfinished line",
+       ('    unfinished = quoted.unfinished or ""\n',
+        '    unfinished = quoted.unfinished or ""\n'
+        '    if text[:1].islower() or text[:1] in "(.,;:":\n        return 0\n'))
+
 mutant("idle_count_kept_by_content", "WS-20",
        "orion.write_session.message_end:MessageEnds._next_step",
        "new content does not set the count of idle prompts back to 0",
        ('context["idle_prompts"] = 0', "pass"))
+
+mutant("idle_prompt_not_marked_asked", "WS-20",
+       "orion_plugins.write_session_protocol:prompt_for_done",
+       "the idle prompt does not mark the model as asked, so the timer asks again meanwhile",
+       ('lifecycle.context["asked"] = True', "pass"))
+
+mutant("resent_line_one_character_too_long", "AC-7", "orion.write_session.decision:_repeat_before",
+       "the declared repeat drops one character more than the unfinished line",
+       ("return len(unfinished)", "return len(unfinished) + 1"))
+
+mutant("quoted_line_before_the_cut_dropped", "AC-7", "orion.write_session.decision:_repeat_before",
+       "the last quoted line sent again in front of the cut line is taken for a repeat too",
+       ("    if text.startswith(unfinished):\n",
+        '    lead = "".join(line + "\\n" for line in quoted.lines[-1:]) + unfinished\n'
+        "    if quoted.lines and text.startswith(lead):\n        return len(lead)\n"
+        "    if text.startswith(unfinished):\n"))
 
 
 # SM: statechart semantics -----------------------------------------------------------------

@@ -617,6 +617,13 @@ def not_asked_to_reply_done(orion_world: World) -> None:
     assert DONE_PROMPT not in orion_world.prompts_since_mark
 
 
+@then("the model was asked to reply DONE once")
+def asked_to_reply_done_once(orion_world: World) -> None:
+    """In the whole scenario, the idle prompt went into the conversation exactly once."""
+    asked = [p for p in orion_world.reporter.prompts if DONE_PROMPT in p]
+    assert len(asked) == 1, f"the model was asked to reply DONE {len(asked)} times"
+
+
 @then("the model is not asked anything")
 def not_asked_anything(orion_world: World) -> None:
     assert not orion_world.requests_since_mark, \
