@@ -138,12 +138,14 @@ class Chat:
         restore = _on_sigint(editor.interrupt)
         try:
             with editor.keys():
-                startup(runtime)  # orphaned write sessions: notices, and --continue adopts one
-                editor.start()
-                return await self._messages(editor.read, editor.replying)
+                try:
+                    startup(runtime)  # orphaned write sessions: notices; --continue adopts one
+                    editor.start()
+                    return await self._messages(editor.read, editor.replying)
+                finally:
+                    await editor.close()
         finally:
             restore()
-            await editor.close()
             screen.editor, screen.echo = None, True
 
     # -- lines from a pipe or a file -------------------------------------------------------

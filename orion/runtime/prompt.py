@@ -35,7 +35,7 @@ from prompt_toolkit.application.current import set_app
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
 from prompt_toolkit.enums import DEFAULT_BUFFER
-from prompt_toolkit.filters import has_focus
+from prompt_toolkit.filters import Condition, has_focus
 from prompt_toolkit.formatted_text import ANSI
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.input import create_input
@@ -71,6 +71,7 @@ class ChatPrompt:
         self._armed = False  # a Ctrl-C on the empty line: the next one ends the chat
         self._above: list[str] = []  # output waiting for the prompt to finish exiting
         self._waiting = False  # ... and a look again is scheduled
+        self._ending: asyncio.Future[None] | None = None
         self._notice = notice
         self.session: PromptSession[str] = PromptSession(
             self._message, history=_PrivateHistory(history, notice),
@@ -170,8 +171,12 @@ class ChatPrompt:
         self._closing = True
         app = self.session.app
         if app.is_running and not app.future.done():
+            # The answers to its questions about the cursor's position are read first: arriving
+            # once nothing reads them, the terminal would echo them (``^[[17;1R``).
+            await app.renderer.wait_for_cpr_responses()
             app.erase_when_done = True  # the empty prompt goes; what was sent stays above
-            app.exit(result="")
+            if not app.future.done():
+                app.exit(result="")
         if self._task is not None:
             try:
                 await self._task
@@ -214,20 +219,39 @@ class ChatPrompt:
         def _interrupt(event: Any) -> None:
             self.interrupt()
 
+        empty = Condition(lambda: not self.session.default_buffer.text)
+
+        @bindings.add("c-d", filter=typing & empty)
+        def _end(event: Any) -> None:
+            self._end()
+
         return bindings
+
+    def _end(self) -> None:
+        """End the chat (Ctrl-D, a second Ctrl-C), once the terminal has answered the prompt's
+        questions about the cursor: an answer arriving later would be left for the shell to
+        read as typed text."""
+        app = self.session.app
+
+        async def end() -> None:
+            await app.renderer.wait_for_cpr_responses()
+            if app.is_running and not app.future.done():
+                app.exit(exception=EOFError(), style="class:exiting")
+        if self._ending is None or self._ending.done():
+            self._ending = asyncio.ensure_future(end())
 
     def interrupt(self) -> None:
         """Ctrl-C: stop the reply that streams; else clear the line; on an empty line, the
         second in a row ends the chat."""
         if self._stop_reply():
             return
-        app, buffer = self.session.app, self.session.default_buffer
+        buffer = self.session.default_buffer
         if buffer.text:
             buffer.reset()
             self._armed = self._queued = False
-        elif self._armed and app.is_running and not app.future.done():
-            app.exit(exception=EOFError(), style="class:exiting")
-        elif not self._armed:
+        elif self._armed:
+            self._end()
+        else:
             self._armed = True
             self._notice(HINT_AGAIN)
 
