@@ -53,9 +53,10 @@ HINT_QUEUED = "your message is sent when the reply ends (Ctrl-C stops the reply)
 class ChatPrompt:
     """One prompt_toolkit session for the whole chat.
 
-    ``footer(width, height)`` gives the lines drawn above ``you>`` (text with escape codes, each line
-    ending with a newline); ``stop_reply()`` stops the reply that streams and says whether there
-    was one; ``commands()`` names the slash commands and their help, for completion."""
+    ``footer(width, height)`` gives the lines drawn above ``you>`` (text with escape codes,
+    each line ending with a newline); ``stop_reply()`` stops the reply that streams and says
+    whether there was one; ``commands()`` names the slash commands and their help, for
+    completion."""
 
     def __init__(self, *, terminal: TextIO, history: Path, workspace: Path,
                  commands: Callable[[], Mapping[str, str]], footer: Callable[[int, int], str],

@@ -19,6 +19,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 Opcode = tuple[str, int, int, int, int]
 
@@ -143,13 +144,25 @@ def write_diff(workspace: Path, state_dir: Path, session_id: str) -> WriteDiff:
     """The diff of write ``session_id`` (an id or a unique start of one, as ``orion sessions
     undo`` takes it). Raises :class:`~orion.write_session.recovery.RecoveryError` when there is
     no such write or its record or backup cannot be read."""
-    import hashlib
+    from orion.write_session.recovery import RecoveryError
 
-    from orion.workspace import PathOutsideWorkspace, resolve_inside
+    full, record = _record(state_dir, session_id.strip())
+    short = full[:8]
+    relative = record.get("target_file") if isinstance(record, dict) else None
+    if not isinstance(relative, str):
+        raise RecoveryError(f"the undo record of write {short} names no target file")
+    before = _before(record, relative, short)
+    after, notes = _after(workspace, record, relative, short)
+    if record.get("undone"):
+        notes.append(f"write {short} was undone (`orion sessions undo`)")
+    return WriteDiff(full, relative, changes(before, after), notes)
+
+
+def _record(state_dir: Path, prefix: str) -> tuple[str, Any]:
+    """The full id and the undo record of the write ``prefix`` names."""
     from orion.write_session.recovery import AmbiguousSession, RecoveryError, SessionNotFound
     from orion.write_session.undo import record_paths
 
-    prefix = session_id.strip()
     paths = record_paths(state_dir)
     matches = sorted(key for key in paths if prefix and key.startswith(prefix))
     if len(matches) > 1 and prefix not in paths:
@@ -159,40 +172,48 @@ def write_diff(workspace: Path, state_dir: Path, session_id: str) -> WriteDiff:
         raise SessionNotFound(f"no finished write {prefix!r} in {state_dir / 'undo'} "
                               f"(known: {known}); `orion sessions history` lists them")
     full = prefix if prefix in paths else matches[0]
-    short = full[:8]
     try:
-        record = json.loads(paths[full].read_text(encoding="utf-8"))
+        return full, json.loads(paths[full].read_text(encoding="utf-8"))
     except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise RecoveryError(f"the undo record of write {short} cannot be read: {exc}") from exc
-    relative = record.get("target_file") if isinstance(record, dict) else None
-    if not isinstance(relative, str):
-        raise RecoveryError(f"the undo record of write {short} names no target file")
-    notes = []
-    before = b""
+        raise RecoveryError(f"the undo record of write {full[:8]} cannot be read: "
+                            f"{exc}") from exc
+
+
+def _before(record: dict[str, Any], relative: str, short: str) -> bytes:
+    """The file before the write: its backup, or nothing for a file the write created."""
+    from orion.write_session.recovery import RecoveryError
+
     backup = record.get("backup")
     if isinstance(backup, str):
         try:
-            before = Path(backup).read_bytes()
+            return Path(backup).read_bytes()
         except OSError as exc:
             raise RecoveryError(f"the backup of {relative} from write {short} cannot be read "
                                 f"({exc.strerror or exc}); it was pruned or removed") from exc
-    elif record.get("operation") != "create":
+    if record.get("operation") != "create":
         raise RecoveryError(f"the undo record of write {short} names no backup of {relative}")
+    return b""
+
+
+def _after(workspace: Path, record: dict[str, Any], relative: str,
+           short: str) -> tuple[bytes, list[str]]:
+    """The file now, and what the reader must know about it."""
+    import hashlib
+
+    from orion.workspace import PathOutsideWorkspace, resolve_inside
+    from orion.write_session.recovery import RecoveryError
+
     try:
         after = resolve_inside(workspace, relative).read_bytes()
     except PathOutsideWorkspace as exc:
         raise RecoveryError(f"the undo record of write {short} names {relative!r}, which is "
                             f"not inside {workspace}: {exc}") from exc
     except FileNotFoundError:
-        after = b""
-        notes.append(f"{relative} was deleted since write {short}: the diff is against an "
-                     "empty file")
+        return b"", [f"{relative} was deleted since write {short}: the diff is against an "
+                     "empty file"]
     except OSError as exc:
         raise RecoveryError(f"cannot read {relative}: {exc.strerror or exc}") from exc
-    else:
-        if hashlib.sha256(after).hexdigest() != record.get("sha256"):
-            notes.append(f"{relative} changed since write {short}: the diff is against the "
-                         "file as it is now")
-    if record.get("undone"):
-        notes.append(f"write {short} was undone (`orion sessions undo`)")
-    return WriteDiff(full, relative, changes(before, after), notes)
+    if hashlib.sha256(after).hexdigest() != record.get("sha256"):
+        return after, [f"{relative} changed since write {short}: the diff is against the "
+                       "file as it is now"]
+    return after, []
