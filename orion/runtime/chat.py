@@ -96,8 +96,7 @@ class Chat:
             if not self._stopping:
                 raise
             self._stopping = False
-            self._keep_what_arrived()
-            self.screen.notice(stopped(self.runtime))
+            self.screen.notice(stopped(self.runtime, kept=self._keep_what_arrived()))
             return None
         finally:
             self.reply = None
@@ -110,14 +109,17 @@ class Chat:
         self.reply.cancel()
         return True
 
-    def _keep_what_arrived(self) -> None:
+    def _keep_what_arrived(self) -> bool:
         """The stopped reply's text joins the conversation as the model sent it, marked as
         interrupted, when a request was answering the last message (a write's content is its
-        session's, and a stopped command leaves the conversation as it was)."""
+        session's, and a stopped command leaves the conversation as it was). Returns whether
+        it did."""
         said = self.screen.stop_message()
         messages = self.runtime.conversation.messages
-        if said is not None and messages and messages[-1].role != "assistant":
-            self.runtime.conversation.add_interrupted(said)
+        if said is None or not messages or messages[-1].role == "assistant":
+            return False
+        self.runtime.conversation.add_interrupted(said)
+        return True
 
     # -- a person at a terminal ------------------------------------------------------------
 
@@ -254,11 +256,13 @@ class _Lines:
 # -- what the user is told about open writes ----------------------------------------------------
 
 
-def stopped(runtime: Runtime) -> str:
-    """What Ctrl-C during a reply left behind, for the user."""
+def stopped(runtime: Runtime, *, kept: bool) -> str:
+    """What Ctrl-C during a reply left behind, for the user (``kept``: the reply's text joined
+    the conversation)."""
     session = manager_for(runtime).active
     if session is None:
-        return "reply stopped; what arrived stays in the conversation, marked as interrupted"
+        return ("reply stopped; what arrived stays in the conversation, marked as interrupted"
+                if kept else "stopped")
     session.checkpoint()
     journal, short = session.journal, session.id[:8]
     held = _held(session.held_messages)

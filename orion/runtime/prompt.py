@@ -162,6 +162,9 @@ class ChatPrompt:
             return
         with set_app(app):
             app.renderer.erase()  # the prompt's lines, from its first; the cursor goes there
+            # Erasing resets the renderer, which turns bracketed paste off until the next
+            # redraw: a paste in between would arrive as lines typed one by one.
+            app.output.enable_bracketed_paste()
             app.output.write_raw(text)
             app.output.flush()
             app.renderer.request_absolute_cursor_position()

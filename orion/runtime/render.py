@@ -95,9 +95,11 @@ class Renderer:
                                 highlight=False, emoji=False, legacy_windows=False,
                                 force_jupyter=False, force_interactive=False)
 
-    def render(self, renderable: RenderableType, width: int) -> str:
+    def render(self, renderable: RenderableType, width: int, *, wrap: bool = True) -> str:
+        """``renderable`` as text; with ``wrap`` false a long line stays one line, for the
+        terminal to wrap (copied or captured, it reads whole)."""
         self._console.width = max(width, 20)
-        self._console.print(renderable)
+        self._console.print(renderable, soft_wrap=not wrap)
         text = self._buffer.getvalue()
         self._buffer.seek(0)
         self._buffer.truncate()

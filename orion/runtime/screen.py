@@ -70,7 +70,7 @@ class ChatScreen(ConsoleReporter):
         self._blocks_shown = False  # a block of this message was printed
         self._tail: WriteTail | None = None  # the end of a write's text, for the preview
         self._progress: tuple[str, Progress | None] = ("", None)  # a session's, by its id
-        self._preview: tuple[tuple[int, int, int], str] = ((-1, 0, 0), "")
+        self._preview: tuple[tuple[str, int, int], str] = (("", 0, 0), "")
         self._live_drawn = False  # without a prompt: the live line is on the terminal
         self._logged: tuple[str, str, int] | None = None  # not a terminal: the last progress
         self._writes_seen = 0
@@ -120,8 +120,8 @@ class ChatScreen(ConsoleReporter):
     # -- Orion's lines ---------------------------------------------------------------------
 
     def say(self, markup: str) -> None:
-        if self.terminal:
-            self._emit(self._renderer.render(markup, self._width()), err=True)
+        if self.terminal:  # a line of Orion's is one line, however long (replies are wrapped)
+            self._emit(self._renderer.render(markup, self._width(), wrap=False), err=True)
         else:
             self.console.print(markup)
 
@@ -267,7 +267,7 @@ class ChatScreen(ConsoleReporter):
         source = self._blocks.tail(PREVIEW_SOURCE_LINES)
         if not source.strip():
             return ""
-        key = (len(source), width, height)
+        key = (source, width, height)
         if self._preview[0] != key:  # drawn again at every redraw: rendered once per change
             rendered = self._renderer.markdown(source, width).splitlines(keepends=True)
             keep = max(3, height // PREVIEW_SHARE)
