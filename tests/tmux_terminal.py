@@ -58,8 +58,9 @@ class Terminal:
                               text=True, timeout=30, check=True).stdout
 
     def screen(self) -> str:
-        """The screen and what scrolled off it, row by row as the terminal shows them."""
-        return self.tmux("capture-pane", "-p", "-S", "-1000", "-t", "chat")
+        """The screen and what scrolled off it, line by line: a line the terminal wrapped
+        (written past its last column) is one line here, as it was written."""
+        return self.tmux("capture-pane", "-p", "-J", "-S", "-1000", "-t", "chat")
 
     def rows(self) -> list[str]:
         """The rows of :meth:`screen`, without the trailing blank ones and the line tmux adds
@@ -151,6 +152,6 @@ def count(rows: list[str], pattern: str) -> int:
 
 
 def flowed(rows: list[str]) -> str:
-    """The rows as one text, a space where a row ends: a long line the chat wrapped at the
-    terminal's width reads as it was said."""
+    """The rows as one text, a space where a row ends: a message that spans rows reads as it
+    was said."""
     return " ".join(" ".join(rows).split())
