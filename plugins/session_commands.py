@@ -331,7 +331,7 @@ def sessions_diff(session_id: str, workspace: str, state_dir: str | None) -> Non
     import sys
     from pathlib import Path
 
-    from orion.runtime.write_diff import write_diff
+    from orion.write_session.diff import write_diff
 
     state = state_path(workspace, state_dir)
     try:

@@ -285,7 +285,7 @@ class ChatScreen(ConsoleReporter):
                 self.notice(self._changed_lines(result))
 
     def _changed_lines(self, result) -> str:
-        from orion.runtime.write_diff import changes
+        from orion.write_session.diff import changes
 
         try:
             summary = changes(result.backup.read_bytes(), result.path.read_bytes()).summary()

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orion.runtime.write_diff import changes
+from orion.write_session.diff import changes
 
 ORION = str(Path(sys.executable).parent / "orion")
 
