@@ -119,11 +119,12 @@ def test_a_piped_chat_shows_a_write_s_progress_in_words_and_what_stays_open_at_t
     (directory,) = [d for d in (tmp_path / ".orion" / "write_sessions").iterdir()
                     if d.is_dir()]
     short = directory.name[:8]
-    assert (f"write session {short} for notes.md stays open with its 120 lines saved: "
-            f"`orion sessions recover {short} --finalize` writes them, `--continue` lets the "
-            "next orion chat go on with the model") in said
-    assert "not sent (held while the write was open): Also add a summary." in said
-    assert (directory / "content.txt").read_text() == content
+    # The model's answer to Orion's question joins the content (not DONE alone): 121 lines.
+    assert (f"write session {short} for notes.md is still open (121 lines saved); 1 message "
+            "you typed is held with it ('Also add a summary.') and sent once the file is "
+            f"written: `orion sessions recover {short} --continue` lets the next orion run or "
+            "orion chat finish it, `--finalize` writes what was saved") in said
+    assert (directory / "content.txt").read_text() == content + "I am not finished.\n"
 
 
 def test_sigint_stops_a_piped_reply_which_stays_in_the_model_s_view(tmp_path):

@@ -165,7 +165,8 @@ def test_ctrl_c_in_a_write_saves_it_and_quit_says_what_stays_and_how_to_finish_i
             terminal.wait_until("Orion's question to the model", lambda rows: len(
                 server.requests) == 3)
             terminal.keys("C-c")
-            terminal.wait_for_prompt("your message stays held until the file is written")
+            terminal.wait_for_prompt("your message is held with it and sent once the file is "
+                                     "written")
             terminal.type("/quit")
             terminal.keys("Enter")
             status = terminal.exit_status()
@@ -175,10 +176,10 @@ def test_ctrl_c_in_a_write_saves_it_and_quit_says_what_stays_and_how_to_finish_i
     assert status == "0", rows
     text = flowed(rows)
     session = short.group(1)
-    assert (f"write session {session} for notes.md stays open with its 3 lines saved: "
-            f"`orion sessions recover {session} --finalize` writes them, `--continue` lets the "
-            "next orion chat go on with the model") in text, rows
-    assert "not sent (held while the write was open): Also add a summary." in text, rows
+    assert (f"write session {session} for notes.md is still open (3 lines saved); 1 message "
+            "you typed is held with it ('Also add a summary.') and sent once the file is "
+            f"written: `orion sessions recover {session} --continue` lets the next orion run or "
+            "orion chat finish it, `--finalize` writes what was saved") in text, rows
     assert rows[-1] == "shell$", rows
     assert "Traceback" not in text
     (directory,) = [d for d in (tmp_path / ".orion" / "write_sessions").iterdir() if d.is_dir()]

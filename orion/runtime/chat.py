@@ -69,10 +69,8 @@ async def run_chat(config: WorkspaceConfig, plugins: PluginManager, *, base_url:
         async with model.session():  # one connection pool for the whole conversation
             return await (chat.at_terminal() if on_terminal() else chat.from_lines())
     finally:
-        for line in what_stays(runtime):
-            screen.notice(line)
         screen.close()
-        runtime.close()
+        runtime.close()  # a write session still open says what stays and how to finish it
 
 
 class Chat:
@@ -274,31 +272,12 @@ def stopped(runtime: Runtime, *, kept: bool) -> str:
             f"{held}")
 
 
-def what_stays(runtime: Runtime) -> list[str]:
-    """What the chat leaves behind as it ends, and how to finish it: the write session still
-    open (its journal stays for ``orion sessions``) and the messages it held."""
-    session = manager_for(runtime).active
-    if session is None:
-        return []
-    lines = []
-    session.checkpoint()
-    journal, short = session.journal, session.id[:8]
-    if journal.degraded is None:  # otherwise its release says where the content went
-        lines.append(f"write session {short} for {session.plan.relative} stays open with its "
-                     f"{journal.lines} lines saved: `orion sessions recover {short} "
-                     "--finalize` writes them, `--continue` lets the next orion chat go on "
-                     "with the model")
-    lines += [f"not sent (held while the write was open): {message}"
-              for message in session.held_messages]
-    return lines
-
-
 def _held(messages: list[str]) -> str:
     if not messages:
         return ""
     if len(messages) == 1:
-        return "; your message stays held until the file is written"
-    return f"; your {len(messages)} messages stay held until the file is written"
+        return "; your message is held with it and sent once the file is written"
+    return f"; your {len(messages)} messages are held with it and sent once the file is written"
 
 
 async def _guarded(runtime: Runtime, screen: ChatScreen, work) -> int | None:
