@@ -14,7 +14,7 @@ from tmux_terminal import (ORION, PROMPT, chat_in_terminal, count, flowed, needs
 
 pytestmark = needs_tmux
 
-LIVE = re.compile(r"(writing|continuing|checking|correcting|waiting) notes\.md: (\d+) lines, ")
+LIVE = re.compile(r"(writing|continuing|checking|correcting|waiting) notes\.md: (\d+) lines?, ")
 #: What the lifecycle's states are called: never on the screen.
 STATE_NAMES = ("awaiting_content", "session_active", "receiving_content", "needs_corrections",
                "continuing_after_truncation", "finalizing")

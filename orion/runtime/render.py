@@ -48,7 +48,8 @@ def size_text(size: int) -> str:
 def live_line(progress: Progress, word: str) -> str:
     """The live line of a write: ``writing notes.md: 120 lines, 4.1 KiB``, and the
     continuation while the model goes on after a cut-off."""
-    line = f"{word} {progress.target}: {progress.lines} lines, {size_text(progress.bytes)}"
+    lines = f"{progress.lines} line{'' if progress.lines == 1 else 's'}"
+    line = f"{word} {progress.target}: {lines}, {size_text(progress.bytes)}"
     if progress.continuation:
         line += f", continuation {progress.continuation}/{progress.max_continuations}"
     return line
