@@ -342,7 +342,7 @@ def sessions_diff(session_id: str, workspace: str, state_dir: str | None) -> Non
         say(f"[yellow]note:[/yellow] {escape(note)}")
     short = found.id[:8]
     sys.stdout.buffer.writelines(found.changes.unified(
-        f"a/{found.target} (before write {short})", f"b/{found.target}"))
+        f"a/{found.target}\t(before write {short})", f"b/{found.target}"))
     sys.stdout.flush()
     say(f"{escape(found.target)}: {found.changes.summary()}")
 

@@ -18,29 +18,23 @@ def user_messages(server: SSEServer, request: int) -> list[str]:
 def test_a_message_shows_once_and_up_recalls_it_from_the_workspace_history(tmp_path):
     with SSEServer([stream(text_stream("Hi.")), stream(text_stream("Again.")),
                     stream(text_stream("Found it."))]) as server:
-        terminal = chat_in_terminal(server, tmp_path, "echo")
-        try:
+        with chat_in_terminal(server, tmp_path, "echo") as terminal:
             started(terminal)
-            terminal.type("Hello there")
-            terminal.keys("Enter")
+            terminal.send("Hello there")
             rows = terminal.wait_for_prompt("Hi.")
             assert count(rows, r".*Hello there") == 1, rows  # no second echo of it
             assert "you> Hello there" in rows, rows
             terminal.keys("Up")
             terminal.wait_for_prompt(typed="Hello there")  # recalled, editable
             terminal.keys("C-a")
-            terminal.type("Say: ")
-            terminal.keys("Enter")
+            terminal.send("Say: ")
             terminal.wait_for_prompt("Again.")
-        finally:
-            terminal.close()
         assert user_messages(server, 0) == ["Hello there"]
         assert user_messages(server, 1) == ["Hello there", "Say: Hello there"]
         history = tmp_path / ".orion" / "chat_history"
         assert history.stat().st_mode & 0o777 == 0o600
         # A new chat in the same workspace: Ctrl-R finds an older message by a word in it.
-        terminal = chat_in_terminal(server, tmp_path, "echo-again")
-        try:
+        with chat_in_terminal(server, tmp_path, "echo-again") as terminal:
             started(terminal)
             terminal.keys("C-r")
             terminal.type("Say")
@@ -49,16 +43,13 @@ def test_a_message_shows_once_and_up_recalls_it_from_the_workspace_history(tmp_p
             terminal.wait_for_prompt(typed="Say: Hello there")
             terminal.keys("Enter")
             terminal.wait_for_prompt("Found it.")
-        finally:
-            terminal.close()
     assert user_messages(server, 2) == ["Say: Hello there"]
 
 
 def test_alt_enter_and_a_paste_make_one_message_of_several_lines(tmp_path):
     with SSEServer([stream(text_stream("Two lines.")),
                     stream(text_stream("Three lines."))]) as server:
-        terminal = chat_in_terminal(server, tmp_path, "multiline")
-        try:
+        with chat_in_terminal(server, tmp_path, "multiline") as terminal:
             started(terminal)
             terminal.type("first line")
             terminal.keys("M-Enter")
@@ -74,8 +65,6 @@ def test_alt_enter_and_a_paste_make_one_message_of_several_lines(tmp_path):
             assert len(server.requests) == 1  # a paste is not sent line by line
             terminal.keys("Enter")
             terminal.wait_for_prompt("Three lines.")
-        finally:
-            terminal.close()
     assert user_messages(server, 0) == ["first line\nsecond line"]
     assert user_messages(server, 1)[-1] == "alpha\nbeta\ngamma"
     assert len(server.requests) == 2
@@ -84,8 +73,7 @@ def test_alt_enter_and_a_paste_make_one_message_of_several_lines(tmp_path):
 def test_tab_completes_commands_and_workspace_paths(tmp_path):
     (tmp_path / "notes-2024.md").write_text("notes\n")
     with SSEServer([stream(text_stream("Read it."))]) as server:
-        terminal = chat_in_terminal(server, tmp_path, "complete")
-        try:
+        with chat_in_terminal(server, tmp_path, "complete") as terminal:
             started(terminal)
             terminal.type("/hel")
             terminal.keys("Tab")
@@ -97,16 +85,13 @@ def test_tab_completes_commands_and_workspace_paths(tmp_path):
             terminal.wait_for_prompt(typed="summarize notes-2024.md")
             terminal.keys("Enter")
             terminal.wait_for_prompt("Read it.")
-        finally:
-            terminal.close()
     assert user_messages(server, 0) == ["summarize notes-2024.md"]
 
 
 def test_ctrl_c_at_the_prompt_clears_the_line_and_twice_on_an_empty_line_ends_the_chat(
         tmp_path):
     with SSEServer([stream(text_stream("Still here."))]) as server:
-        terminal = chat_in_terminal(server, tmp_path, "ctrl-c")
-        try:
+        with chat_in_terminal(server, tmp_path, "ctrl-c") as terminal:
             started(terminal)
             terminal.type("a draft I do not want")
             terminal.wait_for_prompt(typed="a draft I do not want")
@@ -114,8 +99,7 @@ def test_ctrl_c_at_the_prompt_clears_the_line_and_twice_on_an_empty_line_ends_th
             terminal.wait_for_prompt(typed="")  # cleared; the chat goes on
             terminal.keys("C-c")  # on the empty line: it says what a second one does
             terminal.wait_for_prompt("Ctrl-C again (or Ctrl-D) ends the chat")
-            terminal.type("ping")
-            terminal.keys("Enter")  # typing in between: the next Ctrl-C starts over
+            terminal.send("ping")  # typing in between: the next Ctrl-C starts over
             terminal.wait_for_prompt("Still here.")
             terminal.keys("C-c")
             terminal.wait_until("a second hint", lambda rows: count(
@@ -124,8 +108,6 @@ def test_ctrl_c_at_the_prompt_clears_the_line_and_twice_on_an_empty_line_ends_th
             terminal.keys("C-c")
             status = terminal.exit_status()
             rows = terminal.rows()
-        finally:
-            terminal.close()
     assert status == "0", rows
     assert user_messages(server, 0) == ["ping"]
     assert rows[-1] == "shell$", rows  # the shell's prompt starts a line of its own
@@ -135,14 +117,11 @@ def test_ctrl_c_at_the_prompt_clears_the_line_and_twice_on_an_empty_line_ends_th
 
 def test_ctrl_d_ends_the_chat_cleanly(tmp_path):
     with SSEServer([]) as server:
-        terminal = chat_in_terminal(server, tmp_path, "ctrl-d")
-        try:
+        with chat_in_terminal(server, tmp_path, "ctrl-d") as terminal:
             started(terminal)
             terminal.keys("C-d")
             status = terminal.exit_status()
             rows = terminal.rows()
-        finally:
-            terminal.close()
     assert status == "0", rows
     assert rows[-2:] == [PROMPT, "shell$"], rows
     assert "Traceback" not in "\n".join(rows)
@@ -152,21 +131,16 @@ def test_ctrl_c_stops_a_reply_which_stays_in_the_model_s_view(tmp_path):
     slow = stream([text_chunk("The answer has two parts.\n\nFirst, the"), Pause(30),
                    text_chunk(" never shown"), finish_chunk("stop")])
     with SSEServer([slow, stream(text_stream("Go on then."))]) as server:
-        terminal = chat_in_terminal(server, tmp_path, "stop-reply")
-        try:
+        with chat_in_terminal(server, tmp_path, "stop-reply") as terminal:
             started(terminal)
-            terminal.type("Explain it.")
-            terminal.keys("Enter")
+            terminal.send("Explain it.")
             terminal.wait_for("First, the")
             terminal.keys("C-c")
             rows = terminal.wait_for_prompt("reply stopped")
             assert count(rows, "First, the$") == 1, rows  # shown once, and it stays
             assert not terminal.status_file.exists()
-            terminal.type("Only the first part.")
-            terminal.keys("Enter")
+            terminal.send("Only the first part.")
             terminal.wait_for_prompt("Go on then.")
-        finally:
-            terminal.close()
     messages = server.requests[1].body["messages"]
     assert [m["role"] for m in messages[-3:]] == ["user", "assistant", "user"]
     assert messages[-3]["content"] == "Explain it."
@@ -180,11 +154,9 @@ def test_text_typed_while_a_reply_streams_stays_on_its_line_and_is_sent_after_it
     slow = stream([item for line in lines for item in (text_chunk(line + "\n"), Pause(0.3))]
                   + [finish_chunk("stop")])
     with SSEServer([slow, stream(text_stream("Second answer."))]) as server:
-        terminal = chat_in_terminal(server, tmp_path, "type-ahead")
-        try:
+        with chat_in_terminal(server, tmp_path, "type-ahead") as terminal:
             started(terminal)
-            terminal.type("First question")
-            terminal.keys("Enter")
+            terminal.send("First question")
             terminal.wait_for("Reply line 2")
             terminal.type("Next question")
             rows = terminal.wait_for("Reply line 4")
@@ -193,8 +165,6 @@ def test_text_typed_while_a_reply_streams_stays_on_its_line_and_is_sent_after_it
             terminal.keys("Enter")  # while the reply streams: sent once it has ended
             terminal.wait_for_prompt("Second answer.")
             rows = terminal.rows()
-        finally:
-            terminal.close()
     assert len(server.requests) == 2
     messages = server.requests[1].body["messages"]
     assert messages[-2]["content"] == "".join(f"{line}\n" for line in lines)  # whole
@@ -211,14 +181,10 @@ def test_replies_are_rendered_as_markdown_and_wrapped_between_words(tmp_path):
              "\n\n- first\n- second\n")
     with SSEServer([stream(text_stream(*[reply[i:i + 7] for i in range(0, len(reply), 7)]))]) \
             as server:
-        terminal = chat_in_terminal(server, tmp_path, "markdown", width=60)
-        try:
+        with chat_in_terminal(server, tmp_path, "markdown", width=60) as terminal:
             started(terminal)
-            terminal.type("Show me.")
-            terminal.keys("Enter")
+            terminal.send("Show me.")
             rows = terminal.wait_for_prompt("second")
-        finally:
-            terminal.close()
     text = "\n".join(rows)
     assert "This is important and code." in rows, rows
     assert "**" not in text and "# Notes" not in text and "- first" not in text
@@ -241,17 +207,12 @@ def test_the_prompt_comes_back_after_the_idle_prompt_and_its_answer(tmp_path):
     with SSEServer([begin_write("notes.md"), content, answer,
                     stream(text_stream("Anything else?")),
                     stream(text_stream("Glad to help."))]) as server:
-        terminal = chat_in_terminal(server, tmp_path, "idle")
-        try:
+        with chat_in_terminal(server, tmp_path, "idle") as terminal:
             started(terminal)
-            terminal.type("Write the notes.")
-            terminal.keys("Enter")
+            terminal.send("Write the notes.")
             terminal.wait_for_prompt("Anything else?")
-            terminal.type("Thanks.")
-            terminal.keys("Enter")
+            terminal.send("Thanks.")
             rows = terminal.wait_for_prompt("Glad to help.")
-        finally:
-            terminal.close()
     assert (tmp_path / "notes.md").read_text() == "# Notes\n\nAll of them.\n"
     prompts = [row for row in rows if row.startswith(PROMPT)]
     assert prompts == ["you> Write the notes.", "you> Thanks.", PROMPT], rows

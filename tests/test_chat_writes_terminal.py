@@ -40,19 +40,15 @@ def test_a_300_line_write_shows_a_bounded_preview_and_one_live_line_then_one_rep
     content = stream([*slow_content(lines, pause=0.05), finish_chunk("stop")])
     with SSEServer([begin_write("notes.md"), content,
                     stream(text_stream("The notes are written."))]) as server:
-        terminal = chat_in_terminal(server, tmp_path, "write-300")
         seen: list[list[str]] = []
-        try:
+        with chat_in_terminal(server, tmp_path, "write-300") as terminal:
             started(terminal)
-            terminal.type("Write the notes.")
-            terminal.keys("Enter")
+            terminal.send("Write the notes.")
 
             def done(rows: list[str]) -> bool:
                 seen.append(rows)
                 return rows[-1] == PROMPT and "The notes are written." in rows
             rows = terminal.wait_until("the write and the reply after it", done)
-        finally:
-            terminal.close()
     assert (tmp_path / "notes.md").read_text() == "".join(f"{line}\n" for line in lines)
     during = [r for r in seen if any(LIVE.match(row) for row in r)]
     assert during, seen[-1]  # the live line showed while the content streamed
@@ -81,14 +77,10 @@ def test_an_overwrite_reports_the_lines_it_changed_and_the_diff_command_shows_th
     content = stream([*slow_content(new, pause=0.01), finish_chunk("stop")])
     with SSEServer([begin_write("notes.md", "overwrite"), content,
                     stream(text_stream("Updated."))]) as server:
-        terminal = chat_in_terminal(server, tmp_path, "overwrite")
-        try:
+        with chat_in_terminal(server, tmp_path, "overwrite") as terminal:
             started(terminal)
-            terminal.type("Update the notes.")
-            terminal.keys("Enter")
+            terminal.send("Update the notes.")
             rows = terminal.wait_for_prompt("Updated.")
-        finally:
-            terminal.close()
     assert (tmp_path / "notes.md").read_text() == "".join(f"{line}\n" for line in new)
     summary = [row for row in rows if row.startswith("notes.md: +")]
     assert len(summary) == 1, rows
@@ -118,20 +110,16 @@ def test_the_live_line_says_continuing_and_correcting_in_words(tmp_path):
     corrections = stream([Pause(1.5), text_chunk("L6: the sixth line\n"), finish_chunk("stop")])
     with SSEServer([begin_write("notes.md"), cut, continuation, corrections,
                     stream(text_stream("Done now."))]) as server:
-        terminal = chat_in_terminal(server, tmp_path, "words")
         words: set[str] = set()
-        try:
+        with chat_in_terminal(server, tmp_path, "words") as terminal:
             started(terminal)
-            terminal.type("Write the notes.")
-            terminal.keys("Enter")
+            terminal.send("Write the notes.")
 
             def done(rows: list[str]) -> bool:
                 words.update(m.group(1) for row in rows if (m := LIVE.match(row)))
                 assert not any(name in row for row in rows for name in STATE_NAMES), rows
                 return rows[-1] == PROMPT and "Done now." in rows
             terminal.wait_until("the write and the reply after it", done)
-        finally:
-            terminal.close()
     assert {"continuing", "correcting"} <= words, words
     assert (tmp_path / "notes.md").read_text() == "".join(
         f"{line}\n" for line in [*first, "the sixth line"])
@@ -145,12 +133,10 @@ def test_ctrl_c_in_a_write_saves_it_and_quit_says_what_stays_and_how_to_finish_i
     # The model is asked whether it is finished when the user sends a message; it is slow.
     asked = stream([Pause(30), text_chunk("never shown"), finish_chunk("stop")])
     with SSEServer([begin_write("notes.md"), slow, asked]) as server:
-        terminal = chat_in_terminal(server, tmp_path, "ctrl-c-write",
-                                    env={"WRITE_SESSION_IDLE_MS": "600000"})
-        try:
+        with chat_in_terminal(server, tmp_path, "ctrl-c-write",
+                              env={"WRITE_SESSION_IDLE_MS": "600000"}) as terminal:
             started(terminal)
-            terminal.type("Write the notes.")
-            terminal.keys("Enter")
+            terminal.send("Write the notes.")
             terminal.wait_for("third line")
             terminal.keys("C-c")
             rows = terminal.wait_for_prompt("reply stopped; write session")
@@ -159,20 +145,16 @@ def test_ctrl_c_in_a_write_saves_it_and_quit_says_what_stays_and_how_to_finish_i
             assert count(rows, "(first|second|third) line") == 0, rows  # it was a preview
             # A message while the write is open is held (the model would write its answer
             # into the file).
-            terminal.type("Also add a summary.")
-            terminal.keys("Enter")
+            terminal.send("Also add a summary.")
             terminal.wait_for("your message is held")
             terminal.wait_until("Orion's question to the model", lambda rows: len(
                 server.requests) == 3)
             terminal.keys("C-c")
             terminal.wait_for_prompt("your message is held with it and sent once the file is "
                                      "written")
-            terminal.type("/quit")
-            terminal.keys("Enter")
+            terminal.send("/quit")
             status = terminal.exit_status()
             rows = terminal.rows()
-        finally:
-            terminal.close()
     assert status == "0", rows
     text = flowed(rows)
     session = short.group(1)

@@ -77,6 +77,11 @@ class Terminal:
         """Type ``text`` as it is (no key names)."""
         self.tmux("send-keys", "-t", "chat", "-l", text)
 
+    def send(self, text: str) -> None:
+        """Type ``text`` and press Enter."""
+        self.type(text)
+        self.keys("Enter")
+
     def paste(self, text: str) -> None:
         """Paste ``text`` as a terminal does, marked as a paste when the program asked for it
         (bracketed paste)."""
@@ -126,6 +131,12 @@ class Terminal:
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True,
                        timeout=30)
+
+    def __enter__(self) -> Terminal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def chat_in_terminal(server: SSEServer, workspace: Path, name: str, *,
