@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 
@@ -69,6 +70,18 @@ class UnknownTrigger(TriggerNotAllowed):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class UnknownTag(LifecycleError, LookupError):
+    """A tag no state of the statechart has: asking ``has_tag`` about it is a mistake (a typo,
+    or a tag the chart lost), never a silent ``False``."""
+
+    def __init__(self, lifecycle: str, tag: str, tags: list[str]):
+        self.lifecycle, self.tag, self.tags = lifecycle, tag, tags
+        hint = difflib.get_close_matches(tag, tags, n=1)
+        super().__init__(f"{lifecycle}: unknown tag {tag!r} (the statechart's states have: "
+                         f"{', '.join(tags) or 'no tags'})"
+                         + (f"; did you mean {hint[0]!r}?" if hint else ""))
 
 
 class ActionError(LifecycleError):

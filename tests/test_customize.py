@@ -17,7 +17,7 @@ from click.testing import CliRunner
 import orion_statecharts
 from orion.cli import cli
 from orion.config import load_config
-from orion.errors import StatechartError
+from orion.errors import StatechartError, UnknownTag
 from orion.plugins import make_plugin_manager
 from orion.statechart.catalog import Catalog
 
@@ -285,6 +285,46 @@ def test_has_tag_sees_the_tags_of_the_state_and_its_ancestors():
     assert lifecycle.has_tag("open") and lifecycle.has_tag("receiving")
     assert not lifecycle.has_tag("finalizing")
     assert definition.state_tagged("finalizing") == "session_active.finalizing"
+
+
+def test_has_tag_of_a_tag_no_state_has_raises_with_the_tags_the_chart_has():
+    lifecycle = Catalog(make_plugin_manager(env={})).definition("write_session", env={}).create()
+    with pytest.raises(UnknownTag) as info:
+        lifecycle.has_tag("finalising")
+    message = str(info.value)
+    assert message.startswith("write_session: unknown tag 'finalising' (the statechart's "
+                              "states have: abandoned, continuing, correcting, finalizing, ")
+    assert message.endswith("; did you mean 'finalizing'?")
+    assert info.value.tag == "finalising" and "written" in info.value.tags
+    assert lifecycle.has_tag("not_started") and not lifecycle.has_tag("written")
+
+
+def _asked_tags(paths: list[Path]) -> set[str]:
+    """Every tag the code asks as a literal: ``has_tag("x")``, ``state_tagged("x")``."""
+    found = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr in ("has_tag", "state_tagged") and node.args and \
+                    isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                found.add(node.args[0].value)
+    return found
+
+
+def test_every_tag_orion_asks_about_is_in_the_contract_so_has_tag_never_raises_on_it():
+    """has_tag raises for a tag the chart lacks; the contract makes every chart that replaces
+    Orion's have the tags Orion's code, its plan service and its step library ask about."""
+    from orion.plan.service import TAG_OF
+    from orion.testing.steps import STATE_WORDS
+
+    catalog = Catalog(make_plugin_manager(env={}))
+    contract = {name: set(catalog.definition(name, env={}).spec.contract.tags)
+                for name in ("write_session", "plan_mode")}
+    code = [p for root in ("orion", "plugins") for p in (REPO / root).rglob("*.py")]
+    asked = _asked_tags(code) | set(STATE_WORDS.values())
+    assert asked and asked <= contract["write_session"] | contract["plan_mode"], asked
+    assert set(STATE_WORDS.values()) <= contract["write_session"]
+    assert set(TAG_OF.values()) | {"plan_off"} <= contract["plan_mode"]
 
 
 def _sent_triggers(paths: list[Path]) -> set[str]:

@@ -120,6 +120,8 @@ class Definition:
         self.leaves = frozenset(p for p, n in self.nodes.items() if not n.compound)
         #: The active tags of each state (its own and its ancestors'): what ``has_tag`` reads.
         self.tags: dict[str, frozenset[str]] = tags_by_state(self.nodes)
+        #: Every tag some state has: ``has_tag`` of any other raises.
+        self.all_tags: frozenset[str] = frozenset().union(*self.tags.values())
         self.initial_leaf = settle(self.nodes, spec.initial)
         self.finals = frozenset(p for p, n in self.nodes.items()
                                 if n.spec.final and SEPARATOR not in p)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orion.clock import Clock, TimerHandle
-from orion.errors import ActionError, TriggerNotAllowed, UnknownTrigger
+from orion.errors import ActionError, TriggerNotAllowed, UnknownTag, UnknownTrigger
 from orion.statechart.interpreter import snapshot as snapshots
 from orion.statechart.interpreter.listeners import Listeners
 from orion.statechart.interpreter.semantics import (
@@ -141,8 +141,15 @@ class Lifecycle:
 
     def has_tag(self, tag: str) -> bool:
         """Whether the active state or an ancestor carries ``tag`` (XState's ``hasTag``). Code
-        asks this instead of comparing state names, so a chart may rename its states."""
-        return tag in self.definition.tags.get(self.state, ())
+        asks this instead of comparing state names, so a chart may rename its states.
+
+        Raises :class:`UnknownTag` for a tag no state of the chart has, as :meth:`trigger`
+        raises for an unknown trigger: a misspelled tag would otherwise be false forever."""
+        if tag in self.definition.tags.get(self.state, _NO_TAGS):
+            return True
+        if tag not in self.definition.all_tags:
+            raise UnknownTag(self.name, tag, sorted(self.definition.all_tags))
+        return False
 
     def allowed_triggers(self) -> list[str]:
         return [] if self.finished else self.definition.allowed_triggers(self.state)
