@@ -93,5 +93,23 @@ class ActionError(LifecycleError):
                          f"{type(cause).__name__}: {cause}")
 
 
+class MacrostepLimit(LifecycleError):
+    """A trigger's run to completion processed more events than the engine allows
+    (:data:`orion.statechart.interpreter.lifecycle.MAX_MICROSTEPS`): events it raises or sends
+    lead back to themselves. The lifecycle stays in the last state it reached, consistent; the
+    events still queued are discarded."""
+
+    def __init__(self, lifecycle: str, trigger: str, state: str, limit: int,
+                 queued: list[str]):
+        self.lifecycle, self.trigger, self.state, self.limit = lifecycle, trigger, state, limit
+        self.queued = queued
+        shown = ", ".join(dict.fromkeys(queued)) or "none"
+        super().__init__(
+            f"{lifecycle}: trigger {trigger!r} did not come to rest within {limit:,} "
+            f"microsteps (state {state!r}; still queued: {shown}): events it raises or sends "
+            "lead back to themselves; the lifecycle stays where it is and the queued events "
+            "were discarded (`orion check` finds such loops when no guard is involved)")
+
+
 class SnapshotError(LifecycleError):
     """A snapshot cannot be taken or restored (wrong definition, unknown state, bad context)."""

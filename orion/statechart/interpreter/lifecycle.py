@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orion.clock import Clock, TimerHandle
-from orion.errors import ActionError, TriggerNotAllowed, UnknownTag, UnknownTrigger
+from orion.errors import (ActionError, MacrostepLimit, TriggerNotAllowed, UnknownTag,
+                          UnknownTrigger)
 from orion.statechart.interpreter import snapshot as snapshots
 from orion.statechart.interpreter.listeners import Listeners
 from orion.statechart.interpreter.semantics import (
@@ -32,6 +33,11 @@ if TYPE_CHECKING:
     from orion.statechart.interpreter.definition import Definition
 
 _NO_TAGS: frozenset[str] = frozenset()
+
+#: How many queued events (each a microstep: raised completion events, triggers sent by
+#: actions, listeners or timers) one trigger may process before it comes to rest. A chart whose
+#: events lead back to themselves would otherwise never return; docs/statecharts.md#limits.
+MAX_MICROSTEPS = 10_000
 
 __all__ = ["SNAPSHOT_FORMAT", "Lifecycle", "Snapshot", "Step", "TimerSnapshot", "Transition"]
 
@@ -211,12 +217,20 @@ class Lifecycle:
         before = self.state
         try:
             step.taken = bool(first())
-            while self._queue:
+            for _ in range(MAX_MICROSTEPS):
+                if not self._queue:
+                    break
                 self._queue.popleft()()
-        except ActionError:
+            else:
+                if self._queue:
+                    raise MacrostepLimit(self.name, trigger, self.state, MAX_MICROSTEPS,
+                                         [queued.args[1] for queued in self._queue])
+        except (ActionError, MacrostepLimit) as exc:
+            reason = "an action failed before it was processed" \
+                if isinstance(exc, ActionError) else "the trigger did not come to rest"
             while self._queue:
                 queued, name = self._queue.popleft().args  # type: ignore[attr-defined]
-                self._discard(name, queued.kwargs, "an action failed before it was processed")
+                self._discard(name, queued.kwargs, reason)
             raise
         finally:
             self._queue.clear()
