@@ -117,6 +117,61 @@ def test_an_overlay_changes_settings_context_initial_and_removes_transitions(tmp
     assert "handles trigger 'circular', which the runtime sends" in str(caught.value)
 
 
+def test_inserts_anchored_on_ids_keep_their_order_and_may_name_each_other(tmp_path):
+    """`before: x` twice puts both before x in the order written; `after: x` twice puts the
+    second right after x, so before the first; an insert may anchor on an earlier insert, and
+    `remove` comes first, so a removed id is no anchor."""
+    ws = workspace(tmp_path, {"o.yaml": """\
+        extends: write_session
+        transitions:
+          remove: [truncated_empty]
+          insert:
+            - {trigger: b1, source: idle, dest: done, before: discard}
+            - {trigger: b2, source: idle, dest: done, before: discard}
+            - {trigger: a1, source: idle, dest: done, after: valid}
+            - {trigger: a2, source: idle, dest: done, after: valid}
+            - {id: c1, trigger: b1, source: session_active, dest: done, after: a2}
+        """})
+    catalog = Catalog(make_plugin_manager(env={}), load_config(ws, env={}))
+    resolved = catalog.resolve(catalog.winner("write_session"))
+    assert resolved.diagnostics == []
+    ids = [t.id or t.trigger for t in resolved.spec.transitions]
+    assert ids[ids.index("corrections_used_up"):] == [
+        "corrections_used_up", "corrections_received", "valid", "a2", "c1", "a1", "b1", "b2",
+        "discard"]
+    assert "truncated_empty" not in ids
+    path = ws / "lifecycles" / "o.yaml"
+    # every inserted transition is located where the overlay wrote it
+    assert str(resolved.doc.diagnostic(("transitions", ids.index("c1"), "dest"), "x")) == \
+        f"{path}:9:59: x"
+
+
+def test_an_overlay_is_counted_against_the_state_limit_before_it_is_merged(tmp_path,
+                                                                           monkeypatch):
+    """The limit is 50,000 states; a chart that size takes seconds to write, so the test lowers
+    it to 20, with Orion's 9 states plus an overlay that adds 12."""
+    from orion.statechart.checks import document
+    from orion.statechart.io import overlay
+
+    for module in (document, overlay):
+        monkeypatch.setattr(module, "MAX_STATES", 20)
+    merged = []
+    monkeypatch.setattr(overlay._Builder, "__init__", lambda *a: merged.append(a))
+    states = "".join(f"  s{i}: {{}}\n" for i in range(12))
+    ws = workspace(tmp_path, {"big.yaml": f"extends: write_session\nstates:\n{states}"})
+    result = check(ws)
+    path = ws / "lifecycles" / "big.yaml"
+    assert result.exit_code == 1
+    assert (f"{path}:2:1: the overlay adds 12 states to the 9 of the chart it extends: more "
+            "than 20 [SC003]") in result.output
+    assert merged == []  # nothing was merged
+    many = "".join(f"  s{i}: {{}}\n" for i in range(21))
+    (ws / "lifecycles" / "big.yaml").write_text(f"extends: write_session\nstates:\n{many}")
+    result = check(ws)
+    assert f"{path}:23:3: the chart has more than 20 states [SC003]" in result.output
+    assert merged == []
+
+
 def test_overlay_mistakes_are_located_in_the_overlay_with_a_hint(tmp_path):
     overlay = """\
         extends: write_session
