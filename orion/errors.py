@@ -12,16 +12,19 @@ class OrionError(Exception):
 
 @dataclass(frozen=True)
 class Diagnostic:
-    """One finding of a static check, printed as ``path:line:col: message``."""
+    """One finding of a static check, printed as ``path:line:col: message``; a warning (what
+    still runs, for now) as ``path:line:col: warning: message``."""
 
     path: str
     line: int
     column: int
     message: str
     code: str = "error"
+    severity: str = "error"  # or "warning"
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}:{self.column}: {self.message}"
+        label = "warning: " if self.severity == "warning" else ""
+        return f"{self.path}:{self.line}:{self.column}: {label}{self.message}"
 
 
 class StatechartError(OrionError):

@@ -258,9 +258,13 @@ class Definition:
 
 def _canonical(spec: StatechartSpec) -> dict[str, Any]:
     """The spec as JSON data for the hash, without the default ``type: external`` of each
-    transition: a chart written before ``type`` existed keeps its hash, so its snapshots still
-    restore."""
+    transition and the contract's version and history: a chart written before they existed
+    keeps its hash, so its snapshots still restore."""
     data = spec.model_dump(mode="json")
+    # Which contract version a chart was written for, and its contract's history, say nothing
+    # about how it runs: a chart that gains them keeps its hash.
+    for part in ("version", "history"):
+        data["contract"].pop(part)
     edges = list(data["transitions"])
     states = list(data["states"].values())
     while states:  # a loop, not recursion: nesting depth is bounded by the checks, not here

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from orion.errors import Diagnostic
 from orion.statechart.checks.document import (LIMITS, MAX_STATES, MAX_TRANSITIONS, limits,
                                               state_count)
+from orion.statechart.checks.contract import EDITS
 from orion.statechart.checks.sources import OVERLAY
 from orion.statechart.model.schema import OverlaySpec
 from orion.yamlsource import Loc, LocTree, SourceDocument
@@ -37,9 +38,19 @@ from orion.yamlsource import Loc, LocTree, SourceDocument
 
 @dataclass
 class MergedDocument(SourceDocument):
-    """A document assembled from several files: each position remembers its file."""
+    """A document assembled from several files: each position remembers its file.
+
+    ``path`` is the overlay's. A finding at a part written in the chart it extends is still
+    reported in the overlay, since the base was checked without it: at the overlay's edit of
+    a transition that led to or from the state found (or of the trigger's transitions), else
+    at the nearest part the overlay wrote, else at its ``extends``; the message names the base
+    line too."""
 
     paths: dict[tuple[bool, Loc], str] = field(default_factory=dict)
+    #: Each transition the overlay removed or replaced, as it was, and where the edit is.
+    edits: list[tuple[dict[str, Any], tuple[int, int]]] = field(default_factory=list)
+    #: The overlay's ``extends``: where a finding the overlay caused, but wrote nothing near, is.
+    anchor: tuple[int, int] | None = None
 
     def locate(self, loc: Loc, *, key: bool = False) -> tuple[str, int, int]:
         table = self.key_positions if key else self.positions
@@ -55,7 +66,48 @@ class MergedDocument(SourceDocument):
     def diagnostic(self, loc: Loc, message: str, *, key: bool = False,
                    code: str = "error") -> Diagnostic:
         path, line, col = self.locate(loc, key=key)
-        return Diagnostic(path, line, col, message, code)
+        if path == self.path or self.anchor is None:
+            return Diagnostic(path, line, col, message, code)
+        here = self._blame(tuple(loc))
+        return Diagnostic(self.path, *here, f"{message} (at {path}:{line}:{col}, in the chart "
+                                            "it extends)", code)
+
+    def _blame(self, loc: Loc) -> tuple[int, int]:
+        """Where in the overlay a finding at ``loc``, written in the base, comes from."""
+        related = self._related(loc)
+        for data, position in self.edits:
+            if related(data):
+                return position
+        for end in range(len(loc), 0, -1):
+            for key, table in ((False, self.positions), (True, self.key_positions)):
+                if loc[:end] in table and self.paths.get((key, loc[:end])) == self.path:
+                    return table[loc[:end]]
+        assert self.anchor is not None
+        return self.anchor
+
+    def _related(self, loc: Loc) -> Any:
+        """Which edited transitions a finding at ``loc`` is about: those that led to or from
+        the state it names, or those of the transition's trigger."""
+        if loc[:1] == ("states",):
+            names = []
+            for i in range(0, len(loc) - 1, 2):
+                if loc[i] != "states":
+                    break
+                names.append(str(loc[i + 1]))
+            path = ".".join(names)
+
+            def touches(data: dict[str, Any]) -> bool:
+                sources = data.get("source")
+                ends = [*([sources] if isinstance(sources, str) else sources or []),
+                        data.get("dest")]
+                return any(isinstance(end, str) and (end == path or end.startswith(path + ".")
+                                                     or path.startswith(end + "."))
+                           for end in ends)
+            return touches
+        if loc[:1] == ("transitions",) and len(loc) > 1 and isinstance(loc[1], int):
+            trigger = self.data["transitions"][loc[1]].get("trigger")
+            return lambda data: data.get("trigger") == trigger
+        return lambda data: False
 
 
 def path_at(doc: SourceDocument, loc: Loc, *, key: bool = False) -> str:
@@ -167,6 +219,8 @@ def merge(base: SourceDocument, overlay: SourceDocument) -> tuple[MergedDocument
     _merge_states(builder, overlay, ("states",), ("states",), data.get("states") or {})
     problems = _edit_transitions(builder, base, overlay, data.get("transitions") or {})
     builder.doc.positions.setdefault((), overlay.positions.get((), (1, 1)))
+    builder.doc.anchor = overlay.position(("extends",), key=True)
+    _own_version(builder, data)
     return (None if problems else builder.doc), problems
 
 
@@ -242,6 +296,16 @@ def _merge_contract(builder: _Builder, overlay: SourceDocument,
                 have.append(value)
                 at = (*here, k) if (*here, k) in overlay.positions else here
                 builder.place(overlay, at, (*here, len(have) - 1))
+
+
+def _own_version(builder: _Builder, data: dict[str, Any]) -> None:
+    """The contract version an overlay was written for is its own (1 without it), never its
+    base's: what the base's contract gained since is what the overlay may lack."""
+    contract = builder.doc.data.get("contract")
+    given = data.get("contract")
+    if isinstance(contract, dict) and not (isinstance(given, dict) and "version" in given):
+        contract.pop("version", None)
+        builder._drop(("contract", "version"), keep_key=False)
 
 
 def _merge_states(builder: _Builder, overlay: SourceDocument, src: Loc, dst: Loc,
@@ -373,11 +437,26 @@ class _TransitionEdits:
         node = self.find(tid, ("transitions", "remove", k))
         if node is not None:
             self._unlink(node)
+            self._edited(node.data, ("transitions", "remove", k), key=False)
+
+    def _edited(self, data: dict[str, Any], loc: Loc, *, key: bool) -> None:
+        """The overlay removes or changes ``data`` at ``loc``: findings about what it led to
+        or from, or about its trigger, are the overlay's there."""
+        position = self.overlay.position(loc, key=key)
+        self.builder.doc.edits.append((data, position))
+        trigger = data.get("trigger")
+        if isinstance(trigger, str):
+            for name in trigger.split():
+                where = (EDITS, name)
+                if where not in self.builder.doc.positions:
+                    self.builder.doc.positions[where] = position
+                    self.builder.doc.paths[(False, where)] = self.overlay.path
 
     def replace(self, tid: str, patch: dict[str, Any]) -> None:
         node = self.find(tid, ("transitions", "replace", tid), key=True)
         if node is None:
             return
+        self._edited(node.data, ("transitions", "replace", tid), key=True)
         node.data = {**node.data, **patch}
         node.origins = [*node.origins, *((self.overlay, ("transitions", "replace", tid, key),
                                           (key,)) for key in patch)]
