@@ -46,6 +46,8 @@ def check_ids(doc: SourceDocument, spec: StatechartSpec) -> Iterator[Diagnostic]
         seen[tid] = i
 
 
+CONTRACT_SETTING = declare("SC505", "contract-setting", "the chart has no setting the "
+                           "contract of this chart, or of one it replaces, lists")
 CONTRACT_VERSION = declare("SC504", "contract-version", "a chart written for an older version "
                            "of a contract lacks what a later version added: a warning while it "
                            "runs migrated, for one release; `orion migrate FILE` adds it")
@@ -69,6 +71,8 @@ def check_contract(doc: SourceDocument, spec: StatechartSpec, required: Iterable
                                   version, movable)
     yield from _contract_tags(doc, spec, nodes, [r for r in kinds if r.kind == "tag"], version,
                               movable)
+    yield from _contract_settings(doc, spec, [r for r in kinds if r.kind == "setting"], version,
+                                  movable)
 
 
 def _firsts(required: Iterable[Requirement]) -> list[Requirement]:
@@ -90,7 +94,8 @@ def migratable(doc: SourceDocument, spec: StatechartSpec, required: Iterable[Req
         a.trigger for node in nodes.values() for a in node.spec.after}
     found = []
     for req in _firsts(required):
-        lacking = req.name not in tags if req.kind == "tag" else not answers(handled, req.name)
+        lacking = req.name not in spec.settings if req.kind == "setting" else \
+            req.name not in tags if req.kind == "tag" else not answers(handled, req.name)
         if lacking and added_since(req, version) and placement(req, nodes) \
                 and (req.kind == "tag" or (EDITS, req.name) not in doc.positions):
             found.append(req)
@@ -186,6 +191,24 @@ def _contract_tags(doc: SourceDocument, spec: StatechartSpec, nodes: dict[str, S
             continue
         yield _missing_tag(doc, spec, nodes, req, message,
                            [t for t in has if t not in wanted], has)
+
+
+def _contract_settings(doc: SourceDocument, spec: StatechartSpec, required: list[Requirement],
+                       version: int, movable: set[tuple[str, str]]) -> Iterator[Diagnostic]:
+    for req in required:
+        if req.name in spec.settings:
+            continue
+        if ("setting", req.name) in movable:
+            yield _migrated(doc, ("settings",), f"{spec.statechart!r} has no setting "
+                            f"{req.name!r}", req, version, f"adds its definition from "
+                            f"{req.declared_by}", key=True)
+            continue
+        close = difflib.get_close_matches(req.name, list(spec.settings), n=1)
+        yield doc.diagnostic(("settings", close[0]) if close else ("settings",), (
+            f"{spec.statechart!r} has no setting {req.name!r}, which the runtime reads "
+            f"(contract of {req.declared_by})"
+            + (f"; was {close[0]!r} renamed from it?" if close else "")), key=True,
+            code=CONTRACT_SETTING)
 
 
 def _missing_tag(doc: SourceDocument, spec: StatechartSpec, nodes: dict[str, StateNode],

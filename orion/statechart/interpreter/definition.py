@@ -261,9 +261,9 @@ def _canonical(spec: StatechartSpec) -> dict[str, Any]:
     transition and the contract's version and history: a chart written before they existed
     keeps its hash, so its snapshots still restore."""
     data = spec.model_dump(mode="json")
-    # Which contract version a chart was written for, and its contract's history, say nothing
-    # about how it runs: a chart that gains them keeps its hash.
-    for part in ("version", "history"):
+    # Which contract version a chart was written for, its contract's history and the settings
+    # it lists say nothing about how it runs: a chart that gains them keeps its hash.
+    for part in ("version", "history", "settings"):
         data["contract"].pop(part)
     edges = list(data["transitions"])
     states = list(data["states"].values())

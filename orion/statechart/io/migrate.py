@@ -85,12 +85,17 @@ def migrate(doc: SourceDocument, text: str, needed: Needed) -> Migration:
     expected = copy.deepcopy(doc.data)
     tags: dict[Loc, list[str]] = {}
     inserts: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    settings: list[tuple[str, StatechartSpec]] = []
     for req in needed.requirements:
         if req.kind == "tag":
             tags.setdefault(_state_loc(doc, req), []).append(req.name)
+        elif req.kind == "setting":
+            settings.append((req.name, needed.declaring[req.declared_by]))
         else:
             inserts.setdefault(req.declared_by, []).extend(
                 _handlers(needed.declaring[req.declared_by], req))
+    for name, declaring in settings:
+        editor.add_setting(name, declaring, expected)
     for loc, names in tags.items():
         editor.add_tags(loc, names, expected)
     for declared_by, new in inserts.items():
@@ -274,6 +279,47 @@ class _Editor:
         else:
             at = self.above_comments(self.doc.key_positions[(*state, keys[0])][0])
         self.insert_lines(at, f"{indent}tags: {tags}\n")
+
+    # -- settings -------------------------------------------------------------------------------
+
+    def add_setting(self, name: str, declaring: StatechartSpec, expected: dict[str, Any]) -> None:
+        """The declaring chart's setting ``name``, after the setting that comes before it there
+        (when the chart has it), else after the chart's last one."""
+        fields = declaring.settings[name].model_dump(mode="json", exclude_defaults=True)
+        fields = {k: fields[k] for k in ("type", "default", "min", "max", "env", "description")
+                  if k in fields}
+        for bound in ("min", "max"):  # bounds are floats in the model; an int's read as ints
+            if fields.get("type") == "int" and float(fields.get(bound, 0.5)).is_integer():
+                fields[bound] = int(fields[bound])
+        settings = expected.get("settings")
+        if not isinstance(settings, dict) or ("settings",) not in self.doc.key_positions \
+                or (settings and self.text[self.offset(*self.doc.positions[("settings",)])]
+                    == "{"):
+            raise MigrationError(f"{self.doc.path}: 'settings' is not a block of settings the "
+                                 "migration can add to; nothing was written")
+        if settings:
+            indent = self.doc.positions[("settings",)][1] - 1
+        else:
+            indent = self.doc.key_positions[("settings",)][1] - 1 + self.indent
+        unit = " " * self.indent
+        text = f"{' ' * indent}{name}:\n" + "".join(
+            f"{line}\n" for key, value in fields.items()
+            for line in _value(f"{' ' * indent}{unit}{key}: ", value,
+                               f"{' ' * indent}{unit * 2}", 100))
+        order = list(declaring.settings)
+        before = [s for s in order[:order.index(name)] if s in settings]
+        after = [s for s in order[order.index(name) + 1:]
+                 if s in settings and ("settings", s) in self.doc.key_positions]
+        if after and not before:
+            line = self.above_comments(self.doc.key_positions[("settings", after[0])][0])
+        elif before and ("settings", before[-1]) in self.doc.key_positions:
+            line = self.end_line(("settings", before[-1])) + 1
+        else:
+            line = self.end_line(("settings",)) + 1
+        self.insert_lines(line, text)
+        settings[name] = fields
+        self.changes.append(Change(line, f"setting {name!r} added, as {declaring.statechart} "
+                                         f"defines it"))
 
     # -- transitions ----------------------------------------------------------------------------
 

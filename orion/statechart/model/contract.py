@@ -2,7 +2,7 @@
 
 Code never compares state names: it asks ``lifecycle.has_tag("finalizing")`` (XState's
 ``hasTag``), and a chart says which states carry which tags. A chart's ``contract:`` lists the
-triggers the runtime sends and the tags it asks about; a chart that replaces or extends it must
+triggers the runtime sends, the tags it asks about and the settings it reads; a chart that replaces or extends it must
 keep both, and :func:`orion.statechart.checks.contract.check_contract` says, with a position,
 where it does not.
 
@@ -39,7 +39,7 @@ class Requirement:
     has it: the states whose own tags include the tag (with the triggers that lead into them),
     or the transitions that handle the trigger."""
 
-    kind: str  # "trigger" or "tag"
+    kind: str  # "trigger", "tag" or "setting"
     name: str
     declared_by: str  # e.g. "built-in write_session"
     carriers: tuple[str, ...] = ()
@@ -81,7 +81,8 @@ def requirements(spec: StatechartSpec, declared_by: str) -> list[Requirement]:
     """What ``spec``'s contract requires of a chart that replaces or extends it."""
     nodes = flatten(spec)
     added = {(kind, name): change for change in spec.contract.history
-             for kind, names in (("trigger", change.triggers), ("tag", change.tags))
+             for kind, names in (("trigger", change.triggers), ("tag", change.tags),
+                                 ("setting", change.settings))
              for name in names}
     found = []
     for name in spec.contract.triggers:
@@ -99,6 +100,12 @@ def requirements(spec: StatechartSpec, declared_by: str) -> list[Requirement]:
         found.append(Requirement("tag", name, declared_by, carriers=carriers,
                                  entered_by=entered, since=change.version if change else None,
                                  release=change.release if change else ""))
+    for name in spec.contract.settings:
+        change = added.get(("setting", name))
+        found.append(Requirement("setting", name, declared_by,
+                                 carriers=(name,) if name in spec.settings else (),
+                                 since=change.version if change else None,
+                                 release=change.release if change else ""))
     return found
 
 
@@ -110,7 +117,10 @@ def added_since(req: Requirement, version: int) -> bool:
 
 def placement(req: Requirement, nodes: Mapping[str, StateNode]) -> bool:
     """Whether a chart with these states can have ``req`` where the declaring chart has it:
-    a carrier of the tag, or every state each handling transition names, by the same path."""
+    a carrier of the tag, every state each handling transition names, by the same path, or
+    the setting's definition."""
+    if req.kind == "setting":
+        return bool(req.carriers)  # the declaring chart defines it: its definition is copied
     if req.kind == "tag":
         return any(path in nodes for path in req.carriers)
     return bool(req.handlers) and all(

@@ -131,6 +131,7 @@ class ContractChange(_Strict):
     release: str = Field(default="", description="the release that brought it, for messages")
     triggers: Identifiers = Field(default_factory=list)
     tags: Tags = Field(default_factory=list)
+    settings: Identifiers = Field(default_factory=list)
 
 
 class ContractSpec(_Strict):
@@ -146,6 +147,8 @@ class ContractSpec(_Strict):
     triggers: Identifiers = Field(default_factory=list,
                                   description="the triggers the runtime sends")
     tags: Tags = Field(default_factory=list, description="the state tags the runtime asks about")
+    settings: Identifiers = Field(default_factory=list,
+                                  description="the settings the runtime reads")
     history: list[ContractChange] = Field(
         default_factory=list,
         description="what each version of this chart's contract added: `orion check` names "
