@@ -640,3 +640,140 @@ def test_overlays_that_extend_each_other_are_a_cycle(tmp_path):
     result = check(ws)
     assert result.exit_code == 1
     assert "'extends' makes a cycle" in result.output
+
+
+# -- findings at the author's own line ----------------------------------------------------------
+
+
+def test_a_misspelled_tag_in_a_plugins_overlay_is_reported_at_the_plugins_line(tmp_path):
+    """It was reported in Orion's installed chart (orion_statecharts/write_session.yaml:85:1),
+    where the team can do nothing about it."""
+    site = make_site(tmp_path / "site", {"acme-orion": SHIPS_REVIEW})
+    write(site / "review.yaml", REVIEW_OVERLAY.replace("    tags: review\n",
+                                                       "    tags: reveiw\n"))
+    result = orion("check", site=site, cwd=tmp_path)
+    assert result.returncode == 1
+    [finding] = [line for line in result.stdout.splitlines() if "[SC" in line]
+    assert finding == (f"{site / 'review.yaml'}:6:11: no state of 'write_session' has tag "
+                       "'review', which the runtime asks about (contract of acme-orion 1.0 "
+                       "write_session); state 'review' has 'reveiw': did you mean 'review'? "
+                       "[SC503]")
+
+
+def test_every_finding_about_an_overlay_is_in_the_overlay(tmp_path):
+    """What an overlay breaks in what it extends is reported at the overlay's own line (its
+    edit, else the nearest part it wrote, else its `extends`), naming the base line."""
+    overlay = """\
+        extends: write_session
+        contract:
+          version: 2
+        states:
+          done:
+            tags: [finished]
+          spin:
+            initial: end
+            states:
+              end: {final: true}
+        transitions:
+          remove: [discard, request_corrections]
+          insert:
+            - {trigger: done.state.spin, source: spin, dest: spin}
+            - {trigger: go, source: idle, dest: spin}
+        """
+    ws = workspace(tmp_path, {"o.yaml": overlay})
+    result = check(ws)
+    assert result.exit_code == 1
+    path = ws / "lifecycles" / "o.yaml"
+    findings = [line for line in result.stdout.splitlines() if "[SC" in line]
+    assert len(findings) == 4 and all(line.startswith(f"{path}:") for line in findings), \
+        findings
+    builtin = BUILTIN_WRITE_SESSION
+    assert (f"{path}:6:11: no state of 'write_session' has tag 'written', which the runtime "
+            "asks about (contract of built-in write_session); add `tags: [written]` to the "
+            "state that plays that part: 'done' has it in built-in write_session [SC503]") in \
+        findings
+    assert (f"{path}:12:12: no transition of 'write_session' handles trigger 'discard', which "
+            "the runtime sends (contract of built-in write_session); this overlay removes or "
+            "replaces the transitions that handled it [SC502]") in findings
+    at = line_of(builtin, "      needs_corrections:")
+    assert (f"{path}:12:21: state 'session_active.needs_corrections' is unreachable from the "
+            f"initial state 'idle' (at {builtin}:{at}:7, in the chart it extends) [SC301]") in \
+        findings
+    assert (f"{path}:14:17: 'done.state.spin' re-enters 'spin.end', which raises "
+            "'done.state.spin' again at once") in "\n".join(findings)
+
+
+def test_a_finding_the_overlay_wrote_nothing_near_is_at_its_extends_naming_the_base_line(
+        tmp_path):
+    ws = workspace(tmp_path, {"o.yaml": "extends: write_session\ninitial: abandoned\n"})
+    result = check(ws)
+    path = ws / "lifecycles" / "o.yaml"
+    idle = line_of(BUILTIN_WRITE_SESSION, "  idle:")
+    assert (f"{path}:1:1: state 'idle' is unreachable from the initial state 'abandoned' (at "
+            f"{BUILTIN_WRITE_SESSION}:{idle}:3, in the chart it extends) [SC301]") in result.stdout
+
+
+# -- failures up front ------------------------------------------------------------------------
+
+
+def team_project(tmp_path: Path, edit: dict[str, tuple[str, str]]) -> Path:
+    """A copy of the team-customization example with ``{file: (old, new)}`` edits."""
+    import shutil
+
+    project = tmp_path / "team"
+    shutil.copytree(REPO / "examples" / "team-customization", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name, (old, new) in edit.items():
+        path = project / name
+        assert old in path.read_text(), old
+        path.write_text(path.read_text().replace(old, new))
+    return project
+
+
+def run_features(project: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "ORION_LOAD_PLUGINS"}
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "tests/test_review.py"], capture_output=True, text=True, env=env,
+                          cwd=project, timeout=300)
+
+
+def test_a_broken_overlay_fails_the_feature_run_once_with_orion_checks_findings(tmp_path):
+    project = team_project(tmp_path, {"team_review/statecharts/write_session.yaml": (
+        "    valid:\n", "    vaild:\n")})
+    result = run_features(project)
+    assert result.returncode == 1
+    chart = project / "team_review" / "statecharts" / "write_session.yaml"
+    finding = (f"{chart}:19:5: 'vaild' is not the id of a transition of 'write_session' (ids: "
+               "begin, pause, pause_after_continuation, ")
+    assert result.stdout.count(finding) == 1, result.stdout
+    assert "did you mean 'valid'? [SC602]\n" in result.stdout
+    assert "1 failed, 6 skipped" in result.stdout
+    assert "Orion's charts or plugins have errors; no scenario of theirs can run (orion " \
+           "check):\n" in result.stdout
+    assert "Traceback" not in result.stdout and "StatechartError" not in result.stdout
+    assert "\\n" not in result.stdout  # no finding inside an escaped string
+
+
+def test_a_broken_plugin_fails_the_feature_run_once_naming_its_file_and_line(tmp_path):
+    project = team_project(tmp_path, {"team_review/plugin.py": (
+        "def build_context(request):\n    runtime = request.runtime",
+        "def build_context(requst):\n    runtime = requst.runtime")})
+    result = run_features(project)
+    assert result.returncode == 1
+    plugin = project / "team_review" / "plugin.py"
+    line = line_of(plugin, "def build_context(requst)")
+    assert result.stdout.count(f"error: {plugin}:{line}: plugin 'team_review': build_context() "
+                               "takes no argument named 'requst' (did you mean 'request'?)") == 1
+    assert "1 failed, 6 skipped" in result.stdout
+    assert "Traceback" not in result.stdout and "The above exception" not in result.stdout
+
+
+def test_a_team_chart_that_runs_migrated_passes_its_features_with_a_warning(tmp_path):
+    """The team's overlay replaced the tags of `done` before the contract asked for `written`:
+    its features pass (the chart runs migrated), and the run warns, naming the command."""
+    project = team_project(tmp_path, {"team_review/statecharts/write_session.yaml": (
+        "states:\n", "states:\n  done:\n    tags: [finished]\n")})
+    result = run_features(project)
+    assert result.returncode == 0, result.stdout
+    assert "7 passed" in result.stdout and "OrionCheckWarning" in result.stdout
+    assert "`orion migrate " in result.stdout

@@ -184,10 +184,12 @@ def _contract_tags(doc: SourceDocument, spec: StatechartSpec, nodes: dict[str, S
         message = (f"no state of {spec.statechart!r} has tag {req.name!r}, which the runtime "
                    f"asks about (contract of {req.declared_by})")
         if ("tag", req.name) in movable:
-            target = next(p for p in req.carriers if p in nodes)
-            yield _migrated(doc, nodes[target].loc, f"no state of {spec.statechart!r} has tag "
-                            f"{req.name!r}", req, version,
-                            f"adds `tags: [{req.name}]` to state {target!r}", key=True)
+            node = nodes[next(p for p in req.carriers if p in nodes)]
+            # At its tags when it has some (an overlay that replaced them wrote them there).
+            yield _migrated(doc, (*node.loc, "tags") if node.spec.tags else node.loc,
+                            f"no state of {spec.statechart!r} has tag {req.name!r}", req,
+                            version, f"adds `tags: [{req.name}]` to state {node.path!r}",
+                            key=not node.spec.tags)
             continue
         yield _missing_tag(doc, spec, nodes, req, message,
                            [t for t in has if t not in wanted], has)

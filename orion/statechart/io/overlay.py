@@ -75,9 +75,10 @@ class MergedDocument(SourceDocument):
     def _blame(self, loc: Loc) -> tuple[int, int]:
         """Where in the overlay a finding at ``loc``, written in the base, comes from."""
         related = self._related(loc)
-        for data, position in self.edits:
-            if related(data):
-                return position
+        ranked = sorted((rank, i) for i, (data, _) in enumerate(self.edits)
+                        if (rank := related(data)) is not None)
+        if ranked:
+            return self.edits[ranked[0][1]][1]
         for end in range(len(loc), 0, -1):
             for key, table in ((False, self.positions), (True, self.key_positions)):
                 if loc[:end] in table and self.paths.get((key, loc[:end])) == self.path:
@@ -86,8 +87,9 @@ class MergedDocument(SourceDocument):
         return self.anchor
 
     def _related(self, loc: Loc) -> Any:
-        """Which edited transitions a finding at ``loc`` is about: those that led to or from
-        the state it names, or those of the transition's trigger."""
+        """How closely an edited transition is related to a finding at ``loc`` (lower is
+        closer; ``None``: not at all): one that led to or from the state it names (from a state
+        inside it, from an ancestor of it), or one of the transition's trigger."""
         if loc[:1] == ("states",):
             names = []
             for i in range(0, len(loc) - 1, 2):
@@ -96,18 +98,19 @@ class MergedDocument(SourceDocument):
                 names.append(str(loc[i + 1]))
             path = ".".join(names)
 
-            def touches(data: dict[str, Any]) -> bool:
+            def touches(data: dict[str, Any]) -> int | None:
                 sources = data.get("source")
                 ends = [*([sources] if isinstance(sources, str) else sources or []),
                         data.get("dest")]
-                return any(isinstance(end, str) and (end == path or end.startswith(path + ".")
-                                                     or path.startswith(end + "."))
-                           for end in ends)
+                ranks = [0 if end == path else 1 if end.startswith(path + ".")
+                         else 2 if path.startswith(end + ".") else None
+                         for end in ends if isinstance(end, str)]
+                return min((r for r in ranks if r is not None), default=None)
             return touches
         if loc[:1] == ("transitions",) and len(loc) > 1 and isinstance(loc[1], int):
             trigger = self.data["transitions"][loc[1]].get("trigger")
-            return lambda data: data.get("trigger") == trigger
-        return lambda data: False
+            return lambda data: 0 if data.get("trigger") == trigger else None
+        return lambda data: None
 
 
 def path_at(doc: SourceDocument, loc: Loc, *, key: bool = False) -> str:
