@@ -22,15 +22,19 @@ from orion.statechart.model.tree import Edge, edges, lineage, settle
 @rule("SC303", "endless-loop", "a completion event, or a 0 ms timer, whose first transition "
                                "re-enters the state that raises it, with no guard to stop it")
 def endless_loop(chart: Chart) -> Iterator[Finding]:
-    if not chart.well_formed or not _targets_exist(chart):
-        return
     nodes = chart.nodes
-    by_owner: dict[str | None, list[Edge]] = {}
-    for edge in edges(chart.spec, nodes):
-        if edge.timer is None:
+    finals = [p for p, n in nodes.items() if n.spec.final and n.parent is not None]
+    zero = any(a.ms == 0 for n in nodes.values() for a in n.spec.after)
+    # Most charts have neither a nested final state nor a 0 ms timer: nothing to follow.
+    if not (finals or zero) or not chart.well_formed or not _targets_exist(chart):
+        return
+    if finals:
+        by_owner: dict[str | None, list[Edge]] = {}
+        for edge in edges(chart.spec, {}):  # the transitions, not the timers
             by_owner.setdefault(edge.owner, []).append(edge)
-    yield from _completion_loops(chart, by_owner)
-    yield from _zero_timer_loops(chart)
+        yield from _completion_loops(chart, finals, by_owner)
+    if zero:
+        yield from _zero_timer_loops(chart)
 
 
 def _targets_exist(chart: Chart) -> bool:
@@ -50,16 +54,15 @@ def _first_answer(by_owner: dict[str | None, list[Edge]], leaf: str, event: str)
     return None
 
 
-def _completion_loops(chart: Chart, by_owner: dict[str | None, list[Edge]]) -> Iterator[Finding]:
+def _completion_loops(chart: Chart, finals: list[str],
+                      by_owner: dict[str | None, list[Edge]]) -> Iterator[Finding]:
     """Follow each nested final state's completion event through its first transition, when
     that transition has no guard: a path that comes back to a final state it passed never
     ends. Each final state has at most one such successor, so every state is walked once."""
     nodes = chart.nodes
     step: dict[str, tuple[str, Edge]] = {}
-    for path, node in nodes.items():
-        if not node.spec.final or node.parent is None:
-            continue
-        edge = _first_answer(by_owner, path, DONE_PREFIX + node.parent)
+    for path in finals:
+        edge = _first_answer(by_owner, path, DONE_PREFIX + str(nodes[path].parent))
         if edge is None or edge.spec.guards or edge.spec.unless or edge.spec.dest is None:
             continue
         step[path] = (settle(nodes, edge.spec.dest), edge)
