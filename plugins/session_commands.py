@@ -121,6 +121,8 @@ def sessions_list(workspace: str, state_dir: str | None, as_json: bool) -> None:
             notes.append(f"only {orphan.bytes} of {orphan.received_bytes} bytes on disk")
         if orphan.rescued:
             notes.append(f"content rescued to {orphan.rescued}")
+        if orphan.blocked:
+            notes.append(f"blocked by: {'; '.join(orphan.blocked)}")
         table.add_row(orphan.short, escape(orphan.target_file or "?"), orphan.operation or "?",
                       str(orphan.lines), str(orphan.bytes), format_age(orphan.age_ms),
                       orphan.status, escape("; ".join(notes)))

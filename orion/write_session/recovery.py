@@ -122,6 +122,8 @@ class Orphan:
     rescued: str | None = None
     #: How many bytes the session had received when its journal failed (None: it did not).
     received_bytes: int | None = None
+    #: The issues that blocked its write (status ``blocked``), as ``line:col: code: message``.
+    blocked: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict, repr=False)
     saved_state: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -177,7 +179,7 @@ class Orphan:
             "state": self.state, "continuations": self.continuations,
             "corrections": self.corrections, "degraded": self.degraded,
             "rescued": self.rescued, "received_bytes": self.received_bytes,
-            "problems": list(self.problems)}
+            "blocked": list(self.blocked), "problems": list(self.problems)}
 
 
 def sessions_dir(state_dir: str | os.PathLike[str]) -> Path:
@@ -237,6 +239,9 @@ def load(directory: Path, *, now_ms: float | None = None) -> Orphan:
         record = state.get("finalizing")
         if isinstance(record, dict):
             orphan.finalizing = record
+        blocked = state.get("blocked")
+        if state.get("status") == "blocked" and isinstance(blocked, list):
+            orphan.blocked = [str(issue) for issue in blocked]
     try:
         with open(directory / CONTENT, "rb") as f:
             data = f.read()
@@ -258,6 +263,8 @@ def load(directory: Path, *, now_ms: float | None = None) -> Orphan:
         orphan.status = "finalizing"
     elif orphan.degraded is not None:
         orphan.status = "degraded"  # its journal went memory-only: the notes say why
+    elif orphan.blocked:
+        orphan.status = "blocked"  # a validator's rule kept it from being written
     if orphan.last_save_ms is None:
         orphan.last_save_ms = orphan.created_ms if orphan.created_ms is not None \
             else _mtime_ms(directory)
@@ -659,6 +666,11 @@ def _startup_one(runtime: Runtime, manager: Any, orphan: Orphan, ttl: int,
         return StartupAction(orphan.id, "adopted",
                              f"continuing write session {orphan.short} for "
                              f"{orphan.describe(now)} ({session.state})")
+    if orphan.blocked:
+        return StartupAction(orphan.id, "offered",
+                             f"write session {orphan.short} for {orphan.describe(now)} was "
+                             f"blocked ({'; '.join(orphan.blocked[:3])}): fix its content, "
+                             f"then {_offer(orphan)}")
     if orphan.problems:
         return StartupAction(orphan.id, "offered",
                              f"damaged write session {orphan.short} "
@@ -766,6 +778,13 @@ def recover_finalize(workspace: str | os.PathLike[str], state_dir: str | os.Path
             if replaced:
                 issues = collect_issues(plugins, ValidationRequest(checked.relative, content,
                                                                    dict(settings)))
+        blocking = [issue for issue in issues if issue.blocking]
+        if blocking:
+            raise RecoveryError(
+                f"write session {orphan.short} is blocked: {len(blocking)} issue(s) keep "
+                f"{checked.relative} from being written ({'; '.join(map(str, blocking[:3]))}). "
+                f"Nothing written; fix {journal.directory / CONTENT} and recover again, or "
+                f"orion sessions discard {orphan.short}")
         before = checked.target.read_bytes() if checked.exists else None
         after = apply_operation(checked, before, content)
         mark(journal.directory, "finalizing")

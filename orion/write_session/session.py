@@ -659,6 +659,10 @@ class WriteSession:
             self._trigger("issues_found", issues=[
                 {"line": i.line, "column": i.column, "code": i.code} for i in self.issues])
             return
+        blocking = [issue for issue in self.issues if issue.blocking]
+        if blocking:  # a rule, not bytes: no replacement makes it hold, so nothing is written
+            self._blocked(blocking, limit)
+            return
         repaired, replaced = safe_replacement(content, self.lifecycle.settings.get(
             "safe_replacement", ""))
         self._fixed, self.replaced = repaired, len(replaced)
@@ -789,6 +793,31 @@ class WriteSession:
         self.runtime.reporter.notice(message)
         self._trace(Kind.ERROR, "write failed", {"orion.where": "write session",
                                                  "orion.error": str(cause)})
+        self.runtime.inject(message)
+        self._deliver_held()
+        self.journal.close()
+        self._detach()
+
+    def _blocked(self, blocking: list[Issue], rounds: int) -> None:
+        """Issues that block the write remain after the last correction round: the target is
+        not written, the content stays in the journal (``orion sessions`` lists the session as
+        ``blocked``, with the issues), and the model and the user are told why."""
+        self.status = "blocked"
+        shown = "; ".join(f"line {i.line}: {i.message} [{i.code}]" for i in blocking[:3])
+        more = f" (and {len(blocking) - 3} more)" if len(blocking) > 3 else ""
+        self.journal.flush({**self._journal_state(), "blocked": [str(i) for i in blocking]})
+        kept = self._keep_content()
+        where = (f"its content stays in write session {self.id[:8]} (`orion sessions list` "
+                 f"shows it; fix {self.journal.directory / 'content.txt'} and `orion sessions "
+                 f"recover {self.id[:8]} --finalize` writes it, or `orion sessions discard "
+                 f"{self.id[:8]}`)") if kept is None else self._unsaved("was blocked", kept)
+        message = (f"{self.plan.relative} was not written: {len(blocking)} issue(s) that block a "
+                   f"write remain after {rounds} correction rounds: {shown}{more}. The file is "
+                   f"as it was; {where}.")
+        self.runtime.reporter.notice(message)
+        self._trace(Kind.WRITE_REPORT, f"blocked {self.plan.relative}", {
+            "orion.target": self.plan.relative, "orion.status": "blocked",
+            "orion.issues": len(blocking), "orion.code": blocking[0].code})
         self.runtime.inject(message)
         self._deliver_held()
         self.journal.close()
@@ -1038,7 +1067,7 @@ def validate_write(pm: Any, checked: CheckedPlan, content: bytes,
             line = issue.line - first + 1
             column = issue.column - shift if line == 1 else issue.column
             issues.append(Issue(line, max(1, column), issue.code, issue.message,
-                                issue.context))
+                                issue.context, issue.blocking))
             continue
         if before is None:
             old = collect_issues(pm, ValidationRequest(path, existing, settings))
@@ -1050,7 +1079,7 @@ def validate_write(pm: Any, checked: CheckedPlan, content: bytes,
             continue  # the file had it before this edit
         line = 1 if issue.line < first else count
         issues.append(Issue(line, 1, issue.code, f"{issue.message} (line {issue.line} of "
-                            f"{path} after the edit)", issue.context))
+                            f"{path} after the edit)", issue.context, issue.blocking))
     return sorted(issues, key=lambda i: (i.line, i.column, i.code))
 
 
