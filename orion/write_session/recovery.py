@@ -239,9 +239,6 @@ def load(directory: Path, *, now_ms: float | None = None) -> Orphan:
         record = state.get("finalizing")
         if isinstance(record, dict):
             orphan.finalizing = record
-        blocked = state.get("blocked")
-        if state.get("status") == "blocked" and isinstance(blocked, list):
-            orphan.blocked = [str(issue) for issue in blocked]
     try:
         with open(directory / CONTENT, "rb") as f:
             data = f.read()
@@ -263,8 +260,7 @@ def load(directory: Path, *, now_ms: float | None = None) -> Orphan:
         orphan.status = "finalizing"
     elif orphan.degraded is not None:
         orphan.status = "degraded"  # its journal went memory-only: the notes say why
-    elif orphan.blocked:
-        orphan.status = "blocked"  # a validator's rule kept it from being written
+    _load_blocked(orphan)
     if orphan.last_save_ms is None:
         orphan.last_save_ms = orphan.created_ms if orphan.created_ms is not None \
             else _mtime_ms(directory)
@@ -272,6 +268,16 @@ def load(directory: Path, *, now_ms: float | None = None) -> Orphan:
     orphan.age_ms = None if activity is None else max(0.0, now - activity)
     orphan.live = Journal.is_live(directory)
     return orphan
+
+
+def _load_blocked(orphan: Orphan) -> None:
+    """A session whose write a validator's rule blocked: the issues, and the status
+    ``blocked`` unless another status says more."""
+    blocked = orphan.saved_state.get("blocked")
+    if orphan.saved_state.get("status") == "blocked" and isinstance(blocked, list):
+        orphan.blocked = [str(issue) for issue in blocked]
+        if orphan.status == "open":
+            orphan.status = "blocked"
 
 
 def _load_status(orphan: Orphan) -> None:
@@ -778,13 +784,7 @@ def recover_finalize(workspace: str | os.PathLike[str], state_dir: str | os.Path
             if replaced:
                 issues = collect_issues(plugins, ValidationRequest(checked.relative, content,
                                                                    dict(settings)))
-        blocking = [issue for issue in issues if issue.blocking]
-        if blocking:
-            raise RecoveryError(
-                f"write session {orphan.short} is blocked: {len(blocking)} issue(s) keep "
-                f"{checked.relative} from being written ({'; '.join(map(str, blocking[:3]))}). "
-                f"Nothing written; fix {journal.directory / CONTENT} and recover again, or "
-                f"orion sessions discard {orphan.short}")
+        _refuse_blocked(orphan, checked.relative, issues, journal.directory / CONTENT)
         before = checked.target.read_bytes() if checked.exists else None
         after = apply_operation(checked, before, content)
         mark(journal.directory, "finalizing")
@@ -809,6 +809,17 @@ def recover_finalize(workspace: str | os.PathLike[str], state_dir: str | os.Path
                           result.lines, result.sha256,
                           str(result.backup) if result.backup else None, orphan.complete,
                           replaced, [str(issue) for issue in issues])
+
+
+def _refuse_blocked(orphan: Orphan, relative: str, issues: list[Any], content: Path) -> None:
+    """A validator's rule that the content still breaks keeps it from being written."""
+    blocking = [issue for issue in issues if issue.blocking]
+    if blocking:
+        raise RecoveryError(
+            f"write session {orphan.short} is blocked: {len(blocking)} issue(s) keep "
+            f"{relative} from being written ({'; '.join(map(str, blocking[:3]))}). Nothing "
+            f"written; fix {content} and recover again, or orion sessions discard "
+            f"{orphan.short}")
 
 
 def _refuse_a_second_edit(orphan: Orphan, plan: WritePlan, workspace: Path,

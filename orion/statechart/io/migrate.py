@@ -285,41 +285,38 @@ class _Editor:
     def add_setting(self, name: str, declaring: StatechartSpec, expected: dict[str, Any]) -> None:
         """The declaring chart's setting ``name``, after the setting that comes before it there
         (when the chart has it), else after the chart's last one."""
-        fields = declaring.settings[name].model_dump(mode="json", exclude_defaults=True)
-        fields = {k: fields[k] for k in ("type", "default", "min", "max", "env", "description")
-                  if k in fields}
-        for bound in ("min", "max"):  # bounds are floats in the model; an int's read as ints
-            if fields.get("type") == "int" and float(fields.get(bound, 0.5)).is_integer():
-                fields[bound] = int(fields[bound])
         settings = expected.get("settings")
         if not isinstance(settings, dict) or ("settings",) not in self.doc.key_positions \
                 or (settings and self.text[self.offset(*self.doc.positions[("settings",)])]
                     == "{"):
             raise MigrationError(f"{self.doc.path}: 'settings' is not a block of settings the "
                                  "migration can add to; nothing was written")
-        if settings:
-            indent = self.doc.positions[("settings",)][1] - 1
-        else:
-            indent = self.doc.key_positions[("settings",)][1] - 1 + self.indent
+        fields = _setting_fields(declaring, name)
+        indent = self.doc.positions[("settings",)][1] - 1 if settings else \
+            self.doc.key_positions[("settings",)][1] - 1 + self.indent
         unit = " " * self.indent
         text = f"{' ' * indent}{name}:\n" + "".join(
             f"{line}\n" for key, value in fields.items()
             for line in _value(f"{' ' * indent}{unit}{key}: ", value,
                                f"{' ' * indent}{unit * 2}", 100))
-        order = list(declaring.settings)
-        before = [s for s in order[:order.index(name)] if s in settings]
-        after = [s for s in order[order.index(name) + 1:]
-                 if s in settings and ("settings", s) in self.doc.key_positions]
-        if after and not before:
-            line = self.above_comments(self.doc.key_positions[("settings", after[0])][0])
-        elif before and ("settings", before[-1]) in self.doc.key_positions:
-            line = self.end_line(("settings", before[-1])) + 1
-        else:
-            line = self.end_line(("settings",)) + 1
+        line = self._setting_line(list(declaring.settings), name, settings)
         self.insert_lines(line, text)
         settings[name] = fields
         self.changes.append(Change(line, f"setting {name!r} added, as {declaring.statechart} "
                                          f"defines it"))
+
+    def _setting_line(self, order: list[str], name: str, settings: dict[str, Any]) -> int:
+        """Where a setting goes: after the one before it in the declaring chart, else before
+        the one after it, else after the chart's last setting."""
+        before = [s for s in order[:order.index(name)]
+                  if s in settings and ("settings", s) in self.doc.key_positions]
+        after = [s for s in order[order.index(name) + 1:]
+                 if s in settings and ("settings", s) in self.doc.key_positions]
+        if before:
+            return self.end_line(("settings", before[-1])) + 1
+        if after:
+            return self.above_comments(self.doc.key_positions[("settings", after[0])][0])
+        return self.end_line(("settings",)) + 1
 
     # -- transitions ----------------------------------------------------------------------------
 
@@ -427,6 +424,17 @@ class _Editor:
         for part in loc:
             data = data[part]
         return data
+
+
+def _setting_fields(declaring: StatechartSpec, name: str) -> dict[str, Any]:
+    """A setting as the declaring chart defines it, in the order charts write its fields."""
+    fields = declaring.settings[name].model_dump(mode="json", exclude_defaults=True)
+    fields = {k: fields[k] for k in ("type", "default", "min", "max", "env", "description")
+              if k in fields}
+    for bound in ("min", "max"):  # bounds are floats in the model; an int's read as ints
+        if fields.get("type") == "int" and float(fields.get(bound, 0.5)).is_integer():
+            fields[bound] = int(fields[bound])
+    return fields
 
 
 def _route(data: dict[str, Any]) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from orion.statechart.model.events import answers, descriptors
 from orion.statechart.model.schema import StatechartSpec
@@ -84,28 +85,27 @@ def requirements(spec: StatechartSpec, declared_by: str) -> list[Requirement]:
              for kind, names in (("trigger", change.triggers), ("tag", change.tags),
                                  ("setting", change.settings))
              for name in names}
+
+    def since(kind: str, name: str) -> dict[str, Any]:
+        change = added.get((kind, name))
+        return {"since": change.version, "release": change.release} if change else {}
+
     found = []
     for name in spec.contract.triggers:
         handlers = tuple(Handler(tuple(t.source), t.dest) for t in spec.transitions
                          if answers(frozenset(descriptors(t.trigger)), name))
-        change = added.get(("trigger", name))
         found.append(Requirement("trigger", name, declared_by, handlers=handlers,
-                                 since=change.version if change else None,
-                                 release=change.release if change else ""))
+                                 **since("trigger", name)))
     for name in spec.contract.tags:
         carriers = tuple(p for p, n in nodes.items() if name in n.spec.tags)
         entered = tuple(dict.fromkeys(t.trigger for t in spec.transitions
                                       if t.dest is not None and t.dest in carriers))
-        change = added.get(("tag", name))
         found.append(Requirement("tag", name, declared_by, carriers=carriers,
-                                 entered_by=entered, since=change.version if change else None,
-                                 release=change.release if change else ""))
+                                 entered_by=entered, **since("tag", name)))
     for name in spec.contract.settings:
-        change = added.get(("setting", name))
         found.append(Requirement("setting", name, declared_by,
                                  carriers=(name,) if name in spec.settings else (),
-                                 since=change.version if change else None,
-                                 release=change.release if change else ""))
+                                 **since("setting", name)))
     return found
 
 
