@@ -186,14 +186,14 @@ def overlays(plugins, reps: int) -> bool:
                 resolved = Catalog(plugins).resolve_file(path)
                 assert resolved.ok, resolved.diagnostics[:3]
 
-                def resolve(path: Path = path) -> None:
+                def check_file(path: Path = path) -> None:
                     from orion.statechart.io import catalog
 
                     catalog._documents.clear()  # each run reads the file, as a new process
                     catalog._resolutions.clear()
                     Catalog(plugins).resolve_file(path)
 
-                took[kind] = best_of(resolve, reps)
+                took[kind] = best_of(check_file, reps)
             ratio = took["overlay"] / took["plain"]
             print(f"overlay of {size:>6,} states   plain chart {took['plain'] * 1000:8.1f} ms   "
                   f"overlay {took['overlay'] * 1000:8.1f} ms   overlay/plain {ratio:5.2f}x")

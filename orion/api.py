@@ -86,7 +86,8 @@ __all__ = [
     "Finish", "GateRequest", "Host", "Issue", "Kind", "LineView", "Lifecycle", "MARKDOWN_INFO",
     "ModelRequest", "OrionError", "PathOutsideWorkspace", "PluginError", "ReasoningDelta",
     "Reporter", "StatechartError", "TextDelta", "ToolCall", "ToolContext", "ToolSpec",
-    "TraceEvent", "Transition", "TriggerNotAllowed", "UnknownTag", "Usage", "ValidationRequest", "advertised",
+    "TraceEvent", "Transition", "TriggerNotAllowed", "UnknownTag", "Usage", "ValidationRequest",
+    "advertised",
     "build_context", "execute_call", "find_problems", "hookimpl", "host_of", "line_spans",
     "position", "resolve_inside", "trace_events", "write_session_of", "write_sessions",
 ]

@@ -53,9 +53,10 @@ class WorkspaceChartsInvalid(ConfigurationError):
 
 def _check_lifecycles(catalog: Catalog, config: WorkspaceConfig | None = None) -> None:
     """Before anything runs: each lifecycle a plugin or the workspace changed resolves and keeps
-    its contract (one that runs migrated is a warning on stderr), and the settings of every lifecycle are valid where the workspace and the
-    environment override them (a bad ``flush_lines: 0`` would otherwise surface mid-write as a
-    tool error); else exit 2 with the findings."""
+    its contract (one that runs migrated is a warning on stderr), and the settings of every
+    lifecycle are valid where the workspace and the environment override them (a bad
+    ``flush_lines: 0`` would otherwise surface mid-write as a tool error); else exit 2 with the
+    findings."""
     from orion.errors import ConfigError
     from orion.statechart.catalog import BUILTIN
     from orion.statechart.settings import resolve as resolve_settings
@@ -196,7 +197,7 @@ def check(files: tuple[str, ...], workspace: str, as_json: bool, fix: bool) -> N
     if fix:
         migrated = [_migrate(catalog, f.resolved, quiet=as_json) for f in report.files
                     if f.resolved is not None and f.resolved.migration is not None
-                    and f.resolved.source.layer != "built-in"]
+                    and _editable(f.resolved.source.path)]
         if any(migrated):
             catalog = _catalog(pm, config)
             report = check_workspace(config, pm, catalog, files=paths)
@@ -211,6 +212,18 @@ def check(files: tuple[str, ...], workspace: str, as_json: bool, fix: bool) -> N
     if report.failed:
         say(f"[red]{len(report.failed)} of {len(report.files)} file(s) failed[/red]")
     sys.exit(1 if report.failed else 0)
+
+
+def _editable(path: Path) -> bool:
+    """Whether ``orion check --fix`` may rewrite a chart: not one an installed package ships
+    (its source is the one to migrate; an editable install's is outside the environment)."""
+    installed = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
+    where = path.resolve()
+    if any(where.is_relative_to(prefix) for prefix in installed):
+        click.echo(f"{path} comes with an installed package: migrate its source with "
+                   "`orion migrate FILE`", err=True)
+        return False
+    return True
 
 
 def _migrate(catalog: Catalog, resolved: Resolved, *, quiet: bool = False,
@@ -231,12 +244,17 @@ def _migrate(catalog: Catalog, resolved: Resolved, *, quiet: bool = False,
             migration.text.splitlines(keepends=True), migration.migrated.splitlines(
                 keepends=True), str(path), f"{path} (migrated)")), nl=False)
     else:
-        if backup:
-            from orion.statechart.io.migrate import write_text
+        from orion.statechart.io.migrate import write_text
 
-            write_text(path.with_name(path.name + ".bak"), migration.text,
-                       mode=path.stat().st_mode)
-        migration.write()
+        try:
+            if backup:
+                write_text(path.with_name(path.name + ".bak"), migration.text,
+                           mode=path.stat().st_mode)
+            migration.write()
+        except OSError as exc:
+            click.echo(f"error: cannot write {path}: {exc.strerror or exc}; it is as it was",
+                       err=True)
+            return False
     if not quiet:
         verb = "would migrate" if dry_run else "migrated"
         click.echo(f"{verb} {path} to contract version {migration.version}: "

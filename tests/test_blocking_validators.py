@@ -36,8 +36,8 @@ PLUGIN = f'''\
         lines = text_lines(request.content)
         if PurePosixPath(request.path).suffix != ".md" or (lines and lines[0] == HEADER):
             return None
-        return Issue(1, 1, "licence-header", f"the first line must be the licence header {{HEADER}}",
-                     blocking=True)
+        return Issue(1, 1, "licence-header",
+                     f"the first line must be the licence header {{HEADER}}", blocking=True)
     '''
 
 
@@ -120,7 +120,7 @@ def test_a_rule_still_broken_after_the_rounds_blocks_the_write_and_keeps_the_con
     refused = orion(site, "sessions", "recover", session["id"][:8], "--finalize",
                     "--workspace", str(world.workspace))
     assert refused.returncode == 1 and not target.exists()
-    assert f"is blocked: 1 issue(s) keep docs/guide.md from being written" in refused.stderr
+    assert "is blocked: 1 issue(s) keep docs/guide.md from being written" in refused.stderr
     assert str(journal) in refused.stderr
     journal.write_text(f"{HEADER}\n{content}")
     written = orion(site, "sessions", "recover", session["id"][:8], "--finalize",

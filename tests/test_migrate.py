@@ -70,7 +70,7 @@ def test_the_old_chart_runs_migrated_with_a_warning_for_each_thing_it_lacks(team
     assert any("handles trigger 'idle_exhausted'" in w and "adds its 2 transitions" in w
                for w in warnings)
     assert any("has no setting 'max_idle_prompts'" in w for w in warnings)
-    assert f"ok lifecycles/write_session.yaml (write_session: from lifecycles/write_session.yaml" \
+    assert "ok lifecycles/write_session.yaml (write_session: from lifecycles/write_session.yaml" \
            in result.stderr
 
 
@@ -255,9 +255,9 @@ def test_other_layouts_are_edited_in_place_too(tmp_path):
         k: v for k, v in builtin["states"]["session_active"].items() if k != "tags"}},
         sort_keys=False), "  ")
     session = session.replace("        tags: receiving\n", "        tags:\n        - mine\n")
-    text = (f"statechart: write_session\ncontract:\n  tags: [gone]  # the team's own\n"
-            f"settings:\n" + textwrap.indent(yaml.safe_dump(builtin["settings"],
-                                                              sort_keys=False), "  ")
+    text = ("statechart: write_session\ncontract:\n  tags: [gone]  # the team's own\n"
+            "settings:\n" + textwrap.indent(yaml.safe_dump(builtin["settings"],
+                                                             sort_keys=False), "  ")
             + "initial: idle\nstates:\n" + body + "\n" + session
             + "transitions:\n" + transitions + "\n")
     path = ws / "lifecycles" / "write_session.yaml"

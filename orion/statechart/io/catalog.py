@@ -291,7 +291,8 @@ class Catalog:
         return Resolved(resolved.source, again.doc, again.spec, [], resolved.warnings,
                         resolved.migration)
 
-    def migration(self, resolved: Resolved, doc: SourceDocument | None = None) -> Migration | Diagnostic:
+    def migration(self, resolved: Resolved,
+                  doc: SourceDocument | None = None) -> Migration | Diagnostic:
         """The migration of ``resolved``'s file (what ``orion migrate`` writes), or the
         finding that says why it cannot be made."""
         path = resolved.source.path

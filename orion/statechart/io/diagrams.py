@@ -194,7 +194,8 @@ def diagram_machine(spec: StatechartSpec, *, settings: Mapping[str, Any] | None 
         state.add_substates([states[child] for child in node.children])
         states[path] = state
     machine = DiagramMachine(chart=spec.statechart, description=spec.description, engine=engine,
-                             notes=notes, states=[states[p] for p, n in nodes.items() if n.parent is None],
+                             notes=notes,
+                             states=[states[p] for p, n in nodes.items() if n.parent is None],
                              initial=spec.initial)
     machine.finals.update((p, states[p]) for p, n in nodes.items() if n.spec.final)
     for edge in edges(spec, nodes):

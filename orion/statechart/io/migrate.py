@@ -14,8 +14,6 @@ result is read back and compared with what was meant before anything is written.
 from __future__ import annotations
 
 import copy
-import os
-import tempfile
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +25,6 @@ from orion.errors import OrionError
 from orion.statechart.io.overlay import transition_ids
 from orion.statechart.model.contract import Requirement
 from orion.statechart.model.schema import StatechartSpec
-from orion.statechart.model.tree import flatten
 from orion.yamlsource import Loc, SourceDocument, YamlSourceError, load_yaml
 
 
@@ -108,21 +105,12 @@ def migrate(doc: SourceDocument, text: str, needed: Needed) -> Migration:
 
 
 def write_text(path: Path, text: str, *, mode: int | None = None) -> None:
-    """``text`` as the whole of ``path``: written beside it and renamed over it, with its mode
-    (or ``mode`` when it does not exist yet), so that the file is either the old text or the
-    new, never half of each."""
-    mode = (path.stat().st_mode if path.exists() else mode or 0o644) & 0o7777
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".migrating", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    """``text`` as the whole of ``path``, atomically, with its mode (or ``mode`` when it does
+    not exist yet): the file is the old text or the new, never half of each."""
+    from orion.write_session.operations import write_atomically
+
+    mode = path.stat().st_mode if path.exists() else mode
+    write_atomically(path, text.encode("utf-8"), mode=None if mode is None else mode & 0o7777)
 
 
 def _state_loc(doc: SourceDocument, req: Requirement) -> Loc:

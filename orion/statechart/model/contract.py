@@ -2,14 +2,16 @@
 
 Code never compares state names: it asks ``lifecycle.has_tag("finalizing")`` (XState's
 ``hasTag``), and a chart says which states carry which tags. A chart's ``contract:`` lists the
-triggers the runtime sends, the tags it asks about and the settings it reads; a chart that replaces or extends it must
-keep both, and :func:`orion.statechart.checks.contract.check_contract` says, with a position,
-where it does not.
+triggers the runtime sends, the tags it asks about and the settings it reads; a chart that
+replaces or extends it must keep them all, and
+:func:`orion.statechart.checks.contract.check_contract` says, with a position, where it does
+not.
 
 Contracts grow. A contract's ``history`` says what each version added, and a chart says which
 version of the contracts below it it was written for (``contract.version``, 1 without it). What
-a chart lacks of what came after its version, in the state or the transitions the declaring
-chart has it on, is what a migration adds (:mod:`orion.statechart.io.migrate`).
+a chart lacks of what came after its version, where the declaring chart has it (a tag on a
+state, a trigger's transitions, a setting), is what a migration adds
+(:mod:`orion.statechart.io.migrate`).
 """
 
 from __future__ import annotations
