@@ -196,10 +196,20 @@ def test_the_diagram_draws_the_old_chart_with_its_findings_beside_the_states(tea
     result = orion("diagram", "write_session", cwd=team)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("stateDiagram-v2\n")
-    assert "    note right of done: no state of 'write_session' has tag 'written'" in \
+    assert "    note right of done : no state of 'write_session' has tag 'written'" in \
         result.stdout
     assert "idle --> session_active: begin" in result.stdout
     assert result.stderr.count("warning:") == 12
+
+
+def test_a_picture_of_the_old_chart_has_the_findings_under_its_title(team):
+    pytest.importorskip("graphviz", reason="the picture needs the diagrams extra")
+    if shutil.which("dot") is None:
+        pytest.skip("the picture needs Graphviz's dot program")
+    result = orion("diagram", "write_session", "--format", "svg", "-o", "chart.svg", cwd=team)
+    assert result.returncode == 0, result.stderr
+    svg = (team / "chart.svg").read_text()
+    assert "done: no state of &#39;write_session&#39; has tag &#39;written&#39;" in svg
 
 
 def test_a_chart_that_breaks_its_contract_is_drawn_with_the_findings(tmp_path):
@@ -222,7 +232,7 @@ def test_a_chart_that_breaks_its_contract_is_drawn_with_the_findings(tmp_path):
     assert migrate.returncode == 1 and "has errors no migration adds" in migrate.stderr
     diagram = orion("diagram", "write_session", cwd=ws)
     assert diagram.returncode == 0
-    assert "note right of done: no state of 'write_session' has tag 'written'" in diagram.stdout
+    assert "note right of done : no state of 'write_session' has tag 'written'" in diagram.stdout
 
 
 def test_a_renamed_state_is_found_by_the_triggers_that_lead_to_it(tmp_path):

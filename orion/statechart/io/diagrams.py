@@ -79,7 +79,7 @@ class _Mermaid(MermaidGraph):
             out.extend(f"    class {_id(name)} active" for name in active)
         for state, text in machine.notes:  # beside the state it is about, else a comment
             text = text.replace("\n", " ")
-            out.append(f"    note right of {_id(state)}: {text.replace(':', '#58;')}"
+            out.append(f"    note right of {_id(state)} : {text.replace(':', '#58;')}"
                        if state is not None else f"    %% {text}")
         return DigraphMock("\n".join(out) + "\n")
 
