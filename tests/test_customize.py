@@ -777,3 +777,33 @@ def test_a_team_chart_that_runs_migrated_passes_its_features_with_a_warning(tmp_
     assert result.returncode == 0, result.stdout
     assert "7 passed" in result.stdout and "OrionCheckWarning" in result.stdout
     assert "`orion migrate " in result.stdout
+
+
+def test_orion_run_refuses_an_overlay_whose_completion_event_spins(tmp_path):
+    """It spun `orion run` at 100 % CPU; now the check refuses it before anything runs."""
+    ws = workspace(tmp_path, {"spin.yaml": """\
+        extends: write_session
+        states:
+          spin:
+            initial: end
+            states:
+              end: {final: true}
+        transitions:
+          insert:
+            - {trigger: begin, source: idle, dest: spin, before: begin}
+            - {trigger: done.state.spin, source: spin, dest: spin}
+            - {trigger: done, source: spin, dest: abandoned}
+        """})
+    script = write(tmp_path / "script.yaml", """\
+        conversation:
+          - user: write it
+          - model:
+              tool_calls:
+                - name: WritePlanTool_begin
+                  arguments: {target_file: a.txt, operation: create, intent: a file}
+        """)
+    result = orion("run", str(script), "--workspace", str(ws))
+    assert result.returncode == 2
+    path = ws / "lifecycles" / "spin.yaml"
+    assert (f"{path}:10:17: 'done.state.spin' re-enters 'spin.end', which raises "
+            "'done.state.spin' again at once") in result.stderr
