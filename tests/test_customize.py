@@ -730,11 +730,12 @@ def team_project(tmp_path: Path, edit: dict[str, tuple[str, str]]) -> Path:
     return project
 
 
-def run_features(project: Path) -> subprocess.CompletedProcess[str]:
+def run_features(project: Path, tests: str = "tests/test_review.py"
+                 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "ORION_LOAD_PLUGINS"}
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "tests/test_review.py"], capture_output=True, text=True, env=env,
-                          cwd=project, timeout=300)
+                           tests], capture_output=True, text=True, env=env, cwd=project,
+                          timeout=300)
 
 
 def test_a_broken_overlay_fails_the_feature_run_once_with_orion_checks_findings(tmp_path):
@@ -807,3 +808,38 @@ def test_orion_run_refuses_an_overlay_whose_completion_event_spins(tmp_path):
     path = ws / "lifecycles" / "spin.yaml"
     assert (f"{path}:10:17: 'done.state.spin' re-enters 'spin.end', which raises "
             "'done.state.spin' again at once") in result.stderr
+
+
+def test_a_chart_a_step_writes_into_the_workspace_is_checked_as_the_runtime_starts(tmp_path):
+    """The check runs where and when the scenario's runtime starts: a chart `orion_yaml` lists
+    and a Given step writes is there by then (a broken one fails that scenario, readably)."""
+    project = tmp_path / "project"
+    write(project / "conftest.py", """\
+        import pytest
+
+
+        @pytest.fixture
+        def orion_yaml():
+            return "statecharts: [lifecycles/mine.yaml]\\n"
+        """)
+    write(project / "features" / "mine.feature", '''\
+        Feature: a chart the scenario writes
+          Scenario: it is there when Orion starts
+            Given the workspace has a file "lifecycles/mine.yaml" containing:
+              """
+              extends: write_session
+              description: {description}
+              """
+            When the model streams 3 lines to "a.txt" and DONE
+            Then "a.txt" holds the generated lines 1 to 3
+        ''')
+    write(project / "test_mine.py", 'from pytest_bdd import scenarios\n\n'
+                                    'scenarios("features/mine.feature")\n')
+    feature = project / "features" / "mine.feature"
+    text = feature.read_text()
+    feature.write_text(text.replace("{description}", "ours"))
+    assert run_features(project, "test_mine.py").returncode == 0
+    feature.write_text(text.replace("{description}", "ours\n      initial: nowhere"))
+    result = run_features(project, "test_mine.py")
+    assert result.returncode == 1 and "1 failed" in result.stdout
+    assert "initial state 'nowhere' is not a top-level state" in result.stdout

@@ -58,74 +58,17 @@ class OrionCheckWarning(UserWarning):
 CHECKED = pytest.StashKey[dict[tuple, tuple[str, str | None]]]()
 
 
-def _check_up_front(request: pytest.FixtureRequest, orion_yaml: str | None,
-                    orion_env: dict[str, str]) -> PluginManager:
-    """The scenario's plugins, once their charts and plugins pass ``orion check``'s checks.
-
-    The first scenario of a configuration (plugins, ``orion.yaml``, environment) runs the
-    check; a broken chart or plugin fails that scenario with the findings, as ``orion check``
-    prints them, and every later scenario of that configuration is skipped, naming it: one
-    readable failure instead of one per scenario."""
-    checked = request.config.stash.setdefault(CHECKED, {})
-    try:
-        plugins: PluginManager = request.getfixturevalue("orion_plugins")
-    except OrionError as exc:  # a plugin that cannot be loaded: every command says so
-        failed = exc
-    else:
-        failed = None
-    if failed is not None:  # reported outside the handler: the failure is the whole story
-        _report(request, checked, ("plugins", str(failed)), f"error: {failed}")
-    key = (orion_yaml, tuple(sorted(orion_env.items())),
-           tuple(sorted(name for name, _ in plugins.list_name_plugin())),
-           tuple((str(path), by) for path, by in plugins.registry.statecharts))
-    if key not in checked:
-        _report(request, checked, key, _findings(request, plugins, orion_yaml, orion_env))
-    elif checked[key][1] is not None:
-        _report(request, checked, key, checked[key][1])
-    return plugins
-
-
-def _findings(request: pytest.FixtureRequest, plugins: PluginManager, orion_yaml: str | None,
-              orion_env: dict[str, str]) -> str | None:
-    """``orion check``'s errors for the configuration, one per line (``None``: none); its
-    warnings become one pytest warning each."""
-    import tempfile
-
-    from orion.check import check_workspace
-    from orion.config import load_config
-    from orion.statechart.catalog import Catalog
-
-    with tempfile.TemporaryDirectory(prefix="orion-check-") as workspace:
-        if orion_yaml is not None:
-            Path(workspace, "orion.yaml").write_text(orion_yaml, encoding="utf-8")
-        try:
-            config = load_config(workspace, env=orion_env)
-            report = check_workspace(config, plugins, Catalog(plugins, config), env=orion_env)
-        except OrionError as exc:
-            return f"error: {exc}"
-    for finding in report.findings:
-        if finding.severity == "warning":
-            request.node.warn(OrionCheckWarning(finding.text))
-    errors = [f.text for f in report.findings if f.severity != "warning"]
-    return "\n".join(errors) if errors else None
-
-
-def _report(request: pytest.FixtureRequest, checked: dict[tuple, tuple[str, str | None]],
-            key: tuple, findings: str | None) -> None:
-    first = checked.setdefault(key, (request.node.nodeid, findings))[0]
-    if findings is None:
-        return
-    if first != request.node.nodeid:
-        pytest.skip(f"Orion's charts or plugins have errors (reported once, at {first})")
-    pytest.fail("Orion's charts or plugins have errors; no scenario of theirs can run "
-                f"(orion check):\n{findings}", pytrace=False)
-
-
 @pytest.fixture
 def orion_world(request: pytest.FixtureRequest, tmp_path: Path, orion_yaml: str | None,
                 orion_env: dict[str, str]) -> Iterator[World]:
-    orion_plugins = _check_up_front(request, orion_yaml, orion_env)
-    world = World(tmp_path, plugins=orion_plugins, env=orion_env)
+    checked = request.config.stash.setdefault(CHECKED, {})
+    plugins = _plugins(request, checked)
+    key = (orion_yaml, tuple(sorted(orion_env.items())),
+           tuple(sorted(name for name, _ in plugins.list_name_plugin())),
+           tuple((str(path), by) for path, by in plugins.registry.statecharts))
+    if key in checked and checked[key][1] is not None:  # reported by an earlier scenario
+        _report(request, checked, key, checked[key][1])
+    world = World(tmp_path, plugins=plugins, env=orion_env)
     # What Orion prints during the scenario, for `nothing Orion logged or printed ...`: file
     # descriptor capture from the start (a scenario that uses capsys itself goes without).
     try:
@@ -136,9 +79,62 @@ def orion_world(request: pytest.FixtureRequest, tmp_path: Path, orion_yaml: str 
         world.data["capfd"] = None
     if orion_yaml is not None:
         (world.workspace / "orion.yaml").write_text(orion_yaml, encoding="utf-8")
+    if key not in checked:
+        world.before_start.append(lambda started: _report(request, checked, key,
+                                                          _findings(request, started)))
     request.node.stash[WORLD] = world
     yield world
     world.close()
+
+
+def _plugins(request: pytest.FixtureRequest,
+             checked: dict[tuple, tuple[str, str | None]]) -> PluginManager:
+    """The scenario's plugins; one that cannot be loaded fails the first scenario with the
+    reason, as every ``orion`` command gives it, and skips the others."""
+    try:
+        plugins: PluginManager = request.getfixturevalue("orion_plugins")
+    except OrionError as exc:
+        failed: OrionError | None = exc
+    else:
+        failed = None
+    if failed is not None:  # reported outside the handler: the failure is the whole story
+        _report(request, checked, ("plugins", str(failed)), f"error: {failed}")
+    return plugins
+
+
+def _findings(request: pytest.FixtureRequest, world: World) -> str | None:
+    """What ``orion check`` finds in the scenario's workspace, as the runtime is about to
+    start in it: its errors, one per line (``None``: none); its warnings become pytest
+    warnings."""
+    from orion.check import check_workspace
+    from orion.config import load_config
+    from orion.statechart.catalog import Catalog
+
+    plugins = world.plugins
+    assert plugins is not None
+    try:
+        config = load_config(world.workspace, env=world.env)
+        report = check_workspace(config, plugins, Catalog(plugins, config), env=world.env)
+    except OrionError as exc:
+        return f"error: {exc}"
+    for finding in report.findings:
+        if finding.severity == "warning":
+            request.node.warn(OrionCheckWarning(finding.text))
+    errors = [f.text for f in report.findings if f.severity != "warning"]
+    return "\n".join(errors) if errors else None
+
+
+def _report(request: pytest.FixtureRequest, checked: dict[tuple, tuple[str, str | None]],
+            key: tuple, findings: str | None) -> None:
+    """Record what the check found for ``key``; fail the scenario that found it, skip the
+    later ones of the same configuration."""
+    first = checked.setdefault(key, (request.node.nodeid, findings))[0]
+    if findings is None:
+        return
+    if first != request.node.nodeid:
+        pytest.skip(f"Orion's charts or plugins have errors (reported once, at {first})")
+    pytest.fail("Orion's charts or plugins have errors; no scenario of theirs can run "
+                f"(orion check):\n{findings}", pytrace=False)
 
 
 WORLD = pytest.StashKey[World]()
