@@ -20,6 +20,7 @@ from orion.config import load_config
 from orion.errors import StatechartError, UnknownTag
 from orion.plugins import make_plugin_manager
 from orion.statechart.catalog import Catalog
+from write_harness import BEGIN_A_TXT
 
 REPO = Path(__file__).resolve().parent.parent
 BUILTIN_WRITE_SESSION = Path(orion_statecharts.__file__).parent / "write_session.yaml"
@@ -239,15 +240,8 @@ def test_statechart_show_resolved_and_diagram_use_the_workspace_overlay(tmp_path
 def test_the_runtime_runs_the_overlay(tmp_path):
     """The overlay is what a real run uses: DONE leads to `review`, and nothing is written."""
     ws = workspace(tmp_path, {"review.yaml": REVIEW_OVERLAY})
-    script = write(tmp_path / "script.yaml", """\
-        conversation:
-          - user: write it
-          - model:
-              tool_calls:
-                - name: WritePlanTool_begin
-                  arguments: {target_file: a.txt, operation: create, intent: a file}
-          - model: {text: "one\\ntwo\\nDONE\\n"}
-        """)
+    script = write(tmp_path / "script.yaml",
+                   BEGIN_A_TXT + '  - model: {text: "one\\ntwo\\nDONE\\n"}\n')
     result = orion("run", str(script), "--workspace", str(ws), "--json")
     assert not (ws / "a.txt").exists(), result.stdout + result.stderr
     sessions = orion("sessions", "list", "--workspace", str(ws), "--json")
@@ -795,14 +789,7 @@ def test_orion_run_refuses_an_overlay_whose_completion_event_spins(tmp_path):
             - {trigger: done.state.spin, source: spin, dest: spin}
             - {trigger: done, source: spin, dest: abandoned}
         """})
-    script = write(tmp_path / "script.yaml", """\
-        conversation:
-          - user: write it
-          - model:
-              tool_calls:
-                - name: WritePlanTool_begin
-                  arguments: {target_file: a.txt, operation: create, intent: a file}
-        """)
+    script = write(tmp_path / "script.yaml", BEGIN_A_TXT)
     result = orion("run", str(script), "--workspace", str(ws))
     assert result.returncode == 2
     path = ws / "lifecycles" / "spin.yaml"

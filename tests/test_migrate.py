@@ -22,6 +22,7 @@ import orion_statecharts
 from orion.config import load_config
 from orion.plugins import make_plugin_manager
 from orion.statechart.catalog import Catalog
+from write_harness import BEGIN_A_TXT
 
 REPO = Path(__file__).resolve().parent.parent
 OLD_CHART = REPO / "tests" / "data" / "write_session_before_contracts.yaml"
@@ -77,16 +78,8 @@ def test_the_old_chart_runs_migrated_with_a_warning_for_each_thing_it_lacks(team
 def test_orion_run_runs_the_old_chart_migrated_and_says_which_command_migrates_it(team,
                                                                                tmp_path):
     script = tmp_path / "script.yaml"
-    script.write_text(textwrap.dedent("""\
-        conversation:
-          - user: write it
-          - model:
-              tool_calls:
-                - name: WritePlanTool_begin
-                  arguments: {target_file: a.txt, operation: create, intent: a file}
-          - model: {text: "one\\ntwo\\nDONE\\n"}
-          - model: {text: "Written."}
-        """))
+    script.write_text(BEGIN_A_TXT + '  - model: {text: "one\\ntwo\\nDONE\\n"}\n'
+                                    '  - model: {text: "Written."}\n')
     result = orion("run", str(script), cwd=team)
     assert result.returncode == 0, result.stderr
     assert (team / "a.txt").read_text() == "one\ntwo\n"
