@@ -29,7 +29,7 @@ Feature: Auto-continue after truncated output
     When the model streams 120 lines to "docs/long.md" and is cut off with finish reason "length"
     Then the prompt contains "Your output was cut off. 120 lines are saved (continuation 1/3)."
     And the prompt contains "> Line 118 of docs/long.md.\n> Line 119 of docs/long.md.\n> Line 120 of docs/long.md."
-    And the prompt contains "Continue exactly where you stopped, without repeating anything, and end with DONE on its own line."
+    And the prompt contains "Continue exactly where you stopped, with line 121: everything you send is added after these lines, so do not repeat them, and end with DONE on its own line."
 
   @AC-2
   Scenario: The continuation is appended to the same file without a new begin
@@ -141,12 +141,13 @@ Feature: Auto-continue after truncated output
     Then "docs/long.md" holds the generated lines 1 to 40
 
   @edge_case @AC-6
-  Scenario: A continuation that starts the file over is not added; what was saved is written, incomplete
+  Scenario: A continuation that starts the file over is set aside; what was saved is written, incomplete
     When the model streams 100 lines to "docs/long.md" and is cut off with finish reason "length"
     And the model starts the file over with 100 lines from line 1 and DONE
     Then "docs/long.md" holds the generated lines 1 to 100
     And the write session of "docs/long.md" is "incomplete"
     And the user is told "the continuation started docs/long.md over"
+    And the user is told "the continuation that started docs/long.md over (100 lines, first line 'Line 1 of docs/long.md.') was set aside"
     And the trace records "circular continuation"
 
   @edge_case @AC-9
@@ -161,27 +162,31 @@ Feature: Auto-continue after truncated output
     And the write session of "CHANGELOG.md" is "failed"
     And the journal of "CHANGELOG.md" holds 50 lines on disk
 
-  # -- Overlap (smart continuation) ------------------------------------------------------------
+  # -- Repeats (smart continuation): only what the request declares ----------------------------
 
   @AC-7
-  Scenario: Lines the continuation repeats are dropped
-    When the model streams 100 lines to "docs/long.md" and is cut off with finish reason "length"
-    And the model repeats the last 2 lines, then streams 50 more lines and DONE
-    Then "docs/long.md" holds the generated lines 1 to 150
-
-  @AC-7
-  Scenario: A line cut in the middle and repeated by the continuation is not duplicated
+  Scenario: A line cut in the middle is sent again whole and replaces the cut line
     When the model begins to create "docs/long.md"
     And the model replies "# Guide\nInstall Orion, then run orion ch" with finish reason "length"
-    And the model replies "then run orion check.\nDONE\n"
+    Then the prompt contains "start your reply with line 2 again, whole"
+    When the model replies "Install Orion, then run orion check.\nDONE\n"
     Then the content of "docs/long.md" is "# Guide\nInstall Orion, then run orion check.\n"
+    And the write session of "docs/long.md" is "written"
 
   @AC-7
-  Scenario: A short coincidental match is not taken for a repeat
-    When the model begins to create "docs/long.md"
-    And the model replies "# Guide\nRun it" with finish reason "length"
-    And the model replies " it again.\nDONE\n"
-    Then the content of "docs/long.md" is "# Guide\nRun it it again.\n"
+  Scenario: A quoted line the continuation sends again before the cut line is not taken for a repeat
+    When the model begins to create "rows.csv"
+    And the model replies "a,b\n0,0\n0," with finish reason "length"
+    And the model replies "0,0\n0,0\nDONE\n"
+    Then the content of "rows.csv" is "a,b\n0,0\n0,0\n0,0\n"
+
+  @AC-7
+  Scenario: After a cut at the end of a line, identical lines are new rows, not a repeat
+    When the model begins to create "zeros.csv"
+    And the model replies "a,b\n0,0\n0,0\n" with finish reason "length"
+    Then the prompt contains "Continue exactly where you stopped, with line 4"
+    When the model replies "0,0\n0,0\nDONE\n"
+    Then the content of "zeros.csv" is "a,b\n0,0\n0,0\n0,0\n0,0\n"
 
   # -- Integration and success criteria ------------------------------------------------------
 

@@ -48,7 +48,8 @@ Feature: Write sessions survive crashes, full disks and restarts
     When the model begins to create "docs/guide.md"
     Then the tool call succeeds
     And the tool result says "stage" is "awaiting_content"
-    And the tool result has the fields "session_id", "stage", "target_file", "operation" and "instruction"
+    And the tool result has the fields "session_id", "stage", "target_file", "operation", "session_dir" and "instruction"
+    And the tool result's "session_dir" is the journal of "docs/guide.md"
     And the journal of "docs/guide.md" holds the plan, the content and the counts
     And the journal of "docs/guide.md" records the plan
 

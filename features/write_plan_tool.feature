@@ -96,6 +96,36 @@ Feature: Every write is a plan that Orion checks, then carries out
       ## Steps
       """
 
+  @WP-5
+  Scenario: An insert marker may be a regular expression, matched in each line
+    Given the workspace has a file "app.py" containing:
+      """
+      import os
+
+      def route_home():
+      """
+    When the model begins to insert into "app.py" after the line matching "^def route_[a-z]+[(][)]:$"
+    And the model replies "    return 'home'\nDONE\n"
+    Then the content of "app.py" is:
+      """
+      import os
+
+      def route_home():
+          return 'home'
+      """
+
+  @safety @WP-5
+  Scenario: A regular expression that matches more than one line is refused before any damage
+    Given the workspace has a file "app.py" containing:
+      """
+      def a():
+      def b():
+      """
+    When the model begins to insert into "app.py" after the line matching "^def"
+    Then the tool call is refused with a message containing "location_marker '^def' occurs 2 times in app.py (lines 1, 2); it must occur exactly once"
+    And no write session is open
+    And "app.py" is unchanged
+
   @safety @WP-5
   Scenario: A marker that occurs more than once is refused before any damage
     Given the workspace has a file "notes.md" containing:

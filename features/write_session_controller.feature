@@ -99,11 +99,11 @@ Feature: Large files are written through a write session
     Then the content of "notes.txt" is "alpha\nbeta\n"
 
   @protocol @WS-5
-  Scenario: Text after the DONE line is commentary, never content
+  Scenario: Text after the DONE line is never content
     When the model begins to create "notes.txt"
     And the model replies "alpha\nDONE\nI wrote the notes for you."
     Then the content of "notes.txt" is "alpha\n"
-    And the trace records "commentary after DONE"
+    And the trace records "text set aside"
     And the conversation holds "I wrote the notes for you."
 
   @protocol @fences @WS-6

@@ -4,6 +4,7 @@ left in the workspace (which ``orion sessions`` recovers)."""
 from __future__ import annotations
 
 import json
+import sys
 
 import click
 
@@ -15,7 +16,8 @@ from orion.commands import (STATE_DIR, WORKSPACE, CommandGroup, escape, fail, lo
 # list `orion sessions`, and should not pay for the statechart engine to do it.
 
 USAGE = ("/sessions lists write sessions; /sessions recover ID writes one a crash left "
-         "behind, /sessions discard ID deletes it, /sessions undo ID undoes a write")
+         "behind, /sessions discard ID deletes it, /sessions undo ID undoes a write, "
+         "/sessions show ID prints the text a session set aside")
 
 
 def sessions_command(runtime, args: str) -> str:
@@ -54,7 +56,34 @@ def _undo(runtime, session_id: str) -> str:
     return f"undone {undo(runtime.workspace, runtime.state_dir, session_id).report}"
 
 
-ACTIONS = {"recover": _recover, "discard": _discard, "undo": _undo}
+def _show(runtime, session_id: str) -> str:
+    from orion.write_session.recovery import show
+
+    return render_shown(show(runtime.state_dir, session_id))
+
+
+def render_shown(shown) -> str:
+    """A session and its text set aside, as ``orion sessions show`` prints it: a header, then
+    each part with its text as it arrived."""
+    lines = shown.set_aside.lines
+    aside = (f"{lines} line{'s' if lines != 1 else ''} set aside" if shown.set_aside.pending
+             else "nothing set aside")
+    out = [f"write session {shown.id[:8]} for {shown.target_file or '?'}: {shown.status}, "
+           f"{aside}"]
+    for message in shown.held:
+        out.append(f"held message: {message}")
+    for part in shown.set_aside.parts:
+        state = "put back" if part.kept else "set aside"
+        out.append(f"--- {part.describe()}, {state}: {part.why} ---")
+        try:
+            text = shown.set_aside.read(part.number).decode("utf-8", "replace")
+        except OSError as exc:
+            text = f"(cannot be read: {exc.strerror or exc})"
+        out.append(text.removesuffix("\n"))
+    return "\n".join(out)
+
+
+ACTIONS = {"recover": _recover, "discard": _discard, "undo": _undo, "show": _show}
 
 
 def _listing(runtime) -> str:
@@ -64,7 +93,9 @@ def _listing(runtime) -> str:
     mine = manager_for(runtime).summaries()
     ours = {summary.id for summary in mine}
     lines = [f"{s.id[:8]}  {s.target_file}  {s.status}  {s.lines} lines, continuations "
-             f"{s.continuations}, correction rounds {s.corrections}" for s in mine]
+             f"{s.continuations}, correction rounds {s.corrections}"
+             + (f", {s.set_aside} lines set aside (/sessions show {s.id[:8]})"
+                if s.set_aside else "") for s in mine]
     others = [o for o in scan(runtime.state_dir) if o.id not in ours]
     if others:
         lines.append("Left in the workspace (/sessions recover ID writes one, /sessions "
@@ -77,7 +108,7 @@ def _listing(runtime) -> str:
 @hookimpl
 def register_slash_commands(register):
     register("sessions", sessions_command, "this conversation's write sessions and any a crash "
-                                           "left behind; /sessions recover|discard|undo ID")
+                                           "left behind; /sessions recover|discard|undo|show ID")
 
 
 # -- orion sessions: the same, from the command line ------------------------------------------
@@ -85,7 +116,7 @@ def register_slash_commands(register):
 
 @click.group("sessions", cls=CommandGroup)
 def sessions() -> None:
-    """Write sessions a crash left behind: list, recover, discard, clean, undo.
+    """Write sessions a crash left behind: list, show, recover, discard, clean, undo.
 
     Session ids may be shortened to any unique prefix (the first 8 characters are shown).
     """
@@ -123,10 +154,47 @@ def sessions_list(workspace: str, state_dir: str | None, as_json: bool) -> None:
             notes.append(f"content rescued to {orphan.rescued}")
         if orphan.blocked:
             notes.append(f"blocked by: {'; '.join(orphan.blocked)}")
+        if orphan.set_aside_lines:
+            notes.append(f"{orphan.set_aside_lines} lines set aside (orion sessions show "
+                         f"{orphan.short})")
+        if orphan.held:
+            notes.append(f"{len(orphan.held)} message(s) you typed, held with it")
         table.add_row(orphan.short, escape(orphan.target_file or "?"), orphan.operation or "?",
                       str(orphan.lines), str(orphan.bytes), format_age(orphan.age_ms),
                       orphan.status, escape("; ".join(notes)))
     say(table)
+
+
+@sessions.command("show")
+@click.argument("session_id", metavar="ID")
+@click.option("--part", type=click.IntRange(min=1), metavar="N",
+              help="Print only part N's text, exactly as it arrived (to save it to a file).")
+@WORKSPACE
+@STATE_DIR
+@click.option("--json", "as_json", is_flag=True, help="Print the session and its parts as JSON.")
+def sessions_show(session_id: str, part: int | None, workspace: str, state_dir: str | None,
+                  as_json: bool) -> None:
+    """Show write session ID (open or finished) and the text it set aside: what the model sent
+    that is not in the file (beside a tool call, after DONE, a cut line it did not resend)."""
+    from orion.write_session.recovery import show
+
+    try:
+        shown = show(state_path(workspace, state_dir), session_id)
+        if part is not None:
+            if shown.set_aside.get(part) is None:
+                raise OrionError(f"write session {shown.id[:8]} has no part {part} (parts: "
+                                 + (", ".join(str(p.number) for p in shown.set_aside.parts)
+                                    or "none") + ")")
+            sys.stdout.flush()
+            sys.stdout.buffer.write(shown.set_aside.read(part))  # the bytes as they arrived
+            sys.stdout.buffer.flush()
+            return
+    except (OrionError, OSError) as exc:
+        fail(exc)
+    if as_json:
+        click.echo(json.dumps(shown.to_json(), indent=2))
+        return
+    click.echo(render_shown(shown))
 
 
 @sessions.command("recover")
@@ -231,9 +299,12 @@ def sessions_history(workspace: str, state_dir: str | None, limit: int, as_json:
     table = Table("id", "target", "operation", "written", "status", "backup")
     for record in found:
         row = record.to_json()
+        status = str(row["status"])
+        if row["set_aside"]:
+            status += f", {row['set_aside']} lines set aside"
         table.add_row(record.id[:8], escape(str(row["target_file"])), str(row["operation"]),
                       format_age(now - record.written_at_ms if record.written_at_ms else None),
-                      str(row["status"]), "yes" if row["backup"] else "-")
+                      escape(status), "yes" if row["backup"] else "-")
     say(table)
     say("undo one with: orion sessions undo ID")
 
@@ -251,6 +322,31 @@ def sessions_undo(session_id: str, workspace: str, state_dir: str | None) -> Non
     except (OrionError, OSError) as exc:
         fail(exc)
     say(f"[green]undone[/green] {escape(result.report)}")
+
+
+@sessions.command("diff")
+@click.argument("session_id", metavar="ID")
+@WORKSPACE
+@STATE_DIR
+def sessions_diff(session_id: str, workspace: str, state_dir: str | None) -> None:
+    """Print what write ID changed: a unified diff from the file before it to the file now."""
+    import sys
+    from pathlib import Path
+
+    from orion.write_session.diff import write_diff
+
+    state = state_path(workspace, state_dir)
+    try:
+        found = write_diff(Path(workspace).resolve(), state.resolve(), session_id)
+    except (OrionError, OSError) as exc:
+        fail(exc)
+    for note in found.notes:
+        say(f"[yellow]note:[/yellow] {escape(note)}")
+    short = found.id[:8]
+    sys.stdout.buffer.writelines(found.changes.unified(
+        f"a/{found.target}\t(before write {short})", f"b/{found.target}"))
+    sys.stdout.flush()
+    say(f"{escape(found.target)}: {found.changes.summary()}")
 
 
 @hookimpl

@@ -1,7 +1,12 @@
 """Counters, guards and model prompts of the write-session statechart.
 
 Prompts for the model go through ``lifecycle.prompt(text)``: the runtime hosting the lifecycle
-puts them into the conversation before its next model request.
+puts them into the conversation before its next model request. Each prompt states the rule
+that decides what the model's reply is (see orion.write_session.decision): the idle prompt
+says that anything but ``DONE`` alone is added to the file; the continuation request and the
+unfinished-line question quote the tail and say that a reply starts with the unfinished line
+again, which its first line replaces. What the session has to tell the model meanwhile (text
+it set aside) waits in the context's ``news`` and goes first in the next prompt.
 """
 
 from __future__ import annotations
@@ -11,9 +16,51 @@ from orion.api import hookimpl
 DONE_PROMPT = "If you're finished, reply with DONE on its own line; otherwise continue."
 
 
+def _prompt(lifecycle, text: str) -> None:
+    news = lifecycle.context.pop("news", None) or []
+    lifecycle.prompt("\n\n".join([*news, text]))
+
+
 def done_line(lifecycle) -> str:
     """The terminator the model must send: ``DONE``, or ``DONE <short id>`` in strict mode."""
     return f"DONE {lifecycle.id[:8]}" if lifecycle.settings.get("strict_done") else "DONE"
+
+
+def _quoted(lifecycle) -> tuple[list[str], str | None]:
+    """The tail the session quotes for the next prompt (in the context, as JSON): the last
+    complete lines and the unfinished one (None when the content ends with a line break)."""
+    quoted = lifecycle.context.get("quoted")
+    if not isinstance(quoted, dict):
+        return [], None
+    lines = quoted.get("lines")
+    unfinished = quoted.get("unfinished")
+    return ([str(line) for line in lines] if isinstance(lines, list) else [],
+            unfinished if isinstance(unfinished, str) else None)
+
+
+#: A quoted line longer than this is shown by its start and its end (a minified file's one
+#: line would make the prompt as long as the file).
+QUOTE_CHARS = 400
+
+
+def _tail(lines: list[str], unfinished: str | None) -> str:
+    """The quoted lines, the unfinished one last."""
+    rows = [*lines, *([unfinished] if unfinished is not None else [])]
+    return "\n".join(f"> {_shown(line)}" for line in rows)
+
+
+def _shown(line: str) -> str:
+    if len(line) <= QUOTE_CHARS:
+        return line
+    half = QUOTE_CHARS // 2
+    return f"{line[:half]} [… {len(line) - 2 * half} more characters …] {line[-half:]}"
+
+
+def _resend(line: int) -> str:
+    """What a reply does with an unfinished line: the rule, as the model is told it (the line
+    itself is quoted, last)."""
+    return (f"Line {line}, the last one quoted, is not finished: start your reply with line "
+            f"{line} again, whole, and your first line replaces the unfinished one.")
 
 
 def prompt_for_done(lifecycle, transition) -> None:
@@ -25,10 +72,13 @@ def prompt_for_done(lifecycle, transition) -> None:
     text = DONE_PROMPT
     if lifecycle.settings.get("strict_done"):
         text = text.replace("with DONE", f"with {line}")
-    if lifecycle.context.pop("unwritten_reply", False):
-        text = (f"Your last reply did not end with a line {line}, so it was not added to the "
-                f"file. {text} If you continue, end the content with a line {line}.")
-    lifecycle.prompt(text)
+    text += (f" Anything you write but {line} alone is added to the file, after what is "
+             f"saved; end it with a line {line}.")
+    _, unfinished = _quoted(lifecycle)
+    line = lifecycle.context.get("unfinished_line")
+    if unfinished is not None and line:
+        text += " " + _resend(int(line))
+    _prompt(lifecycle, text)
 
 
 def count_continuation(lifecycle, transition) -> None:
@@ -42,14 +92,35 @@ def count_correction(lifecycle, transition) -> None:
 def request_continuation(lifecycle, transition) -> None:
     payload = transition.payload
     n, limit = lifecycle.context["continuations"], lifecycle.settings["max_continuations"]
+    saved = int(payload.get("lines", 0))
     # The session puts the quoted lines in the context (payloads are traced; lines are content).
-    tail = lifecycle.context.get("last_lines") or payload.get("last_lines") or []
-    quoted = "\n".join(f"> {line}" for line in tail)
-    lifecycle.prompt(
-        f"Your output was cut off. {payload.get('lines', 0)} lines are saved "
-        f"(continuation {n}/{limit}). The last lines received were:\n{quoted}\n"
-        "Continue exactly where you stopped, without repeating anything, and end with "
-        f"{done_line(lifecycle)} on its own line.")
+    lines, unfinished = _quoted(lifecycle)
+    text = (f"Your output was cut off. {saved} lines are saved (continuation {n}/{limit}). The "
+            f"last lines received were:\n{_tail(lines, unfinished)}\n")
+    if unfinished is not None:
+        lifecycle.context["unfinished_line"] = saved + 1
+        text += f"{_resend(saved + 1)} Then continue exactly where you stopped"
+    else:
+        lifecycle.context.pop("unfinished_line", None)
+        text += (f"Continue exactly where you stopped, with line {saved + 1}: everything you "
+                 "send is added after these lines, so do not repeat them")
+    _prompt(lifecycle, text + f", and end with {done_line(lifecycle)} on its own line.")
+
+
+def ask_about_unfinished_line(lifecycle, transition) -> None:
+    """The message stopped cleanly in the middle of a line: does the file end there?"""
+    lifecycle.context["asked"] = True  # until the reply ends (the session clears it)
+    saved = int(transition.payload.get("lines", 0))
+    lines, unfinished = _quoted(lifecycle)
+    line = saved + 1
+    lifecycle.context["unfinished_line"] = line
+    done = done_line(lifecycle)
+    _prompt(lifecycle,
+            f"Your message stopped in the middle of line {line}, without {done}. The last lines "
+            f"received were:\n{_tail(lines, unfinished)}\n"
+            f"If the file is complete and ends there, without a final line break, reply with "
+            f"{done} on its own line. Otherwise: {_resend(line)} Then continue, and end with "
+            f"{done} on its own line.")
 
 
 def request_corrections(lifecycle, transition) -> None:
@@ -102,7 +173,8 @@ def corrections_left(lifecycle, transition) -> bool:
 @hookimpl
 def register_actions(register):
     for action in (prompt_for_done, count_continuation, count_correction, request_continuation,
-                   request_corrections, mark_incomplete, mark_replaced):
+                   ask_about_unfinished_line, request_corrections, mark_incomplete,
+                   mark_replaced):
         register(action.__name__, action)
 
 

@@ -2,17 +2,20 @@
 
 - ``WritePlanTool_begin``: a small plan; the content then streams as plain text.
 - ``WritePlanTool_execute``: the plan with the content in JSON, for small edits only.
+- ``WritePlanTool_keep``: put text the open session set aside back where it was (a part
+  number, no content); advertised only while a session is open.
 - the ``write_session`` system: after each model request, the message's end becomes the open
   session's next step (DONE, a pause, a cut-off output, a corrections reply).
 - a context block while a session is open, so the protocol survives compaction.
 - the ``finalize`` hook for ``write_session`` lifecycles: the plan, executed once.
+- at ``runtime_closing``, what an open session means for the user who leaves.
 """
 
 from __future__ import annotations
 
 import uuid
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from orion.api import ContextBlock, OrionError, ToolSpec, hookimpl, write_session_of
 from orion.write_session.manager import manager_for
@@ -32,6 +35,11 @@ BEGIN_DESCRIPTION = (
 EXECUTE_DESCRIPTION = (
     f"Make a small edit at once, with the content in the arguments (at most "
     f"{EXECUTE_MAX_CONTENT} bytes). For anything larger use WritePlanTool_begin.")
+KEEP_DESCRIPTION = (
+    "Put text the open write session set aside back into the file's content, where it was: "
+    "Orion says which part it set aside and why (text beside a tool call, an unfinished line "
+    "your continuation did not send again). Give the part's number; no content.")
+KEEP = "WritePlanTool_keep"
 
 
 #: The longest target path, and the longest marker or search text, the tools accept. Only the
@@ -65,6 +73,21 @@ class ExecuteArgs(BeginArgs):
     content: str = Field(description=f"the content to write (at most {EXECUTE_MAX_CONTENT} "
                                      "bytes; larger content goes through WritePlanTool_begin)",
                          max_length=EXECUTE_MAX_CONTENT)
+
+
+class KeepArgs(BaseModel):
+    """Which part of the text set aside to put back."""
+
+    part: int = Field(ge=1, le=1_000_000, description="the number of the part, as Orion said it")
+
+
+def keep(args: KeepArgs, context) -> str:
+    session = manager_for(context.runtime).active
+    if session is None:
+        raise OrionError("no write session is open: text set aside by a finished session is "
+                         "not in any file; orion sessions show ID prints it, and "
+                         "WritePlanTool_begin writes it again")
+    return session.keep(args.part)
 
 
 def begin(args: BeginArgs, context) -> dict:
@@ -107,7 +130,13 @@ class WriteSessionSystem:
     async def run(self, turn) -> None:
         runtime = turn.runtime
         session = manager_for(runtime).active
-        if session is None or turn.finish is None:
+        if turn.finish is None:
+            return
+        if session is None:
+            if turn.finish.error:  # no session to name: the error itself, in one line
+                runtime.reporter.notice(f"error: the endpoint reported an error in the middle "
+                                        f"of the reply ({turn.finish.error}); what arrived is "
+                                        "kept")
             return
         messages = runtime.conversation.messages
         message = messages[-1] if messages and messages[-1].role == "assistant" else None
@@ -118,6 +147,16 @@ class WriteSessionSystem:
 def register_tools(register):
     register(ToolSpec("WritePlanTool_begin", BEGIN_DESCRIPTION, BeginArgs, begin))
     register(ToolSpec("WritePlanTool_execute", EXECUTE_DESCRIPTION, ExecuteArgs, execute_small))
+    register(ToolSpec(KEEP, KEEP_DESCRIPTION, KeepArgs, keep))
+
+
+@hookimpl
+def gate_tools(tools, request):
+    """``WritePlanTool_keep`` only while a session is open: nothing else can be put back."""
+    runtime = request.runtime
+    if runtime is None or manager_for(runtime).active is None:
+        return [KEEP]
+    return None
 
 
 @hookimpl
@@ -131,13 +170,20 @@ def build_context(request):
     session = manager_for(runtime).active if runtime is not None else None
     if session is None:
         return None
+    pending = session.aside.pending
+    aside = ""
+    if pending:
+        listed = "; ".join(f"{part.describe()} {part.why}" for part in pending)
+        aside = (f" Set aside, not in the file: {listed}. WritePlanTool_keep with a part's "
+                 "number puts it back where it was.")
     return ContextBlock(
         "write_session",
         f"A write session is open: {session.plan.relative} ({session.plan.plan.operation.value}"
         f", session {session.id[:8]}, {session.journal.lines} lines saved, state "
         f"{session.state}). Everything you write as plain text is the file's content; end it "
-        f"with a line {session.terminator}. Do not repeat what was already saved. Text you "
-        "write beside a tool call is not content."
+        f"with a line {session.terminator}. Do not repeat what was already saved. Text in a "
+        f"message that calls a tool, and text after the {session.terminator} line, is set "
+        "aside, not written." + aside
         + (" The user sent a message meanwhile; you will see it once the file is written."
            if session.held_messages else ""), order=20)
 
@@ -150,6 +196,16 @@ def conversation_reset(runtime):
     session = manager_for(runtime).active
     if session is not None:
         session.set_aside("the conversation was reset")
+
+
+@hookimpl
+def runtime_closing(runtime):
+    """The process ends (``/quit``, the end of input or of a script) with a session open: say
+    where its content and the user's held messages are, and how to go on. The journal keeps
+    both (the session manager releases it when the runtime closes its services)."""
+    session = manager_for(runtime).active
+    if session is not None:
+        runtime.reporter.notice(session.open_notice())
 
 
 @hookimpl

@@ -232,6 +232,149 @@ def text_stream(*texts: str, finish: str | None = "stop",
     return items
 
 
+# -- the stream shapes of real servers ---------------------------------------------------------
+#
+# Each server streams a chat completion its own way: a role chunk or not, where the finish
+# reason and the usage go, which field holds reasoning, keep-alive comments, extra fields, and
+# how it reports an error after the stream started (inside the 200 response). ``SERVERS`` holds
+# one ``ServerShape`` per server, built from their documentation and source:
+#
+# - OpenAI: a role chunk, content chunks, an empty-delta finish chunk, the usage in a chunk with
+#   ``choices: []``; an error as ``data: {"error": {...}}``, then the stream ends.
+# - Azure OpenAI: a first chunk with ``choices: []`` and ``prompt_filter_results``, every chunk
+#   with ``content_filter_results``; errors as OpenAI's.
+# - OpenRouter: ``: OPENROUTER PROCESSING`` comments, ``provider`` and ``native_finish_reason``
+#   fields, reasoning in ``delta.reasoning``; an error as a chunk with a top-level ``error`` and
+#   ``finish_reason: "error"``.
+# - vLLM: reasoning in ``delta.reasoning_content``, the usage chunk with ``choices: []``; an
+#   error as ``data: {"object": "error", "message": ...}``, then ``[DONE]``.
+# - llama.cpp: a first delta ``{"role": "assistant", "content": null}``, ``timings`` and the
+#   usage in the last chunk; an error as an ``error: {json}`` line (not an SSE field).
+# - Ollama: the role in every delta, the finish reason on the last content chunk; reasoning in
+#   ``delta.reasoning``; an error (from its OpenAI layer's error writer) as a bare JSON line
+#   ``{"error": {...}}`` without ``data:``.
+# - LM Studio, DeepSeek (``reasoning_content``, ``: keep-alive`` comments, usage in the last
+#   chunk), Groq (``x_groq``, reasoning in ``delta.reasoning``), Together (``text`` and
+#   ``token_id`` beside the delta), Fireworks, Mistral (usage in the finish chunk) and Gemini's
+#   OpenAI-compatible endpoint (the finish reason on the last content chunk): errors as OpenAI's.
+#
+# A server without a reasoning field here (``reasoning=None``) streams a reasoning model's
+# thoughts as a ``<think>...</think>`` block at the start of the content.
+
+
+@dataclass(frozen=True)
+class ServerShape:
+    name: str
+    reasoning: str | None  # the delta field of reasoning, or None: a <think> block in content
+    role_chunk: Any = "openai"  # "openai", "null" (content null), "none" or "every"
+    usage_apart: bool = True  # the usage in a chunk of its own (choices: [])
+    finish_on_last_text: bool = False  # the finish reason on the last content chunk
+    comments: tuple[str, ...] = ()  # keep-alive comment lines it sends first
+    extra: dict[str, Any] = field(default_factory=dict)  # fields every chunk carries
+    error_shape: str = "openai"  # openai | openrouter | vllm | llamacpp | ollama
+    choice_text: bool = False  # Together: the text in the choice too, a token_id in the delta
+
+    def _chunk(self, delta: dict[str, Any] | None = None, finish: str | None = None,
+               **more: Any) -> dict[str, Any]:
+        if self.role_chunk == "every" and delta is not None and "content" in delta:
+            delta = {"role": "assistant", **delta}
+        return chunk(delta, finish, **{**self.extra, **more})
+
+    def _head(self) -> list[dict[str, Any] | str]:
+        items: list[dict[str, Any] | str] = [f": {c}\n\n" for c in self.comments]
+        if self.name == "azure":
+            items.append(chunk(choices=[], prompt_filter_results=[{"prompt_index": 0}]))
+        if self.role_chunk == "openai":
+            items.append(self._chunk({"role": "assistant", "content": "", "refusal": None}))
+        elif self.role_chunk == "null":
+            items.append(self._chunk({"role": "assistant", "content": None}))
+        return items
+
+    def _text(self, texts: Iterable[str]) -> list[dict[str, Any]]:
+        items = [self._chunk({"content": t}) for t in texts]
+        if self.choice_text:
+            items = [{**c, "choices": [{**c["choices"][0], "text": t, "seed": None,
+                                        "delta": {**c["choices"][0]["delta"], "token_id": n}}]}
+                     for n, (c, t) in enumerate(zip(items, texts))]
+        if self.name == "azure":
+            items = [{**c, "choices": [{**c["choices"][0],
+                                        "content_filter_results": {"hate": {"filtered": False}}}]}
+                     for c in items]
+        return items
+
+    def _end(self, finish: str | None, items: list[dict[str, Any] | str]) -> list:
+        usage = {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30}
+        if self.finish_on_last_text and items and isinstance(items[-1], dict) \
+                and items[-1].get("choices"):
+            items[-1]["choices"][0]["finish_reason"] = finish
+        else:
+            items.append(self._chunk({}, finish))
+        if self.usage_apart:
+            items.append(chunk(choices=[], usage=usage, **self.extra))
+        else:
+            items[-1]["usage"] = usage
+        return items
+
+    def reply(self, *texts: str, finish: str | None = "stop",
+              reasoning: str | None = None) -> StreamResponse:
+        """A reply of ``texts`` (one chunk each), with ``reasoning`` first if given."""
+        items = self._head()
+        if reasoning is not None:
+            if self.reasoning is None:
+                texts = (f"<think>\n{reasoning}</think>\n\n", *texts)
+            else:
+                items.append(self._chunk({self.reasoning: reasoning}))
+        items += self._text(texts)
+        return stream(self._end(finish, items))
+
+    def failed(self, *texts: str, message: str = "the upstream model failed") -> StreamResponse:
+        """``texts``, then the server's own error event inside the 200 stream."""
+        items = self._head() + self._text(texts)
+        shape = self.error_shape
+        if shape == "openrouter":
+            items.append(self._chunk({"content": ""}, "error", native_finish_reason="error",
+                                     error={"code": 502, "message": message}))
+            return stream(items, done=False)
+        if shape == "vllm":
+            items.append({"object": "error", "message": message, "type": "InternalServerError",
+                          "param": None, "code": 500})
+            return stream(items)
+        if shape == "llamacpp":
+            items.append("error: " + json.dumps({"code": 500, "message": message,
+                                                 "type": "server_error"}) + "\n\n")
+            return stream(items, done=False)
+        if shape == "ollama":
+            items.append(json.dumps({"error": {"message": message, "type": "api_error",
+                                               "param": None, "code": None}}) + "\n")
+            return stream(items, done=False)
+        items.append({"error": {"message": message, "type": "server_error", "param": None,
+                                "code": None}})
+        return stream(items, done=False)
+
+
+SERVERS: dict[str, ServerShape] = {shape.name: shape for shape in (
+    ServerShape("openai", None, extra={"system_fingerprint": "fp_1"}),
+    ServerShape("azure", None, extra={"system_fingerprint": "fp_az"}),
+    ServerShape("openrouter", "reasoning", usage_apart=False,
+                comments=("OPENROUTER PROCESSING",),
+                extra={"provider": "Example", "native_finish_reason": None},
+                error_shape="openrouter"),
+    ServerShape("vllm", "reasoning_content", error_shape="vllm"),
+    ServerShape("llamacpp", "reasoning_content", role_chunk="null", usage_apart=False,
+                extra={"timings": {"predicted_n": 20}}, error_shape="llamacpp"),
+    ServerShape("ollama", "reasoning", role_chunk="every", finish_on_last_text=True,
+                error_shape="ollama"),
+    ServerShape("lmstudio", "reasoning_content", extra={"system_fingerprint": "qwen3"}),
+    ServerShape("deepseek", "reasoning_content", usage_apart=False, comments=("keep-alive",)),
+    ServerShape("groq", "reasoning", usage_apart=False, extra={"x_groq": {"id": "req_1"}}),
+    ServerShape("together", None, usage_apart=False, choice_text=True),
+    ServerShape("fireworks", None, usage_apart=False),
+    ServerShape("mistral", None, role_chunk="none", usage_apart=False),
+    ServerShape("gemini", None, role_chunk="every", finish_on_last_text=True,
+                usage_apart=False),
+)}
+
+
 def begin_write(target: str, operation: str = "create") -> StreamResponse:
     """A reply that opens a write session: one ``WritePlanTool_begin`` call for ``target``."""
     return stream([tool_call_chunk(0, id="call_1", name="WritePlanTool_begin",

@@ -1,8 +1,9 @@
-"""Nothing but the content, all of the content: the seven ways a write used to go wrong under
-real model and gateway behaviour, each played as a scripted conversation through the real
-runtime (``orion.runtime.runner.play``), and the gateway's exact chunk sequence replayed through
-the real ``openai`` SDK against the loopback SSE server. The rules are listed in
-docs/write-sessions.md ("What is content"); features/content_integrity.feature states them.
+"""Nothing but the content, all of the content: the rules of what is content under real model
+and gateway behaviour, each played as a scripted conversation through the real runtime
+(``orion.runtime.runner.play``), and the gateway's exact chunk sequence replayed through the
+real ``openai`` SDK against the loopback SSE server. The rules are listed in
+docs/write-sessions.md ("What is content"); features/content_integrity.feature states them, and
+tests/test_write_promise.py plays the cases that used to lose content.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from write_harness import Capture, Played, begin, make_runner, say
 
 DONE_PROMPT = "If you're finished, reply with DONE on its own line; otherwise continue."
 CUT_PROMPT = "Your output was cut off."
-NOT_ADDED = "Your last reply did not end with a line DONE, so it was not added"
+UNFINISHED = "Your message stopped in the middle of line"
 
 
 @pytest.fixture
@@ -57,47 +58,40 @@ def ok(played: Played) -> None:
     assert played.result.ok, played.result.errors
 
 
-# -- 1. prose after the idle prompt ------------------------------------------------------------
+# -- 1. a reply to the idle prompt -------------------------------------------------------------
 
 
-def test_1_a_reply_without_done_after_the_idle_prompt_is_never_appended(run):
+def test_1_a_reply_to_the_idle_prompt_is_content_as_the_prompt_says(run):
     played = run([
         {"user": "Write notes.md."}, begin("notes.md"),
         say("alpha\nbeta\n"),
         {"wait_ms": 2000}, {"expect": DONE_PROMPT},
-        say("I have finished writing the file."),
-        {"wait_ms": 2000}, {"expect": NOT_ADDED},
+        {"expect": "Anything you write but DONE alone is added to the file"},
+        say("gamma\n"),
+        {"wait_ms": 2000}, {"expect": DONE_PROMPT},
         say("DONE"),
-        {"expect": "Created notes.md (2 lines"}, say("Written."),
+        {"expect": "Created notes.md (3 lines"}, say("Written."),
     ])
     ok(played)
-    assert played.text("notes.md") == "alpha\nbeta\n"
-    assert any("the reply did not end with a line DONE, so it was not written to notes.md"
-               in n for n in played.reporter.notices)
-    [event] = played.events("write_report")[:1]
-    assert event["name"] == "reply not written"
-    reply = "I have finished writing the file."  # traced as content is: length and sha256
-    assert event["attributes"]["orion.commentary"] == {
-        "$text": len(reply), "sha256": hashlib.sha256(reply.encode()).hexdigest()}
-    # The model still has its own words in the history.
-    assert {"role": "assistant", "content": "I have finished writing the file."} in \
-        played.sent(5)
+    assert played.text("notes.md") == "alpha\nbeta\ngamma\n"
+    assert played.result.sessions[0]["status"] == "written"
 
 
-def test_1_replies_are_never_glued_onto_the_last_line(run):
-    # The content stops mid-line ("...else!"), which is taken as a cut-off: the reply to the
-    # continuation request is an answer ("Yes, I am done."), not content to glue onto it.
+def test_1_replies_are_never_glued_onto_a_line_that_ended_mid_way(run):
+    # The content stops mid-line: the model is asked whether the file ends there. A reply that
+    # does not send the line again takes its place, and the old text is set aside, never glued.
     played = run([
         {"user": "Write notes.md."}, begin("notes.md"),
         say("First line.\nSomething else!"),
-        {"expect": CUT_PROMPT},
-        say("Yes, I am done."),
-        {"wait_ms": 2000}, {"expect": NOT_ADDED},
-        say("DONE"),
-        {"expect": "Created notes.md (2 lines, 27 B)"}, say("Written."),
+        {"expect": UNFINISHED},  # at once: no waiting for the idle timer
+        say("Second line.\nDONE"),
+        {"expect": "Created notes.md (2 lines, 25 B)"}, say("Written."),
     ])
     ok(played)
-    assert played.text("notes.md") == "First line.\nSomething else!"
+    assert played.text("notes.md") == "First line.\nSecond line.\n"
+    assert played.result.sessions[0]["status"] == "written_with_set_aside"
+    assert any("line 2 as it was cut off (1 line, first line 'Something else!'), which the "
+               "reply did not send again, was set aside" in n for n in played.reporter.notices)
 
 
 # -- 2. narration beside a tool call -------------------------------------------------------------
@@ -116,12 +110,18 @@ def test_2_text_beside_a_tool_call_is_narration_not_content(run):
     [narration] = [m for m in played.sent(4) if m["role"] == "assistant" and
                    m.get("tool_calls") and m["tool_calls"][0]["function"]["name"] == "read_file"]
     assert narration["content"] == "Let me check the notes first."  # kept in the history
-    assert any("the text beside the tool call (1 line) was not written to summary.md" in n
+    assert any("the text beside the read_file call (1 line, first line 'Let me check the notes "
+               "first.') was set aside, not written to summary.md (part 1)" in n
                for n in played.reporter.notices)
-    assert [e["name"] for e in played.events("write_report")][0] == "narration not written"
+    told = [m["content"] for m in played.sent(3) if m["role"] == "user"][-1]
+    assert "(1 line, first line 'Let me check the notes first.') was set aside as part 1" in told
+    assert "WritePlanTool_keep with part 1" in told
+    assert [e["name"] for e in played.events("write_report")][0] == "text set aside"
+    assert played.result.sessions[0]["status"] == "written_with_set_aside"
+    assert "1 line set aside, not written: part 1" in played.result.prompts[-1]
 
 
-def test_2_narration_in_a_reply_to_the_idle_prompt_is_not_content_either(run):
+def test_2_narration_in_a_reply_to_the_idle_prompt_is_set_aside_too(run):
     played = run([
         {"user": "Write notes.md."}, begin("notes.md"),
         say("alpha\n"),
@@ -151,87 +151,92 @@ def test_2_content_that_ends_with_done_beside_a_tool_call_is_kept(run):
 # -- 3. a user's message while a session is open ----------------------------------------------
 
 
-def test_3_a_user_message_mid_session_is_held_and_its_answer_never_becomes_content(run):
+def test_3_a_user_message_mid_session_is_held_until_the_file_is_written(run):
     played = run([
         {"user": "Write notes.md."}, begin("notes.md"),
         say("alpha\nbeta\n"),
         {"user": "What is the capital of France?"},
         {"expect": DONE_PROMPT},  # at once: no waiting for the idle timer
-        say("Paris."),
-        {"wait_ms": 2000}, {"expect": NOT_ADDED},
         say("DONE"),
         say("Written. And Paris is the capital of France."),
     ])
     ok(played)
     assert played.text("notes.md") == "alpha\nbeta\n"
     # The question reached the model only with the request after the write.
-    for request in range(1, 5):
+    for request in range(1, 4):
         assert not any(m["content"] == "What is the capital of France?"
                        for m in played.sent(request))
-    last = played.sent(5)
+    last = played.sent(4)
     assert last[-2]["content"].startswith("Created notes.md")
     assert last[-1] == {"role": "user", "content": "What is the capital of France?"}
     assert any("your message is held and sent to the model once the file is written" in n
                for n in played.reporter.notices)
 
 
-# -- 4. a DONE line that belongs to the document ------------------------------------------------
+# -- 4. nothing after DONE lands in the file, nothing is dropped without a word ---------------
 
 
-def test_4_earlier_done_lines_are_content_when_another_follows_in_the_same_message(run):
-    played = run([
-        {"user": "Write todo.md."}, begin("todo.md"),
-        say("Task A\nDONE\nTask B\nTask C\nDONE\n"),
-        {"expect": "Created todo.md (4 lines"}, say("Written."),
-    ])
-    ok(played)
-    assert played.text("todo.md") == "Task A\nDONE\nTask B\nTask C\n"
-
-
-def test_4_text_discarded_after_done_is_counted_in_the_report_and_the_notice(run):
+def test_4_text_after_done_is_set_aside_and_counted_in_the_report_and_the_notice(run):
     played = run([
         {"user": "Write todo.md."}, begin("todo.md"),
         say("Task A\nDONE\nTask B\nTask C\nThat is all."),
-        {"expect": "Created todo.md (1 line, 7 B); 3 lines after DONE were not written; the "
-                   "trace records them as commentary, by size and hash"},
+        {"expect": "Created todo.md (1 line, 7 B); 3 lines set aside, not written: part 1 (3 "
+                   "lines, first line 'Task B') after DONE"},
         say("Written."),
     ])
     ok(played)
     assert played.text("todo.md") == "Task A\n"
-    assert "todo.md: 3 lines after DONE were not written; the trace records them as " \
-           "commentary, by size and hash" in played.reporter.notices
+    short = played.result.sessions[0]["id"][:8]
+    assert (f"write session {short}: the text after DONE (3 lines, first line 'Task B') was "
+            f"set aside, not written to todo.md (part 1); `orion sessions show {short}` prints "
+            "it") in played.reporter.notices
+    assert played.result.sessions[0]["status"] == "written_with_set_aside"
 
 
-# -- 5. a cut-off that arrives as stop ---------------------------------------------------------
+def test_4_a_document_with_done_lines_uses_a_fence_or_strict_mode(run):
+    played = run([
+        {"user": "Write todo.md."}, begin("todo.md"),
+        say("```\nTask A\nDONE\n```\nDONE\n"),
+        {"expect": "Created todo.md (4 lines"}, say("Written."),
+    ])
+    ok(played)
+    assert played.text("todo.md") == "```\nTask A\nDONE\n```\n"
 
 
-def test_5_a_message_ending_mid_line_without_done_is_continued_at_once(run):
+# -- 5. a message that stops in the middle of a line -------------------------------------------
+
+
+def test_5_a_message_ending_mid_line_without_done_is_asked_about_at_once(run):
     path = "docs/guide.md"
     played = run([
         {"user": f"Write {path}."}, begin(path),
         say(lines(path, 1, 200) + "Line 201 of", finish_reason="stop"),
-        {"expect": CUT_PROMPT},  # at once, without the idle timer
-        say(lines(path, 201, 250) + "DONE\n"),
+        {"expect": UNFINISHED},  # at once, without the idle timer
+        say(lines(path, 201, 250) + "DONE\n"),  # line 201 again, whole: it replaces it
         {"expect": f"Created {path} (250 lines"}, say("Written."),
     ])
     ok(played)
     assert played.text(path) == lines(path, 1, 250)
-    assert DONE_PROMPT not in played.result.prompts
-    assert "the reply ended in the middle of a line without DONE: taken as cut off" in \
+    assert not any(p.startswith(DONE_PROMPT) for p in played.result.prompts)
+    short = played.result.sessions[0]["id"][:8]
+    assert (f"write session {short}: the reply stopped in the middle of line 201 of {path} "
+            "without DONE: asking the model whether the file ends there") in \
         played.reporter.notices
 
 
-def test_5_overlap_is_removed_after_the_idle_prompt_too(run):
+def test_5_nothing_is_dropped_as_a_repeat_after_the_idle_prompt(run):
+    # The idle prompt quotes nothing, so nothing is a declared repeat: lines the model sends
+    # twice are written twice (and the user can see them).
     path = "docs/guide.md"
     played = run([
         {"user": f"Write {path}."}, begin(path),
         say(lines(path, 1, 20)),
         {"wait_ms": 2000}, {"expect": DONE_PROMPT},
-        say(lines(path, 19, 30) + "DONE\n"),  # repeats lines 19 and 20
-        {"expect": f"Created {path} (30 lines"}, say("Written."),
+        say(lines(path, 19, 30) + "DONE\n"),  # lines 19 and 20 again
+        {"expect": f"Created {path} (32 lines"}, say("Written."),
     ])
     ok(played)
-    assert played.text(path) == lines(path, 1, 30)
+    assert played.text(path) == lines(path, 1, 20) + lines(path, 19, 30)
 
 
 def _gateway_cut(text: str) -> list[dict | str]:
@@ -257,6 +262,7 @@ def test_5_the_gateway_chunk_sequence_through_the_openai_sdk(tmp_path):
                          finish_chunk("tool_calls")])
     responses = [begin_call,
                  stream(_gateway_cut(lines(path, 1, 200) + "Line 201 of")),
+                 # the cut line again, whole, as the question asks
                  stream(_gateway_cut(lines(path, 201, 250) + "DONE")),
                  stream(text_stream("The guide is written."))]
     reporter = Capture()
@@ -269,8 +275,8 @@ def test_5_the_gateway_chunk_sequence_through_the_openai_sdk(tmp_path):
         runtime.close()
         bodies = [r.body for r in server.requests]
     assert (tmp_path / path).read_text() == lines(path, 1, 250)
-    assert len(bodies) == 4  # begin, content, continuation, report: no idle wait
-    assert bodies[2]["messages"][-1]["content"].startswith(CUT_PROMPT)
+    assert len(bodies) == 4  # begin, content, the question, report: no idle wait
+    assert bodies[2]["messages"][-1]["content"].startswith(UNFINISHED)
     assert bodies[3]["messages"][-1]["content"].startswith(f"Created {path} (250 lines")
 
 
@@ -278,8 +284,7 @@ def test_5_the_gateway_chunk_sequence_through_the_openai_sdk(tmp_path):
 
 
 def test_6_a_model_that_never_says_done_is_asked_max_idle_prompts_times(run):
-    ask = [{"wait_ms": 2000}, {"expect": "reply with DONE on its own line"},
-           say("Still thinking about it.")]
+    ask = [{"wait_ms": 2000}, {"expect": "reply with DONE on its own line"}, say("")]
     played = run([
         {"user": "Write notes.md."}, begin("notes.md"),
         say("alpha\nbeta\n"),
@@ -315,8 +320,8 @@ def test_6_new_content_starts_the_count_again(run):
     played = run([
         {"user": "Write notes.md."}, begin("notes.md"),
         say("alpha\n"),
-        {"wait_ms": 2000}, {"expect": DONE_PROMPT}, say("Hm."),
-        {"wait_ms": 2000}, {"expect": NOT_ADDED},
+        {"wait_ms": 2000}, {"expect": DONE_PROMPT}, say(""),
+        {"wait_ms": 2000}, {"expect": DONE_PROMPT},
         say("beta\n", finish_reason="length"),  # new content (cut off): the count is 0 again
         {"expect": CUT_PROMPT}, say(""),
         {"wait_ms": 2000}, {"expect": DONE_PROMPT}, say("DONE"),
@@ -419,7 +424,7 @@ def test_3_in_orion_chat_a_question_typed_mid_session_is_answered_after_the_writ
     (tmp_path / "orion.yaml").write_text("settings:\n  write_session:\n    idle_ms: 600000\n")
     responses = [begin_write("notes.md"),
                  stream(text_stream("alpha\nbeta\n")),       # a pause, no DONE
-                 stream(text_stream("Paris.")),              # answers the idle prompt: no
+                 stream(text_stream("gamma\n")),              # answers the prompt: content
                  stream(text_stream("DONE")),
                  stream(text_stream("The notes are written; Paris is the capital."))]
     with SSEServer(responses) as server:
@@ -427,30 +432,32 @@ def test_3_in_orion_chat_a_question_typed_mid_session_is_answered_after_the_writ
                                       "Finish the notes, please.\n")
         bodies = [r.body for r in server.requests]
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "notes.md").read_text() == "alpha\nbeta\n"
+    assert (tmp_path / "notes.md").read_text() == "alpha\nbeta\ngamma\n"
     assert proc.stderr.count("your message is held") == 2
-    assert bodies[2]["messages"][-1]["content"] == DONE_PROMPT  # asked at once
-    assert bodies[3]["messages"][-1]["content"].startswith(NOT_ADDED)
+    assert bodies[2]["messages"][-1]["content"].startswith(DONE_PROMPT)  # asked at once
+    assert bodies[3]["messages"][-1]["content"].startswith(DONE_PROMPT)
     last = bodies[4]["messages"]
-    assert last[-3]["content"].startswith("Created notes.md (2 lines")
+    assert last[-3]["content"].startswith("Created notes.md (3 lines")
     assert [m["content"] for m in last[-2:]] == ["What is the capital of France?",
                                                  "Finish the notes, please."]
     assert "Paris is the capital" in proc.stdout
 
 
-def test_3_reset_drops_the_held_messages_and_says_so(run):
+def test_3_reset_keeps_the_held_messages_with_the_session_and_says_so(run):
     played = run([
         {"user": "Write notes.md."}, begin("notes.md"),
         say("alpha\n"),
         {"user": "Is it raining?"},
-        {"expect": DONE_PROMPT}, say("Hm."),
+        {"expect": DONE_PROMPT}, say(""),
         {"user": "/reset"},
         {"user": "Hello."}, say("Hello!"),
     ])
     ok(played)
-    assert any("1 held message(s) of yours were dropped with the old conversation" in n
-               for n in played.reporter.notices)
+    assert any("1 message(s) you typed meanwhile are kept with it and sent once it is "
+               "continued with --continue" in n for n in played.reporter.notices)
     assert not any(m["content"] == "Is it raining?" for m in played.sent(4))
+    [journal] = (played.state_dir / "write_sessions").iterdir()
+    assert json.loads((journal / "state.json").read_text())["held"] == ["Is it raining?"]
 
 
 def test_3_the_idle_timer_does_not_ask_again_while_the_model_answers(tmp_path):
@@ -465,14 +472,15 @@ def test_3_the_idle_timer_does_not_ask_again_while_the_model_answers(tmp_path):
             "intent": "notes", "target_file": "notes.md", "operation": "create"}}])
         world.reply(text="alpha\n")
         world.say("Is it raining?")  # held; the model is asked at once and thinks
-        assert world.reporter.prompts == [DONE_PROMPT]
+        [asked] = world.reporter.prompts
+        assert asked.startswith(DONE_PROMPT)
         world.advance(10_000)  # while the request waits for its reply
-        assert world.reporter.prompts == [DONE_PROMPT]
+        assert world.reporter.prompts == [asked]
         world.reply(text="DONE")
         assert (world.workspace / "notes.md").read_text() == "alpha\n"
         assert world.reporter.prompts[1:] and world.reporter.prompts[1].startswith(
             "Created notes.md")
-        assert [p for p in world.reporter.prompts if DONE_PROMPT in p] == [DONE_PROMPT]
+        assert [p for p in world.reporter.prompts if DONE_PROMPT in p] == [asked]
     finally:
         world.close()
 

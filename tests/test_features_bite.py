@@ -177,14 +177,14 @@ APPLY = "orion.write_session.operations:apply_operation"
 @variant("WP-1", CHECK_PLAN, "a plan that fails the check is accepted (checked never)")
 def unchecked_plans(p: Patcher) -> None:
     from orion.write_session.plan import PlanRejected
-    from orion.write_session.recovery import _unchecked_plan
+    from orion.write_session.interrupted import unchecked_plan
 
     def make(original):
         def check_plan(plan, *, workspace, state_dir):
             try:
                 return original(plan, workspace=workspace, state_dir=state_dir)
             except PlanRejected:
-                return _unchecked_plan(plan, Path(workspace), Path(state_dir))
+                return unchecked_plan(plan, Path(workspace), Path(state_dir))
         return check_plan
     p.wrap(CHECK_PLAN, make)
 
@@ -225,6 +225,17 @@ def overwrite_appends(p: Patcher) -> None:
     p.wrap(APPLY, make)
 
 
+@variant("WP-5", "orion.write_session.plan:_regex_match",
+         "a regular-expression marker is matched as plain text")
+def regex_marker_as_text(p: Patcher) -> None:
+    from orion.write_session.plan import Match, _positions
+
+    def _regex_match(name, pattern, body, relative):
+        needle = pattern.encode("utf-8")
+        return Match(name, needle, _positions(body, needle, overlapping=True))
+    p.replace("orion.write_session.plan:_regex_match", _regex_match)
+
+
 @variant("WP-5", APPLY, "insert puts the content on the other side of the marker line")
 def insert_on_the_wrong_side(p: Patcher) -> None:
     def make(original):
@@ -263,13 +274,13 @@ def replace_all_replaces_one(p: Patcher) -> None:
 
 @variant("WP-8", CHECK_PLAN, "an edit of a missing file is accepted at begin")
 def edits_of_missing_files(p: Patcher) -> None:
-    from orion.write_session.recovery import _unchecked_plan
+    from orion.write_session.interrupted import unchecked_plan
 
     def make(original):
         def check_plan(plan, *, workspace, state_dir):
             target = Path(workspace) / plan.target_file
             if str(plan.operation) != "create" and not target.exists():
-                return _unchecked_plan(plan, Path(workspace), Path(state_dir))
+                return unchecked_plan(plan, Path(workspace), Path(state_dir))
             return original(plan, workspace=workspace, state_dir=state_dir)
         return check_plan
     p.wrap(CHECK_PLAN, make)
@@ -560,6 +571,18 @@ def begin_without_stage(p: Patcher) -> None:
     p.wrap("orion.write_session.manager:SessionManager.begin", make)
 
 
+@variant("SR-2", "orion.write_session.manager:SessionManager.begin",
+         "begin's result names the state directory instead of the session's directory")
+def begin_with_the_wrong_directory(p: Patcher) -> None:
+    def make(original):
+        def begin(self, plan):
+            result = dict(original(self, plan))
+            result["session_dir"] = str(self.runtime.state_dir)
+            return result
+        return begin
+    p.wrap("orion.write_session.manager:SessionManager.begin", make)
+
+
 @variant("SR-3", "orion.write_session.journal:Journal.remove",
          "the journal is left behind after the write")
 def journal_left_behind(p: Patcher) -> None:
@@ -673,15 +696,15 @@ def length_only(p: Patcher) -> None:
            lambda original: (lambda self: self.reason == "length"))
 
 
-@variant("AC-2", "orion.write_session.session:WriteSession._strip_overlap",
-         "the first half of what the continuation starts with is lost")
+@variant("AC-2", "orion.write_session.ingest:Ingest._take_start",
+         "the first half of what a reply to Orion's prompt starts with is lost")
 def continuation_start_dropped(p: Patcher) -> None:
     def make(original):
-        def _strip_overlap(self, text):
-            result = original(self, text)
-            return None if result is None else result[len(result) // 2:]
-        return _strip_overlap
-    p.wrap("orion.write_session.session:WriteSession._strip_overlap", make)
+        def _take_start(self, start, held):
+            rest = held[start.repeat:]
+            return original(self, start, held[:start.repeat] + rest[len(rest) // 2:])
+        return _take_start
+    p.wrap("orion.write_session.ingest:Ingest._take_start", make)
 
 
 @variant("AC-3", "orion_plugins.write_session_protocol:request_continuation",
@@ -708,28 +731,45 @@ def blank_is_content(p: Patcher) -> None:
     p.replace("orion_plugins.write_session_protocol:has_content", has_content)
 
 
-@variant("AC-6", "orion.write_session.session:WriteSession._strip_overlap",
+@variant("AC-6", "orion.write_session.decision:read_start",
          "a continuation that starts the file over is added")
 def restart_added(p: Patcher) -> None:
     def make(original):
-        def _strip_overlap(self, text):
-            result = original(self, text)
-            return text if result is None else result
-        return _strip_overlap
-    p.wrap("orion.write_session.session:WriteSession._strip_overlap", make)
+        def read_start(text, **kw):
+            start = original(text, **kw)
+            return None if start is None else dataclasses.replace(start, circular=False)
+        return read_start
+    p.wrap("orion.write_session.decision:read_start", make)
 
 
-@variant("AC-7", "orion.write_session.session:WriteSession._strip_overlap",
-         "repeated lines are kept")
+@variant("AC-7", "orion.write_session.decision:read_start",
+         "a cut line sent again is added again (glued after its old start)")
 def overlap_kept(p: Patcher) -> None:
     def make(original):
-        def _strip_overlap(self, text):
-            return None if original(self, text) is None else text
-        return _strip_overlap
-    p.wrap("orion.write_session.session:WriteSession._strip_overlap", make)
+        def read_start(text, **kw):
+            start = original(text, **kw)
+            return None if start is None else dataclasses.replace(start, repeat=0)
+        return read_start
+    p.wrap("orion.write_session.decision:read_start", make)
 
 
-@variant("AC-8", "orion.write_session.session:WriteSession._truncated",
+@variant("AC-7", "orion.write_session.decision:read_start",
+         "identical rows after a cut at the end of a line are taken for a repeat")
+def identical_rows_dropped(p: Patcher) -> None:
+    def make(original):
+        def read_start(text, *, quoted=None, **kw):
+            start = original(text, quoted=quoted, **kw)
+            if start is None or quoted is None or quoted.unfinished is not None:
+                return start
+            repeat = "".join(line + "\n" for line in quoted.lines[-1:])
+            if repeat and text.startswith(repeat):
+                return dataclasses.replace(start, repeat=len(repeat))
+            return start
+        return read_start
+    p.wrap("orion.write_session.decision:read_start", make)
+
+
+@variant("AC-8", "orion.write_session.message_end:MessageEnds._truncated",
          "continuations happen silently")
 def silent_continuations(p: Patcher) -> None:
     def make(original):
@@ -742,10 +782,10 @@ def silent_continuations(p: Patcher) -> None:
             finally:
                 del self.runtime.reporter.notice
         return _truncated
-    p.wrap("orion.write_session.session:WriteSession._truncated", make)
+    p.wrap("orion.write_session.message_end:MessageEnds._truncated", make)
 
 
-@variant("AC-9", "orion.write_session.session:WriteSession._failed",
+@variant("AC-9", "orion.write_session.finalize:Finalizer._failed",
          "a failed write removes the journal")
 def failure_drops_content(p: Patcher) -> None:
     def make(original):
@@ -753,7 +793,7 @@ def failure_drops_content(p: Patcher) -> None:
             original(self, cause)
             self.journal.remove()
         return _failed
-    p.wrap("orion.write_session.session:WriteSession._failed", make)
+    p.wrap("orion.write_session.finalize:Finalizer._failed", make)
 
 
 # PM: plan mode -----------------------------------------------------------------------------
@@ -859,22 +899,35 @@ def drafts_unchecked(p: Patcher) -> None:
     p.replace("orion.plan.service:size_problem", lambda markdown, limit: None)
 
 
-@variant("WS-15", "orion.write_session.session:WriteSession._not_content",
+@variant("WS-15", "orion.write_session.message_end:MessageEnds._beside_a_tool_call",
          "the text beside a tool call stays in the content")
 def narration_kept(p: Patcher) -> None:
     def make(original):
-        def _not_content(self, kind, text):
-            if kind != "narration":
-                original(self, kind, text)
-        return _not_content
-    p.wrap("orion.write_session.session:WriteSession._not_content", make)
+        def _beside_a_tool_call(self, message, end):
+            self.checkpoint()
+        return _beside_a_tool_call
+    p.wrap("orion.write_session.message_end:MessageEnds._beside_a_tool_call", make)
 
 
-@variant("WS-16", "orion.write_session.session:WriteSession._reply_is_content",
-         "every reply to Orion's prompt is content, an answer without DONE too")
-def answers_are_content(p: Patcher) -> None:
-    p.wrap("orion.write_session.session:WriteSession._reply_is_content",
-           lambda original: lambda self, text: True)
+@variant("WS-15", "orion.write_session.session:WriteSession._tell_now",
+         "the text beside a tool call is set aside without a word to the model")
+def narration_untold(p: Patcher) -> None:
+    p.wrap("orion.write_session.session:WriteSession._tell_now",
+           lambda original: lambda self, text: None)
+
+
+@variant("WS-16", "orion.write_session.ingest:Ingest._take_start",
+         "a reply to the idle prompt without DONE, shorter than 1024 characters, is taken "
+         "for an answer and dropped")
+def short_replies_dropped(p: Patcher) -> None:
+    def make(original):
+        def _take_start(self, start, held):
+            if len(held) < 1024 and "DONE" not in held and self.lifecycle.has_tag("paused"):
+                self._mode = "ignore"
+                return None
+            return original(self, start, held)
+        return _take_start
+    p.wrap("orion.write_session.ingest:Ingest._take_start", make)
 
 
 @variant("WS-17", "orion.write_session.session:WriteSession.hold",
@@ -884,24 +937,57 @@ def user_message_not_held(p: Patcher) -> None:
            lambda original: lambda self, line: False)
 
 
-@variant("WS-18", "orion.write_session.protocol:EndMarker.reclaim",
-         "the first DONE line ends the content, whatever follows in the message")
-def first_done_wins(p: Patcher) -> None:
-    p.wrap("orion.write_session.protocol:EndMarker.reclaim",
-           lambda original: lambda self: "")
+@variant("WS-17", "orion.write_session.session:WriteSession._journal_state",
+         "held messages live in memory only: leaving or a crash loses them")
+def held_messages_unsaved(p: Patcher) -> None:
+    def make(original):
+        def _journal_state(self, **kw):
+            state = original(self, **kw)
+            state.pop("held", None)
+            return state
+        return _journal_state
+    p.wrap("orion.write_session.session:WriteSession._journal_state", make)
 
 
-@variant("WS-18", "orion.write_session.session:WriteSession._note_commentary",
+@variant("WS-18", "orion.write_session.message_end:MessageEnds._after_done",
          "what follows DONE is dropped without a word")
-def commentary_silent(p: Patcher) -> None:
-    p.wrap("orion.write_session.session:WriteSession._note_commentary",
+def after_done_silent(p: Patcher) -> None:
+    p.wrap("orion.write_session.message_end:MessageEnds._after_done",
            lambda original: lambda self: None)
 
 
-@variant("WS-19", "orion.write_session.session:_ends_mid_line",
-         "a message that stops mid-line with finish reason stop is a pause")
-def mid_line_is_a_pause(p: Patcher) -> None:
-    p.replace("orion.write_session.session:_ends_mid_line", lambda chunks: False)
+@variant("WS-18", "orion.write_session.message_end:MessageEnds._text_lines",
+         "a repeated DONE line after the first is kept as text")
+def repeated_done_kept(p: Patcher) -> None:
+    p.wrap("orion.write_session.message_end:MessageEnds._text_lines",
+           lambda original: lambda self, text: "".join(
+               line for line in text.splitlines(keepends=True) if line.strip()))
+
+
+@variant("WS-19", "orion.write_session.decision:read_start",
+         "a reply that does not send the unfinished line again is glued onto it")
+def glued(p: Patcher) -> None:
+    def make(original):
+        def read_start(text, **kw):
+            start = original(text, **kw)
+            if start is not None and start.cut_line == "set_aside":
+                return dataclasses.replace(start, cut_line="kept")
+            return start
+        return read_start
+    p.wrap("orion.write_session.decision:read_start", make)
+
+
+@variant("WS-19", "orion.write_session.decision:decide_end",
+         "a message that stops cleanly mid-line is taken as cut off, never asked about")
+def mid_line_is_a_cut(p: Patcher) -> None:
+    from orion.write_session.decision import End, Step
+
+    def make(original):
+        def decide_end(facts):
+            end = original(facts)
+            return End(Step.CONTINUE) if end.step is Step.ASK_UNFINISHED else end
+        return decide_end
+    p.wrap("orion.write_session.decision:decide_end", make)
 
 
 @variant("WS-20", "orion.statechart.settings:resolve",
@@ -910,10 +996,47 @@ def idle_prompts_unbounded(p: Patcher) -> None:
     _setting_default(p, "write_session", "max_idle_prompts", 100)
 
 
-@variant("WS-21", "orion.write_session.session:CONNECTION_LOST",
+@variant("WS-21", "orion.write_session.message_end:CONNECTION_LOST",
          "a stream the network cut is continued without telling the user why")
 def connection_loss_unsaid(p: Patcher) -> None:
-    p.replace_in(("orion.write_session.session",), "CONNECTION_LOST", "not-a-finish-reason")
+    p.replace_in(("orion.write_session.message_end",), "CONNECTION_LOST", "not-a-finish-reason")
+
+
+@variant("WS-21", "orion.write_session.message_end:STREAM_ERROR",
+         "an error event in the stream is continued without naming it")
+def stream_error_unsaid(p: Patcher) -> None:
+    p.replace_in(("orion.write_session.message_end",), "STREAM_ERROR", "not-a-finish-reason")
+
+
+@variant("WS-22", "orion.write_session.finalize:Finalizer._set_aside_report",
+         "the write report says nothing of the text set aside")
+def set_aside_unreported(p: Patcher) -> None:
+    p.wrap("orion.write_session.finalize:Finalizer._set_aside_report",
+           lambda original: lambda self: "")
+
+
+@variant("WS-22", "orion.write_session.set_aside:SetAside.archive",
+         "the text set aside is gone once the file is written")
+def set_aside_not_kept(p: Patcher) -> None:
+    def make(original):
+        def archive(self, state_dir, session_id, target):
+            self.parts = []
+            return None
+        return archive
+    p.wrap("orion.write_session.set_aside:SetAside.archive", make)
+
+
+@variant("WS-23", "orion.models.events:LeadingThink.feed",
+         "a leading <think> block is taken as content")
+def think_is_content(p: Patcher) -> None:
+    from orion.models.events import TextDelta
+
+    def make(original):
+        def feed(self, text):
+            self.phase = "text"
+            return [TextDelta(text)]
+        return feed
+    p.wrap("orion.models.events:LeadingThink.feed", make)
 
 
 # FS: faults of the environment ------------------------------------------------------------

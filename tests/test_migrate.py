@@ -57,10 +57,15 @@ def test_the_old_chart_runs_migrated_with_a_warning_for_each_thing_it_lacks(team
     result = orion("check", cwd=team)
     assert result.returncode == 0, result.stdout + result.stderr
     warnings = [line for line in result.stdout.splitlines() if "warning:" in line]
-    assert len(warnings) == 12  # 9 tags, 2 triggers, 1 setting
+    assert len(warnings) == 13  # 9 tags, 3 triggers, 1 setting
     assert all(line.endswith("[SC504]") and "`orion migrate lifecycles/write_session.yaml` "
-               in line and "(contract version 2 of built-in write_session, Orion 0.1.0; this "
-               "chart was written for version 1)" in line for line in warnings), warnings
+               in line and "; this chart was written for version 1)" in line
+               for line in warnings), warnings
+    [unfinished] = [w for w in warnings if "'unfinished'" in w]
+    assert "(contract version 3 of built-in write_session, Orion 0.2.0;" in unfinished
+    assert "adds its 1 transition (from session_active.awaiting_content, " in unfinished
+    assert all("(contract version 2 of built-in write_session, Orion 0.1.0;" in w
+               for w in warnings if w != unfinished)
     # each tag is named at the state that carries it in Orion's chart, located there
     text = (team / "lifecycles" / "write_session.yaml").read_text().splitlines()
     for tag, state in TAGS.items():
@@ -83,7 +88,7 @@ def test_orion_run_runs_the_old_chart_migrated_and_says_which_command_migrates_i
     result = orion("run", str(script), cwd=team)
     assert result.returncode == 0, result.stderr
     assert (team / "a.txt").read_text() == "one\ntwo\n"
-    assert result.stderr.count("`orion migrate lifecycles/write_session.yaml`") == 12
+    assert result.stderr.count("`orion migrate lifecycles/write_session.yaml`") == 13
 
 
 def test_one_command_migrates_it_in_place_keeping_every_line_and_comment(team):
@@ -98,11 +103,12 @@ def test_one_command_migrates_it_in_place_keeping_every_line_and_comment(team):
     assert all(any(line == new for new in new_lines) for line in old_lines)
     added = _added_lines(before, after)
     assert added.count("tags: written") == 1 and len([a for a in added if "tags:" in a]) == 9
-    assert "contract:" in added and "version: 2" in added
+    assert "contract:" in added and "version: 3" in added
     assert "- trigger: user_message" in added and added.count("- trigger: idle_exhausted") == 2
+    assert "- id: ask_unfinished" in added and "trigger: unfinished" in added
     assert "max_idle_prompts:" in added
     # each change is listed, at its line
-    assert "migrated lifecycles/write_session.yaml to contract version 2: 14 change(s)" in \
+    assert "migrated lifecycles/write_session.yaml to contract version 3: 15 change(s)" in \
         result.stderr
     assert "lifecycles/write_session.yaml:93: tag 'written' added to state 'done'" in \
         result.stderr
@@ -110,13 +116,13 @@ def test_one_command_migrates_it_in_place_keeping_every_line_and_comment(team):
     # the chart now is Orion's, where Orion's contract asks
     migrated = yaml.safe_load(after)
     builtin = yaml.safe_load(BUILTIN.read_text())
-    assert migrated["contract"] == {"version": 2}
+    assert migrated["contract"] == {"version": 3}
     for state in TAGS.values():
         assert _state(migrated, state).get("tags") == _state(builtin, state)["tags"]
     assert [t for t in migrated["transitions"]
-            if t["trigger"] in ("user_message", "idle_exhausted")] == \
+            if t["trigger"] in ("user_message", "idle_exhausted", "unfinished")] == \
         [{k: v for k, v in t.items()} for t in builtin["transitions"]
-         if t["trigger"] in ("user_message", "idle_exhausted")]
+         if t["trigger"] in ("user_message", "idle_exhausted", "unfinished")]
     assert migrated["settings"]["max_idle_prompts"] == builtin["settings"]["max_idle_prompts"]
     # then `orion check` passes, without a warning
     check = orion("check", cwd=team)
@@ -171,7 +177,7 @@ def test_check_fix_migrates_every_chart_that_needs_it(team):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "migrated " in result.stderr and "warning" not in result.stdout
     assert yaml.safe_load((team / "lifecycles" / "write_session.yaml").read_text())[
-        "contract"] == {"version": 2}
+        "contract"] == {"version": 3}
 
 
 def test_a_dry_run_prints_the_diff_and_writes_nothing(team):
@@ -192,7 +198,7 @@ def test_the_diagram_draws_the_old_chart_with_its_findings_beside_the_states(tea
     assert "    note right of done : no state of 'write_session' has tag 'written'" in \
         result.stdout
     assert "idle --> session_active: begin" in result.stdout
-    assert result.stderr.count("warning:") == 12
+    assert result.stderr.count("warning:") == 13
 
 
 def test_a_picture_of_the_old_chart_has_the_findings_under_its_title(team):
@@ -276,7 +282,7 @@ def test_other_layouts_are_edited_in_place_too(tmp_path):
     assert "  done: {tags: written, final: true}" in migrated
     assert "  abandoned: {tags: [gone, abandoned], final: true}" in migrated
     assert "        - mine\n        - receiving\n" in migrated
-    assert "contract:\n  version: 2\n  tags: [gone]  # the team's own\n" in migrated
+    assert "contract:\n  version: 3\n  tags: [gone]  # the team's own\n" in migrated
     assert any(line.startswith("- {trigger: user_message,") for line in added), added
     # after `circular`, as in Orion's chart, and before the comment that belongs to `done`
     assert migrated.index("# circular\n") < migrated.index("- {trigger: user_message,") \
@@ -318,7 +324,7 @@ def test_an_overlay_that_replaced_tags_before_they_grew_is_migrated_in_the_overl
         "extends: write_session\n"
         "# The version of the contract of the chart this one replaces that it keeps\n"
         "# (`orion check` names what later versions add; `orion migrate` adds it).\n"
-        "contract:\n  version: 2\n\n"
+        "contract:\n  version: 3\n\n"
         "states:\n  done:\n    tags: [finished, written]  # ours\n")
     assert "warning" not in orion("check", cwd=ws).stdout
 

@@ -331,14 +331,19 @@ def test_max_tokens_and_temperature_are_sent_when_set(sse_server):
     assert "temperature" not in sse_server.requests[1].body
 
 
-def test_an_error_event_inside_the_stream_is_a_model_error(sse_server):
+def test_an_error_event_after_content_is_a_cut_off_with_the_servers_words(sse_server):
     sse_server.enqueue(stream([text_chunk("Hel"),
                                {"error": {"message": "upstream overloaded", "code": 503}}]))
-    seen: list = []
+    assert run(make_model(sse_server)) == [
+        TextDelta("Hel"), Finish("truncated", "error", error="upstream overloaded")]
+
+
+def test_an_error_event_before_any_content_is_a_model_error(sse_server):
+    sse_server.enqueue(stream([chunk({"role": "assistant", "content": ""}),
+                               {"error": {"message": "upstream overloaded", "code": 503}}]))
     with pytest.raises(ModelError, match="upstream overloaded") as info:
-        run(make_model(sse_server), seen=seen)
+        run(make_model(sse_server))
     assert not isinstance(info.value, (ModelAuthError, ModelConnectionError))
-    assert seen == [TextDelta("Hel")]
 
 
 # -- retries and errors ----------------------------------------------------------------------

@@ -25,6 +25,9 @@ from orion.statechart import lifecycle as lifecycle_module
 from write_harness import Played, begin, dump, make_runner, say
 
 DONE_PROMPT = "If you're finished, reply with DONE on its own line; otherwise continue."
+#: The idle prompt in full: the seed's question, then the rule that decides what the reply is.
+IDLE_PROMPT = (DONE_PROMPT + " Anything you write but DONE alone is added to the file, after "
+               "what is saved; end it with a line DONE.")
 SHA_REFERENCE = re.compile(r"\[wrote (?P<path>\S+): (?P<lines>\d+) lines, sha256 [0-9a-f]{12}\]")
 
 
@@ -105,20 +108,24 @@ def test_done_finalizes_and_the_target_is_written_once_atomically(run):
         ("valid", "session_active.finalizing", "done")]
 
 
-def test_text_after_done_is_commentary_recorded_in_the_trace_not_written(run):
+def test_text_after_done_is_set_aside_not_written_and_traced_as_counts(run):
     played = run({"conversation": [
         {"user": "Write notes.md."},
         begin("notes.md"),
         say("alpha\nbeta\nDONE\nI kept it short; say if you want more.\n"),
         {"expect": "Created notes.md (2 lines"},
+        {"expect": "1 line set aside, not written: part 1 (1 line, first line 'I kept it "
+                   "short; say if you want more.') after DONE"},
         say("Ok."),
     ]})
     assert_ok(played)
     assert played.text("notes.md") == "alpha\nbeta\n"
-    [event] = [e for e in played.events("write_report") if e["name"] == "commentary after DONE"]
-    assert event["attributes"]["orion.commentary"] == traced(
-        "I kept it short; say if you want more.")
-    # the model still sees its commentary, after the reference to the file
+    [event] = [e for e in played.events("write_report") if e["name"] == "text set aside"]
+    # counts and the reason as an enum; the target's path, a text, by length and hash
+    assert event["attributes"] == {"orion.target": traced("notes.md"),
+                                   "orion.set_aside.kind": "after_done",
+                                   "orion.part": 1, "orion.lines": 1, "orion.bytes": 39}
+    # the model still sees its words, after the reference to the file
     assistant = [m["content"] for m in played.sent(3) if m["role"] == "assistant"]
     assert SHA_REFERENCE.fullmatch(assistant[-1].split("\n")[0])
     assert assistant[-1].endswith("\n\nI kept it short; say if you want more.")
@@ -208,7 +215,7 @@ def test_a_pause_without_done_is_asked_about_after_2000_ms_and_a_bare_done_final
     # wait_ms 1999 then 1: had the prompt come at 1999 ms, its request would have met the
     # next wait_ms entry and the script would have failed
     assert_ok(played)
-    assert played.result.prompts == [DONE_PROMPT, "Created docs/notes.md (3 lines, 21 B)"]
+    assert played.result.prompts == [IDLE_PROMPT, "Created docs/notes.md (3 lines, 21 B)"]
     assert played.text("docs/notes.md") == "# Notes\n\nFirst part.\n"
     assert ("idle_timeout", "session_active.awaiting_done_or_more_content",
             "session_active.awaiting_done_or_more_content") in played.transitions()
@@ -230,14 +237,14 @@ def test_the_idle_time_comes_from_the_environment(run, monkeypatch):
     monkeypatch.setenv("WRITE_SESSION_IDLE_MS", "500")
     played = run(idle_script([say("DONE"), say("Written.")], waits=(499, 1)))
     assert_ok(played)
-    assert played.result.prompts[0] == DONE_PROMPT
+    assert played.result.prompts[0] == IDLE_PROMPT
 
 
 def test_the_idle_time_comes_from_the_script_settings(run):
     script = idle_script([say("DONE"), say("Written.")], waits=(299, 1))
     played = run({"settings": {"write_session": {"idle_ms": 300}}, **script})
     assert_ok(played)
-    assert played.result.prompts[0] == DONE_PROMPT
+    assert played.result.prompts[0] == IDLE_PROMPT
 
 
 def test_the_idle_time_comes_from_orion_yaml(run):
@@ -247,13 +254,12 @@ def test_the_idle_time_comes_from_orion_yaml(run):
 
 
 def test_more_text_after_the_idle_prompt_is_appended_to_the_same_content(run):
-    # A reply to the idle prompt is content once it ends with DONE; one without DONE is not
-    # written (it could be an answer), and the next prompt says so.
+    # The idle prompt says so: anything but DONE alone is added, with DONE or without it.
     played = run(idle_script([
         say("Second part,\nwith two lines.\n"),
         {"wait_ms": 2000},
-        {"expect": "Your last reply did not end with a line DONE, so it was not added"},
-        say("Second part,\nwith two lines.\nThird part.\nDONE\n"),
+        {"expect": IDLE_PROMPT},
+        say("Third part.\nDONE\n"),
         {"expect": "Created docs/notes.md (6 lines"},
         say("Written."),
     ]))
@@ -274,7 +280,7 @@ def test_an_empty_reply_to_the_idle_prompt_waits_again(run):
         say("Written."),
     ]))
     assert_ok(played)
-    assert played.result.prompts.count(DONE_PROMPT) == 2
+    assert played.result.prompts.count(IDLE_PROMPT) == 2
     assert played.text("docs/notes.md") == "# Notes\n\nFirst part.\n"
 
 
@@ -290,7 +296,8 @@ def test_a_cut_off_message_is_continued_at_once_into_the_same_content(run, reaso
         say("# Guide\n\nInstall Orion with pip.\nThen run orion ch", finish_reason=reason),
         {"expect": "Your output was cut off. 3 lines are saved (continuation 1/3)"},
         {"expect": "> Install Orion with pip.\n> Then run orion ch\n"},
-        say("eck in the workspace.\nDONE\n"),
+        {"expect": "start your reply with line 4 again, whole"},
+        say("Then run orion check in the workspace.\nDONE\n"),
         {"expect": "Created docs/guide.md (4 lines"},
         say("Written."),
     ]})
@@ -304,7 +311,6 @@ def test_a_cut_off_message_is_continued_at_once_into_the_same_content(run, reaso
 
 @pytest.mark.parametrize("continuation", [
     "Then run orion check in the workspace.\nDONE\n",                  # the cut line again
-    "Install Orion with pip.\nThen run orion check in the workspace.\nDONE\n",  # two lines
     "Then run orion ch" "eck in the workspace.\nDONE\n",
 ])
 def test_a_continuation_that_repeats_the_saved_tail_drops_the_repeat(run, continuation):
@@ -581,7 +587,7 @@ def test_a_longer_outer_fence_with_nested_blocks_is_unwrapped_too(run):
 
 def test_a_wrapped_guide_with_nested_blocks_and_a_done_line_is_written_whole(run):
     """In a ```markdown wrapper fences nest: a DONE line inside the document is content, the
-    wrapper's own closing fence ends it, and what follows the terminator is commentary."""
+    wrapper's own closing fence ends it, and what follows the terminator is set aside."""
     guide_text = ("# The protocol\n\n```sh\norion run script.yaml\n```\n\nEnd the content "
                   "with a line:\n\n```text\nDONE\n```\n\nDONE\n\nThat line ends it.\n")
     played = run({"conversation": [
@@ -594,8 +600,9 @@ def test_a_wrapped_guide_with_nested_blocks_and_a_done_line_is_written_whole(run
     ]})
     assert_ok(played)
     assert played.text("docs/protocol.md") == guide_text
-    [event] = [e for e in played.events("write_report") if e["name"] == "commentary after DONE"]
-    assert event["attributes"]["orion.commentary"] == traced("The guide is written.")
+    [event] = [e for e in played.events("write_report") if e["name"] == "text set aside"]
+    assert event["attributes"]["orion.set_aside.kind"] == "after_done"
+    assert event["attributes"]["orion.lines"] == 1
 
 
 def test_unwrapping_can_be_disabled_in_orion_yaml(tmp_path):
@@ -727,7 +734,8 @@ def test_a_rejected_plan_is_a_clear_tool_error_and_writes_nothing(run, tmp_path,
     after = files_under(tmp_path)
     changed = {path for path in before.keys() | after.keys()
                if before.get(path) != after.get(path)
-               and not path.startswith(("ws/.orion/orion.db", "script.yaml"))}
+               and not path.startswith(("ws/.orion/orion.db", "ws/.orion/plans.db",
+                                        "script.yaml"))}
     assert changed == {"ws/notes.md"}  # the seed, written by the runner before the run
     assert after["ws/notes.md"] == b"twice\nmiddle\ntwice\nend\n"
     assert not (played.state_dir / "write_sessions").exists() or \
@@ -906,7 +914,7 @@ def test_the_default_tool_surface_advertises_no_content_parameter_but_execute(ru
     assert carrying == [("WritePlanTool_execute", "content")]
     begin_params = set(advertised["WritePlanTool_begin"]["properties"])
     assert begin_params == {"intent", "target_file", "operation", "location_marker",
-                            "position", "start_marker", "end_marker", "search"}
+                            "marker_regex", "position", "start_marker", "end_marker", "search"}
 
 
 def test_a_marker_longer_than_the_bound_is_refused(run):
@@ -957,11 +965,12 @@ def test_written_content_is_replaced_in_the_history_by_a_one_line_reference(run)
 
 
 def test_replies_cut_off_again_are_in_the_history_as_the_model_sent_them(run):
-    # The second part repeats the last saved line (the file does not); the history keeps
-    # every part's text as it came, repeat included, until the file is written.
+    # The first part is cut in the middle of a line, which the second part sends again whole
+    # (the file has it once); the history keeps every part's text as it came, repeat
+    # included, until the file is written.
     document = guide(300, "exact")
-    first, second = document.index("- Step 100"), document.index("- Step 200")
-    repeat = document.rindex("\n", 0, first - 1) + 1
+    first, second = document.index("- Step 100") + 5, document.index("- Step 200")
+    repeat = document.rindex("\n", 0, first) + 1
     played = run({"conversation": [
         {"user": "Write docs/guide.md."},
         begin("docs/guide.md"),
@@ -1100,13 +1109,13 @@ def split(text: str, cuts: list[int]) -> list[str]:
 @given(first=st.lists(st.integers(0, 10_000), max_size=30),
        second=st.lists(st.integers(0, 10_000), max_size=30),
        near_done=st.lists(st.integers(-3, 6), max_size=4),
-       overlap=st.sampled_from([0, 12, 25]))
-def test_any_chunking_writes_the_same_file(run, first, second, near_done, overlap):
-    """The same two messages (a cut-off part, then a continuation that may repeat the tail
-    and ends with DONE and commentary), split into chunks anywhere, including inside the
-    DONE lines, always write the same file."""
-    part1 = DOCUMENT[:CUT]
-    part2 = DOCUMENT[CUT - overlap:] + "\nDONE\nthanks"
+       cut=st.integers(0, len(DOCUMENT) - 1))
+def test_any_chunking_writes_the_same_file(run, first, second, near_done, cut):
+    """The same two messages (a part cut anywhere, then a continuation that sends the cut line
+    again, as it is asked to, and ends with DONE and a remark), split into chunks anywhere,
+    including inside the DONE lines, always write the same file."""
+    part1 = DOCUMENT[:cut or CUT]
+    part2 = DOCUMENT[DOCUMENT.rfind("\n", 0, len(part1)) + 1:] + "\nDONE\nthanks"
     done = part2.rindex("DONE")
     played = run({"conversation": [
         {"user": "Write doc.md."}, begin("doc.md"),

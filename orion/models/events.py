@@ -16,6 +16,13 @@ CLEAN_FINISH = frozenset({"stop", "tool_calls"})
 #: ``Finish.raw`` of a stream the network cut in the middle of the reply: what arrived is kept
 #: and the message counts as cut off (the write session continues it).
 CONNECTION_LOST = "connection_lost"
+#: ``Finish.raw`` of a stream that carried an error event after content had arrived (OpenAI's
+#: ``{"error": ...}`` event, OpenRouter's ``finish_reason: "error"``, llama.cpp's ``error:``
+#: line, vLLM's ``{"object": "error"}``, Ollama's bare JSON error line, or data that is not
+#: JSON): a cut-off like ``length``, with the server's message in ``Finish.error``.
+STREAM_ERROR = "error"
+#: ``Finish.raw`` of a reply the provider's content filter stopped (OpenAI, Azure).
+CONTENT_FILTER = "content_filter"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,12 +57,14 @@ class Usage:
 @dataclass(frozen=True, slots=True)
 class Finish:
     """``reason`` is normalized: ``stop``, ``tool_calls`` or ``truncated``; ``raw`` is what the
-    provider said (``None`` when the stream ended without a reason). ``response_id`` and
-    ``response_model`` are the response's ``id`` and ``model`` when the endpoint sent them
-    (for traces; they take no part in comparisons)."""
+    provider said (``None`` when the stream ended without a reason); ``error`` is the server's
+    message when the stream ended with an error event (``raw`` is then :data:`STREAM_ERROR`).
+    ``response_id`` and ``response_model`` are the response's ``id`` and ``model`` when the
+    endpoint sent them (for traces; they take no part in comparisons)."""
 
     reason: Literal["stop", "tool_calls", "truncated"]
     raw: str | None = None
+    error: str | None = None
     response_id: str | None = field(default=None, compare=False)
     response_model: str | None = field(default=None, compare=False)
 
@@ -65,6 +74,68 @@ class Finish:
 
 
 ModelEvent = TextDelta | ReasoningDelta | ToolCall | Usage | Finish
+
+
+class LeadingThink:
+    """Reads a message's content for a leading ``<think>...</think>`` block (a reasoning model
+    served without a reasoning parser): the block becomes reasoning, the line breaks after it
+    are dropped, and the rest is text. Content that does not start with the block (white space
+    aside) passes through unchanged; the decision is made as soon as the first characters rule
+    the block in or out, whatever the chunking."""
+
+    OPEN, CLOSE = "<think>", "</think>"
+    __slots__ = ("phase", "held")
+
+    def __init__(self) -> None:
+        self.phase = "start"  # start | think | after | text
+        self.held = ""
+
+    def feed(self, text: str) -> list[ModelEvent]:
+        if self.phase == "text":
+            return [TextDelta(text)]
+        if self.phase == "start":
+            held = self.held + text
+            begun = held.lstrip()
+            if not begun or (len(begun) < len(self.OPEN) and self.OPEN.startswith(begun)):
+                self.held = held  # white space, or a start of "<think>": not decided yet
+                return []
+            self.held = ""
+            if not begun.startswith(self.OPEN):
+                self.phase = "text"
+                return [TextDelta(held)]
+            self.phase = "think"
+            text = begun[len(self.OPEN):]
+        if self.phase == "think":
+            held = self.held + text
+            end = held.find(self.CLOSE)
+            if end < 0:
+                keep = _partial_suffix(held, self.CLOSE)
+                self.held = held[len(held) - keep:] if keep else ""
+                out = held[:len(held) - keep]
+                return [ReasoningDelta(out)] if out else []
+            self.held = ""
+            self.phase = "after"
+            events: list[ModelEvent] = [ReasoningDelta(held[:end])] if end else []
+            return events + self.feed(held[end + len(self.CLOSE):])
+        rest = text.lstrip("\r\n")  # after </think>: the answer starts at its first character
+        if not rest:
+            return []
+        self.phase = "text"
+        return [TextDelta(rest)]
+
+    def end(self) -> list[ModelEvent]:
+        held, self.held = self.held, ""
+        if not held:
+            return []
+        return [ReasoningDelta(held)] if self.phase == "think" else [TextDelta(held)]
+
+
+def _partial_suffix(text: str, word: str) -> int:
+    """The length of the longest end of ``text`` that is a start of ``word``."""
+    for size in range(min(len(word) - 1, len(text)), 0, -1):
+        if text.endswith(word[:size]):
+            return size
+    return 0
 
 
 def normalize_finish(raw: str | None, saw_tool_calls: bool) -> Finish:

@@ -26,6 +26,22 @@ Decisions worth knowing:
   (``max_retries``, exponential backoff, honouring ``retry-after-ms`` / ``retry-after``)
   before anything was streamed. Once the stream has started nothing is replayed, because
   events were already handed to the runtime.
+* **Error events inside a 200 stream.** Servers report a failure that happens after the
+  stream started inside the stream: OpenAI (and Ollama, Together, DeepSeek...) with a
+  ``data: {"error": {...}}`` event, OpenRouter with a chunk carrying ``error`` and
+  ``finish_reason: "error"``, vLLM with a ``data: {"object": "error", "message": ...}``
+  event, llama.cpp with an ``error: {...}`` line (not an SSE field), Ollama's OpenAI layer with
+  a bare JSON error line (no ``data:``). The SDK raises for the first two and drops the last
+  two without a word; the client here decodes those two as error events too (see
+  :class:`_ErrorLineDecoder`). Once content has arrived, such an error (and data that is not
+  JSON) ends the stream as ``Finish("truncated", "error", error=<the server's message>)``:
+  what arrived is kept and the message counts as cut off, like ``length``. An error before
+  any content raises :class:`ModelError` with the server's message, as a refusal does.
+* **A leading ``<think>`` block.** A reasoning model served without a reasoning parser (vLLM,
+  llama.cpp, a Qwen3 or DeepSeek-R1 model) streams its reasoning in the content, as
+  ``<think>...</think>`` before the answer. Such a block (leading white space allowed) is
+  turned into reasoning deltas, and the line breaks after ``</think>`` are dropped: only the
+  answer is text.
 * **A stream cut mid-way.** If the transport breaks after the first chunk (connection reset,
   the body ends in the middle of a chunk, a read timeout), what arrived is kept and the
   stream finishes as ``Finish("truncated", "connection_lost")``, without the tool calls it
@@ -63,11 +79,14 @@ from openai import (
     AsyncOpenAI,
     OpenAIError,
 )
+from openai._streaming import SSEDecoder, ServerSentEvent
 
 from orion.models.base import ModelAuthError, ModelConnectionError, ModelError, ModelRequest
 from orion.models.events import (
     CONNECTION_LOST,
+    STREAM_ERROR,
     Finish,
+    LeadingThink,
     ModelEvent,
     ReasoningDelta,
     TextDelta,
@@ -139,8 +158,8 @@ class OpenAICompatibleModel:
 
     def _new_client(self) -> AsyncOpenAI:
         try:
-            return AsyncOpenAI(api_key=self._api_key, base_url=self.base_url,
-                               max_retries=self.max_retries, timeout=self.timeout)
+            return _Client(api_key=self._api_key, base_url=self.base_url,
+                           max_retries=self.max_retries, timeout=self.timeout)
         except OpenAIError as err:
             raise ModelError(f"cannot configure the model endpoint at {self.base_url}: "
                              f"{err}") from err
@@ -214,42 +233,58 @@ class OpenAICompatibleModel:
             raise ModelError(f"the request to {self.base_url} failed: {err}") from err
 
         state = _StreamState(request.number)
-        cut: ModelConnectionError | None = None
+        fault: ModelError | None = None
         try:
             async for chunk in response:
                 for event in state.feed(chunk):
                     yield event
-        except APITimeoutError as err:
-            cut = ModelConnectionError(
-                f"the model endpoint at {self.base_url} stopped sending for {self.timeout:g} s "
-                f"in the middle of the response (after {_chunks(state.chunks)})")
-            cut.__cause__ = err
-        except APIConnectionError as err:
-            cut = ModelConnectionError(
-                f"the connection to {self.base_url} broke in the middle of the response "
-                f"(after {_chunks(state.chunks)}): {_cause(err)}")
-            cut.__cause__ = err
-        except APIError as err:
-            raise ModelError(f"the endpoint at {self.base_url} reported an error in the "
-                             f"middle of the response: {_server_message(err)}") from err
-        except json.JSONDecodeError as err:
-            raise ModelError(f"the endpoint at {self.base_url} sent an event that is not "
-                             f"JSON (after {_chunks(state.chunks)}): {err}") from err
+        except (APIError, _ErrorEvent, json.JSONDecodeError) as err:
+            fault = self._fault(err, state)
         finally:
             await response.close()
-        if cut is not None:
-            if not state.chunks:
-                raise cut  # nothing arrived: a connection error like any other
-            # What arrived is kept: a cut-off, like `length`. Tool calls it had only begun are
-            # dropped (their arguments would be cut too).
-            self._cuts += 1
-            if state.usage is not None:
-                yield state.usage
-            yield state.identified(Finish("truncated", CONNECTION_LOST))
+        if fault is not None:
+            for event in self._cut_off(fault, state):
+                yield event
             return
         self._cuts = 0
         for event in state.finish():
             yield event
+
+    def _fault(self, err: BaseException, state: _StreamState) -> ModelError:
+        """What broke a stream that had started: the network (a ModelConnectionError), or the
+        server (an error event, data that is not JSON)."""
+        after = _chunks(state.chunks)
+        if isinstance(err, APITimeoutError):
+            fault: ModelError = ModelConnectionError(
+                f"the model endpoint at {self.base_url} stopped sending for {self.timeout:g} s "
+                f"in the middle of the response (after {after})")
+        elif isinstance(err, APIConnectionError):
+            fault = ModelConnectionError(
+                f"the connection to {self.base_url} broke in the middle of the response "
+                f"(after {after}): {_cause(err)}")
+        elif isinstance(err, json.JSONDecodeError):
+            fault = ModelError(f"the endpoint at {self.base_url} sent an event that is not "
+                               f"JSON (after {after}): {err}")
+        else:
+            fault = ModelError(f"the endpoint at {self.base_url} reported an error in the "
+                               f"middle of the response: {_server_message(err)}")
+        fault.__cause__ = err
+        return fault
+
+    def _cut_off(self, fault: ModelError, state: _StreamState) -> list[ModelEvent]:
+        """The end of a stream ``fault`` broke: what arrived is kept, as a cut-off like
+        ``length`` (tool calls it had only begun are dropped: their arguments would be cut
+        too). Raises ``fault`` when nothing of the reply arrived (the request failed)."""
+        dropped = isinstance(fault, ModelConnectionError)
+        if not (state.chunks if dropped else state.received):
+            raise fault
+        if dropped:
+            self._cuts += 1
+            finish = Finish("truncated", CONNECTION_LOST)
+        else:
+            finish = Finish("truncated", STREAM_ERROR, error=_error_text(fault))
+        usage = [state.usage] if state.usage is not None else []
+        return [*state.flush(), *usage, state.identified(finish)]
 
     def _status_error(self, err: APIStatusError) -> ModelError:
         status = err.status_code
@@ -328,18 +363,32 @@ def _renames(call: _Call, name: str | None) -> bool:
     return bool(name) and bool(call.name) and call.name != name
 
 
+class _ErrorEvent(Exception):
+    """An error event the SDK passes on as a chunk (vLLM's ``{"object": "error"}``)."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.body = body
+        super().__init__(str(body.get("message") or "an error event without a message"))
+
+
 class _StreamState:
     def __init__(self, number: int) -> None:
         self.number = number
         self.chunks = 0
+        #: Whether any of the reply arrived (text, reasoning or a tool-call fragment): an error
+        #: event before that is a failed request, after it a cut-off.
+        self.received = False
         self.tool_calls = _ToolCalls()
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self.response_id: str | None = None
         self.response_model: str | None = None
+        self.think = LeadingThink()
 
     def feed(self, chunk: Any) -> list[ModelEvent]:
         self.chunks += 1
+        if getattr(chunk, "object", None) == "error":  # vLLM's error event
+            raise _ErrorEvent(dict(getattr(chunk, "model_extra", None) or {}))
         events: list[ModelEvent] = []
         if self.response_id is None:  # the same in every chunk: read once, for the trace
             self.response_id = getattr(chunk, "id", None) or None
@@ -365,12 +414,18 @@ class _StreamState:
         events: list[ModelEvent] = []
         reasoning = _extra(delta, "reasoning_content")
         if isinstance(reasoning, str) and reasoning:
+            self.received = True
             events.append(ReasoningDelta(reasoning))
         for attr in ("content", "refusal"):
             text = getattr(delta, attr, None)
             if isinstance(text, str) and text:
-                events.append(TextDelta(text))
+                self.received = True
+                if attr == "content" and self.think.phase != "text":
+                    events.extend(self.think.feed(text))
+                else:
+                    events.append(TextDelta(text))
         for fragment in getattr(delta, "tool_calls", None) or []:
+            self.received = True
             function = getattr(fragment, "function", None)
             index = getattr(fragment, "index", None)
             self.tool_calls.add(
@@ -384,8 +439,12 @@ class _StreamState:
                                 getattr(legacy, "arguments", None) or None)
         return events
 
+    def flush(self) -> list[ModelEvent]:
+        """What the leading-think reader still holds, at the end of the stream."""
+        return self.think.end()
+
     def finish(self) -> list[ModelEvent]:
-        events: list[ModelEvent] = []
+        events: list[ModelEvent] = self.flush()
         position = 0
         for call in self.tool_calls.calls:
             if not call.name and not call.arguments:
@@ -402,6 +461,48 @@ class _StreamState:
     def identified(self, finish: Finish) -> Finish:
         """``finish`` with the response's id and model."""
         return replace(finish, response_id=self.response_id, response_model=self.response_model)
+
+
+class _ErrorLineDecoder(SSEDecoder):
+    """The SDK's SSE decoder, plus the two error lines servers send outside the SSE format,
+    which the SDK would drop: llama.cpp's ``error: {json}`` line and Ollama's bare JSON error
+    object (a line ``{"error": ...}`` without ``data:``). Each becomes at once the event the SDK
+    raises :class:`APIError` for (``data: {"error": ...}``)."""
+
+    def decode(self, line: str) -> ServerSentEvent | None:
+        if line.startswith("error:") or line.startswith("{"):
+            body = _error_body(line[6:] if line.startswith("error:") else line)
+            if body is not None:
+                return ServerSentEvent(data=json.dumps({"error": body}))
+        return super().decode(line)
+
+
+def _error_body(text: str) -> Any:
+    """The error a non-SSE error line carries, or None when the line is something else."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text.strip() or None if not text.lstrip().startswith("{") else None
+    if isinstance(value, dict) and "error" in value:
+        return value["error"] or value
+    return value if isinstance(value, dict) and ("message" in value or "code" in value) \
+        else None
+
+
+class _Client(AsyncOpenAI):
+    """The SDK's client with :class:`_ErrorLineDecoder` for its streams (the client's own
+    seam for the decoder)."""
+
+    def _make_sse_decoder(self) -> SSEDecoder:
+        return _ErrorLineDecoder()
+
+
+def _error_text(error: ModelError) -> str:
+    """The server's own words in an error event, for the user."""
+    cause = error.__cause__
+    if isinstance(cause, (APIError, _ErrorEvent)):
+        return _server_message(cause)
+    return str(error)
 
 
 def _extra(obj: Any, name: str) -> Any:
@@ -433,8 +534,10 @@ def _cause(err: BaseException) -> str:
     return text
 
 
-def _server_message(err: APIError) -> str:
+def _server_message(err: APIError | _ErrorEvent) -> str:
     """The message the server put in its error body, else the SDK's."""
+    if isinstance(err, _ErrorEvent):
+        return str(err)
     body = err.body
     if isinstance(body, dict):
         message = body.get("message") or body.get("error") or body.get("detail")

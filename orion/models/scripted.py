@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from orion.models.base import ModelRequest, ScriptError
 from orion.models.events import (
+    LeadingThink,
     ModelEvent,
     ReasoningDelta,
     TextDelta,
@@ -142,9 +143,17 @@ async def stream_reply(reply: ModelReply, number: int) -> AsyncIterator[ModelEve
     for chunk in reply.reasoning_chunks():
         await pause()
         yield ReasoningDelta(chunk)
+    # Text is read as a server's content is: a leading <think> block is reasoning.
+    think = LeadingThink()
     for chunk in reply.text_chunks():
         await pause()
-        yield TextDelta(chunk)
+        if think.phase == "text":
+            yield TextDelta(chunk)
+            continue
+        for event in think.feed(chunk):
+            yield event
+    for event in think.end():
+        yield event
     for n, call in enumerate(reply.tool_calls, start=1):
         await pause()
         yield ToolCall(call.id or f"call_{number}_{n}", call.name, call.arguments_text())

@@ -51,6 +51,7 @@ INT = {name: _int for name in ("count", "line", "ms", "amount", "size", "repeat"
 
 DONE_PROMPT = "If you're finished, reply with DONE on its own line; otherwise continue."
 CONTINUE_PROMPT = "Your output was cut off."
+UNFINISHED_PROMPT = "Your message stopped in the middle of line"
 CORRECTIONS_PROMPT = "Correction round"
 UNITS_MS = {"ms": 1, "millisecond": 1, "milliseconds": 1, "second": 1000, "seconds": 1000,
             "s": 1000, "minute": 60_000, "minutes": 60_000, "min": 60_000,
@@ -382,9 +383,13 @@ def begins_plain(orion_world: World, operation: str, path: str, intent: str | No
 
 
 @step(parsers.re(rf'the model begins to insert into {PATH} (?P<position>before|after) the line '
-                 rf'with "(?P<marker>[^"]+)"'))
-def begins_insert(orion_world: World, path: str, position: str, marker: str) -> None:
-    _begin(orion_world, path, "insert", location_marker=unescape(marker), position=position)
+                 rf'(?P<kind>with|matching) "(?P<marker>[^"]+)"'))
+def begins_insert(orion_world: World, path: str, position: str, kind: str,
+                  marker: str) -> None:
+    """``with "text"``: the marker is text; ``matching "pattern"``: a regular expression."""
+    extra = {"marker_regex": True} if kind == "matching" else {}
+    _begin(orion_world, path, "insert", location_marker=unescape(marker), position=position,
+           **extra)
 
 
 @step(parsers.re(rf'the model begins to replace the block of {PATH} between '
@@ -809,6 +814,14 @@ def tool_result_fields(orion_world: World, fields: str) -> None:
 def tool_result_field_is(orion_world: World, field: str, value: str) -> None:
     result = json.loads(_last_outcome(orion_world).content)
     assert str(result.get(field)) == value, result
+
+
+@then(parsers.re(rf"the tool result's \"session_dir\" is the journal of {PATH}"))
+def tool_result_session_dir(orion_world: World, path: str) -> None:
+    result = json.loads(_last_outcome(orion_world).content)
+    directory = Path(result["session_dir"])
+    assert directory == _session_dir(orion_world, path), result
+    assert (directory / "metadata.json").is_file(), sorted(directory.iterdir())
 
 
 # -- Then: files -----------------------------------------------------------------------------
@@ -1323,14 +1336,16 @@ def notices_hold_no_content(orion_world: World) -> None:
 
 @then("the trace holds none of the streamed content")
 def trace_holds_no_content(orion_world: World) -> None:
-    """No file under the state directory but the journals and the backups holds a line the
-    model streamed: not the trace database (nor its WAL), not the plan store."""
+    """No file under the state directory but the journals, the backups and the text set aside
+    holds a line the model streamed: not the trace database (nor its WAL), not the plan
+    store."""
     _trace_events(orion_world)  # flushed
     lines = set(_book(orion_world)["streamed"])
     assert lines, "the scenario streamed no content"
     for path in orion_world.state_dir.rglob("*"):
         relative = path.relative_to(orion_world.state_dir)
-        if not path.is_file() or relative.parts[0] in ("write_sessions", "backups"):
+        if not path.is_file() or relative.parts[0] in ("write_sessions", "backups",
+                                                         "set_aside"):
             continue
         data = path.read_bytes().decode("utf-8", "replace")
         leaked = [line for line in lines if line in data]
@@ -1363,3 +1378,30 @@ def model_stops_mid_line(orion_world: World, count: int, path: str | None) -> No
     cut = _book(orion_world)["next_line"][target]
     text += f"Line {cut} of"
     _model_says(orion_world, **_per_line(text), finish_reason="stop")
+
+
+# -- what is content: the rules the model is told (features/content_integrity.feature) -------
+
+
+@then(parsers.re(r"the model is asked whether the file ends in the middle of line "
+                 r"(?P<line>\d+)"), converters=INT)
+def asked_about_unfinished_line(orion_world: World, line: int) -> None:
+    wanted = f"{UNFINISHED_PROMPT} {line},"
+    assert _asked_since(orion_world, wanted), \
+        f"the model was not asked about line {line}: {_show_requests(orion_world)}"
+
+
+@then(parsers.re(rf"the text set aside for {PATH} is {TEXT}"))
+def text_set_aside_is(orion_world: World, path: str, text: str) -> None:
+    """What ``orion sessions show`` prints of the parts still set aside, joined."""
+    from orion.write_session.recovery import show
+    shown = show(orion_world.state_dir, _session_id(orion_world, path))
+    kept = b"".join(shown.set_aside.read(part.number) for part in shown.set_aside.pending)
+    assert kept.decode("utf-8", "replace") == unescape(text), shown.set_aside.parts
+
+
+@step(parsers.re(r'the model thinks "(?P<thought>(?:[^"\\]|\\.)*)" and replies '
+                 r'"(?P<text>(?:[^"\\]|\\.)*)"'))
+def model_thinks_and_replies(orion_world: World, thought: str, text: str) -> None:
+    """A reply with reasoning (``reasoning_content``) before its text."""
+    _model_says(orion_world, reasoning=unescape(thought), text=unescape(text))

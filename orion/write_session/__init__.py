@@ -1,7 +1,16 @@
 """The write session: large file writes through the plain-text channel.
 
 The model calls ``WritePlanTool_begin`` with a small plan, streams the content as plain text and
-ends it with a line ``DONE``. Orion journals the content to disk as it arrives, validates and
-repairs it, continues automatically when the output is cut off, and writes the target once,
-atomically.
+ends it with a line ``DONE``. Orion journals the content to disk as it arrives, decides what is
+content by the rules the model was told (text kept out of the file is set aside, never lost),
+validates and repairs it, continues automatically when the output is cut off, and writes the
+target once, atomically.
+
+The modules, by what they own: ``plan`` (the questionnaire and its checks), ``protocol`` (the
+end marker), ``session`` with ``ingest``, ``decision``, ``message_end`` and ``finalize`` (one
+session: the hot path, the decision, carrying it out, the write), ``set_aside`` (the text kept
+out of the file), ``journal`` (the content on disk), ``operations`` and ``edit_validation``
+(the write itself), ``repair`` (corrections), ``undo`` (undo records), ``manager`` (the
+sessions of a runtime), and crash recovery behind ``recovery``: ``orphans``, ``interrupted``,
+``startup``, ``leftovers``, ``recover``, ``orphan_commands`` and ``durations``.
 """

@@ -368,7 +368,44 @@ class Journal:
                 except OSError as exc:
                     self._disk_failed(exc, self.content_path)
 
+    def insert(self, at: int, data: bytes) -> None:
+        """Put ``data`` into the content at byte ``at`` (text set aside that the model put
+        back): the content after it is written again after it, in memory and on disk. Rare and
+        small, so the simple way: truncate, then append both."""
+        if not data:
+            return
+        tail = self.read(at) if at < self._size else b""
+        self.truncate(at)
+        for piece in (data, tail):
+            if piece:
+                self.append(piece.decode("utf-8", "surrogateescape"))
+
     # -- reading -----------------------------------------------------------------------------
+
+    def last_line(self) -> bytes:
+        """The content after its last line break: the unfinished last line (empty when the
+        content ends with a line break)."""
+        with self._buf.getbuffer() as view:
+            start = bytes(view[max(0, self._size - 4096):self._size]).rfind(b"\n")
+            if start >= 0 or self._size <= 4096:
+                start = (max(0, self._size - 4096) + start + 1) if start >= 0 else 0
+                return bytes(view[start:self._size])
+        content = self._buf.getvalue()
+        return content[content.rfind(b"\n") + 1:]
+
+    def head_lines(self, n: int) -> list[str]:
+        """The first ``n`` complete lines, without their line breaks (``\r\n`` too)."""
+        lines: list[str] = []
+        with self._buf.getbuffer() as view:
+            start = 0
+            while len(lines) < n:
+                end = bytes(view[start:start + 65536]).find(b"\n")
+                if end < 0:
+                    break
+                line = bytes(view[start:start + end])
+                lines.append(line.decode("utf-8", "replace").removesuffix("\r"))
+                start += end + 1
+        return lines
 
     def content(self) -> bytes:
         """Everything received so far: the journal's own buffer, not a copy (finalizing reads

@@ -76,6 +76,7 @@ class SessionManager:
         runtime.user_gates.append(session.hold)
         return {"session_id": lifecycle.id, "stage": "awaiting_content",
                 "target_file": checked.relative, "operation": plan.operation.value,
+                "session_dir": str(journal.directory),
                 "instruction": instruction(checked.relative, session.terminator)}
 
     def summaries(self) -> list[SessionSummary]:
@@ -86,7 +87,7 @@ class SessionManager:
         journal, restore the lifecycle from its saved snapshot, make it this
         runtime's active session, and take the statechart's continuing path: ``truncated`` with
         the saved bytes, lines and last lines, so the model is asked to continue after the last
-        saved line (the prompt waits in the outbox; the caller lets the runtime answer it).
+        saved line (the prompt waits in the runtime; the caller lets the runtime answer it).
 
         A session that crashed after DONE (``finalizing``) is finalized again instead, and one
         that waited for corrections (``needs_corrections``) is validated again, which asks for
@@ -132,9 +133,9 @@ class SessionManager:
         runtime = self.runtime
         snapshot = journal.state.get("snapshot")
         if isinstance(snapshot, dict):
-            # Prompts still queued in the snapshot belong to the dead conversation.
+            # The dead conversation's model was asked; the new one has not been yet.
             snapshot = {**snapshot, "context": {**(snapshot.get("context") or {}),
-                                                "outbox": [], "asked": False}}
+                                                "asked": False}}
             try:
                 return definition.restore(snapshot, clock=runtime.lifecycle_clock,
                                           host=runtime)
@@ -172,10 +173,15 @@ class SessionManager:
 
 
 def instruction(target: str, terminator: str) -> str:
+    """What the begin result tells the model: the rules that decide what its text is."""
     return (f"Now output the content for {target} as plain text in your next message, not in "
             "a tool call and not wrapped in a code fence, and end it with a line that is exactly "
-            f"{terminator}. If your output is cut off, Orion saves what arrived and asks you to "
-            "continue.")
+            f"{terminator}. Everything you write as plain text until that line is added to the "
+            "file, in as many messages as it takes. Text in a message that also calls a tool "
+            f"is set aside, not added, and so is text after the {terminator} line; Orion tells "
+            "you when it sets text aside, and WritePlanTool_keep puts it back. If the file's "
+            "last line has no line break, end your message with it and Orion asks. If your "
+            "output is cut off, Orion saves what arrived and asks you to continue.")
 
 
 def manager_for(runtime: Runtime) -> SessionManager:

@@ -27,7 +27,8 @@ Semantics (the operations themselves live in :mod:`orion.write_session.operation
   line break at the end of the content is dropped unless ``search`` itself ends with one.
 
 Matching. Markers and ``search`` are matched exactly (case, spaces and punctuation count) as
-substrings of the file's bytes, in UTF-8; their line breaks are matched in the file's own
+substrings of the file's bytes, in UTF-8 (an insert's ``location_marker`` may instead be a
+regular expression, with ``marker_regex``: it is searched in each line); their line breaks are matched in the file's own
 convention (so ``"a\\nb"`` finds ``a\\r\\nb`` in a CRLF file). A marker must occur exactly once,
 counting overlapping occurrences; ``search`` at least once. A UTF-8 byte order mark at the
 start of the file is never part of a match.
@@ -50,6 +51,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import os
+import re
 import stat
 from dataclasses import dataclass
 from enum import StrEnum
@@ -90,9 +92,12 @@ OPERATION_FIELDS: dict[Operation, tuple[str, ...]] = {
     Operation.REPLACE_BLOCK: ("start_marker", "end_marker"),
     Operation.REPLACE_ALL: ("search",),
 }
+#: Fields an operation may have but does not require.
+OPTIONAL_FIELDS: dict[Operation, tuple[str, ...]] = {Operation.INSERT: ("marker_regex",)}
 #: Which operation each operation-specific field belongs to.
 FIELD_OPERATION: dict[str, Operation] = {
-    name: op for op, names in OPERATION_FIELDS.items() for name in names}
+    name: op for fields in (OPERATION_FIELDS, OPTIONAL_FIELDS)
+    for op, names in fields.items() for name in names}
 #: Fields matched as text in the file (all but ``position``).
 TEXT_FIELDS = ("location_marker", "start_marker", "end_marker", "search")
 
@@ -147,6 +152,11 @@ class WritePlan(BaseModel):
         description="insert only (required there): text that occurs exactly once in the file, "
                     "matched exactly (case and spaces count). The content goes before or after "
                     "the whole line that contains it.")
+    marker_regex: bool | None = Field(
+        default=None,
+        description="insert only (optional): true when location_marker is a regular "
+                    "expression (Python syntax), searched in each line of the file; it must "
+                    "match exactly once, and not an empty text.")
     position: Literal["before", "after"] | None = Field(
         default=None,
         description="insert only (required there): 'before' or 'after' the line containing "
@@ -261,6 +271,35 @@ def _positions(body: bytes, needle: bytes, *, overlapping: bool) -> list[int]:
     return found
 
 
+def _regex_match(name: str, pattern: str, body: bytes, relative: str) -> Match:
+    """Where the regular expression ``pattern`` matches, line by line (a line is short, so a
+    pattern that backtracks badly stays cheap): the byte offset of each match, and the bytes
+    of the first one as the needle (one match is all a marker may have)."""
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        at = f" at position {exc.pos}" if exc.pos is not None else ""
+        raise PlanRejected(f"{name} {_quote(pattern)} is not a valid regular expression "
+                           f"({exc.msg}{at}); fix it, or leave marker_regex out to match the "
+                           "text exactly.", field=name) from exc
+    positions: list[int] = []
+    needle = b""
+    offset = 0
+    for line in body.split(b"\n"):
+        text = line.decode("utf-8", "surrogateescape").removesuffix("\r")
+        for found in compiled.finditer(text):
+            if found.start() == found.end():
+                raise PlanRejected(f"{name} {_quote(pattern)} matches an empty text in "
+                                   f"{relative}; give a pattern that matches some of the line.",
+                                   field=name)
+            start = offset + len(text[:found.start()].encode("utf-8", "surrogateescape"))
+            if not positions:
+                needle = found.group(0).encode("utf-8", "surrogateescape")
+            positions.append(start)
+        offset += len(line) + 1
+    return Match(name, needle, positions)
+
+
 def _quote(text: str) -> str:
     shown = text if len(text) <= QUOTE_CHARS else text[:QUOTE_CHARS] + "..."
     return repr(shown)
@@ -277,9 +316,12 @@ def match_plan(plan: WritePlan, body: bytes, relative: str) -> dict[str, Match]:
         if name not in TEXT_FIELDS:
             continue
         text = getattr(plan, name)
-        needle = with_line_ending(text.encode("utf-8"), eol)
         marker = name != "search"
-        match = Match(name, needle, _positions(body, needle, overlapping=marker))
+        if name == "location_marker" and plan.marker_regex:
+            match = _regex_match(name, text, body, relative)
+        else:
+            needle = with_line_ending(text.encode("utf-8"), eol)
+            match = Match(name, needle, _positions(body, needle, overlapping=marker))
         count = len(match.positions)
         if (marker and count != 1) or count == 0:
             lines = sorted({match.line(i, body) for i in range(count)})

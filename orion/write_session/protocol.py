@@ -31,7 +31,7 @@ Rules (see the tests in ``tests/test_end_marker.py``):
   content.
 - **What is content.** The terminator line and its newline are not content; the newline before
   it is (``"a\\nb\\nDONE\\n"`` gives ``"a\\nb\\n"``). Everything after the terminator line is
-  :attr:`EndMarker.commentary`, never content.
+  :attr:`EndMarker.commentary`, never content (the write session sets it aside).
 - **Message boundaries are line boundaries.** :meth:`EndMarker.end_message` resolves the held
   partial line: a message that ends with ``DONE`` and no newline is done; any other partial
   line is content, and the next message starts a new line for detection. This is what lets a
@@ -82,7 +82,7 @@ class EndMarker:
 
     __slots__ = ("_t", "_tlen", "_t0", "_done", "_commentary", "_fence_char", "_fence_len",
                  "_nest", "_plain", "_tphase", "_fphase", "_findent", "_fchar", "_frun",
-                 "_finfo", "_ffilled", "_held", "_term_line", "_special")
+                 "_finfo", "_ffilled", "_held", "_special")
 
     def __init__(self, terminator: str = "DONE"):
         term = terminator.strip(" \t")
@@ -106,7 +106,6 @@ class EndMarker:
         self._finfo = ""  # the current fence line's info string (its start)
         self._ffilled = False  # whether that info string is more than whitespace
         self._held: list[str] = []
-        self._term_line = ""  # the terminator line as it came (with its line break, if any)
         self._start_line()
 
     # -- state -------------------------------------------------------------------------------
@@ -202,7 +201,6 @@ class EndMarker:
         if self._tphase == self._tlen:
             self._done = True
             self._plain = False
-            self._term_line = "".join(self._held)
             self._held = []
             return ""
         held = "".join(self._held) if self._held else ""
@@ -214,35 +212,6 @@ class EndMarker:
     def new_message(self) -> None:
         """A new model message starts: clear the commentary of the previous one."""
         self._commentary = []
-
-    def reclaim(self) -> str:
-        """The text after the terminator line that is content after all; call it when the
-        message has ended, with :attr:`done` True.
-
-        A message such as ``"Task A\\nDONE\\nTask B\\nDONE"`` has a second terminator line
-        later in the same message: the first one was a line of the document (a checklist, a
-        page about this protocol), so everything up to the *last* terminator line is content.
-        The returned text (the earlier terminator lines included, as they came) follows the
-        content already returned; :attr:`commentary` keeps only what follows the last one."""
-        if not self._done or not self._commentary:
-            return ""
-        rest = "".join(self._commentary)
-        parts: list[str] = []
-        term = self._term_line
-        while True:
-            # A terminator line is only recognised outside a fenced block, so the text after
-            # one starts outside any block: a fresh scanner reads it exactly.
-            scan = EndMarker(self._t)
-            content = scan.feed(rest) + scan.end_message()
-            if not scan.done:
-                break
-            parts += [term, content]
-            term, rest = scan._term_line, scan.commentary
-        if not parts:
-            return ""
-        self._term_line = term
-        self._commentary = [rest] if rest else []
-        return "".join(parts)
 
     def save(self) -> tuple:
         """The scanner's whole state, to :meth:`restore` it: a message that turns out not to be
@@ -334,7 +303,6 @@ class EndMarker:
         if self._tphase == self._tlen:
             self._done = True
             self._plain = False
-            self._term_line = "".join(self._held) + seg + "\n"
             self._held = []
             return None
         if self._held:

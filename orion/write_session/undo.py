@@ -26,6 +26,7 @@ __all__ = ["UNDO", "UndoRecord", "prune", "records", "undo_record_path", "write_
 
 UNDO = "undo"
 BACKUPS = "backups"
+SET_ASIDE = "set_aside"  # the text a session set aside (orion.write_session.set_aside)
 LEGACY_NAME = "undo.json"
 
 
@@ -35,13 +36,16 @@ def undo_record_path(state_dir: Path, session_id: str) -> Path:
 
 def write_undo_record(state_dir: Path, *, session_id: str, relative: str, operation: str,
                       sha256: str, backup: Path | None, written_at_ms: float,
-                      status: str = "written") -> Path:
-    """Write the record atomically (temp file and rename); ``OSError`` when the disk refuses."""
+                      status: str = "written", set_aside: int = 0) -> Path:
+    """Write the record atomically (temp file and rename); ``OSError`` when the disk refuses.
+    ``set_aside``: lines of the session's text set aside, not written (``orion sessions
+    show`` prints them)."""
     path = undo_record_path(state_dir, session_id)
     replace_json(path, {"session_id": session_id, "target_file": relative,
                         "operation": operation, "sha256": sha256,
                         "backup": str(backup) if backup else None,
-                        "written_at_ms": written_at_ms, "status": status})
+                        "written_at_ms": written_at_ms, "status": status,
+                        "set_aside": set_aside})
     return path
 
 
@@ -73,7 +77,8 @@ class UndoRecord:
                 "written_at_ms": self.data.get("written_at_ms"),
                 "status": "undone" if self.data.get("undone") else self.data.get("status",
                                                                                   "written"),
-                "backup": self.data.get("backup"), "record": str(self.path)}
+                "backup": self.data.get("backup"), "record": str(self.path),
+                "set_aside": self.data.get("set_aside") or 0}
 
 
 def _load(path: Path) -> dict[str, Any] | None:
@@ -129,6 +134,7 @@ def prune(state_dir: Path, keep: int, *, open_sessions: set[str] = frozenset()) 
         if record.id in open_sessions:
             continue
         shutil.rmtree(Path(state_dir) / BACKUPS / record.id, ignore_errors=True)
+        shutil.rmtree(Path(state_dir) / SET_ASIDE / record.id, ignore_errors=True)
         record.path.unlink(missing_ok=True)
         removed.append(record.id)
     return removed

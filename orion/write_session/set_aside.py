@@ -1,0 +1,250 @@
+"""Text set aside: what a write session's model streamed that is not in the content.
+
+A session keeps every character the model streams. What a rule keeps out of the file (text
+beside a tool call, text after the ``DONE`` line, an unfinished line the continuation did not
+send again, a continuation that started the file over; see :mod:`orion.write_session.decision`)
+is a *part*: numbered from 1, with why it was set aside, where it was in the content (where
+``WritePlanTool_keep`` puts it back), its size and its first line. Each part's bytes are a file
+beside the journal, exactly as they arrived::
+
+    <session directory>/set_aside/
+        1.txt           the text of part 1
+        index.json      the parts: why, where, size, first line, whether they were put back
+
+Once the session's target is written (or the session is abandoned) the journal goes, and the
+parts move to ``<state_dir>/set_aside/<session id>/``, where ``orion sessions show ID`` prints
+them; they are pruned with the session's undo record (``keep_backups``). The bytes are held in
+memory too: a disk that refuses the part file (full, read-only) loses nothing while the
+process lives, as the journal does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Part", "SetAside", "ARCHIVE", "archived", "first_line", "count_lines"]
+
+#: The directory of a session's parts, in its journal directory and under the state directory.
+ARCHIVE = "set_aside"
+INDEX = "index.json"
+#: How much of a part's first line notices and prompts quote.
+FIRST_LINE_CHARS = 60
+
+
+def count_lines(data: bytes) -> int:
+    """Lines as people count them: a last line without a line break counts too."""
+    if not data:
+        return 0
+    return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+
+
+def first_line(data: bytes) -> str:
+    """The first line that is not blank, shortened for a notice."""
+    for raw in data.split(b"\n"):
+        line = raw.decode("utf-8", "replace").strip()
+        if line:
+            return line if len(line) <= FIRST_LINE_CHARS else line[:FIRST_LINE_CHARS] + "…"
+    return ""
+
+
+@dataclass
+class Part:
+    number: int
+    #: Why it was set aside (one of the reasons in :mod:`orion.write_session.decision`).
+    why: str
+    #: Where it was in the content, in bytes: where putting it back inserts it.
+    at: int
+    bytes: int
+    lines: int
+    first_line: str
+    kept: bool = False
+    #: Where it comes among parts at the same place: the stream's order (its number, unless an
+    #: unfinished line was set aside after text that followed it).
+    order: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.order:
+            self.order = float(self.number)
+
+    def describe(self) -> str:
+        """``part 2 (3 lines, first line 'Task B')``."""
+        count = f"{self.lines} line{'s' if self.lines != 1 else ''}"
+        first = f", first line {self.first_line!r}" if self.first_line else ""
+        return f"part {self.number} ({count}{first})"
+
+
+class SetAside:
+    """The parts of one session, kept in ``directory`` (``set_aside/`` in the session's journal
+    directory, or its archive)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self.parts: list[Part] = []
+        self._texts: dict[int, bytes] = {}
+        #: The file the parts were set aside from (kept in an archive's index).
+        self.target: str | None = None
+
+    # -- reading ------------------------------------------------------------------------------
+
+    @property
+    def pending(self) -> list[Part]:
+        """The parts not put back."""
+        return [part for part in self.parts if not part.kept]
+
+    @property
+    def lines(self) -> int:
+        """Lines still set aside."""
+        return sum(part.lines for part in self.pending)
+
+    def get(self, number: int) -> Part | None:
+        for part in self.parts:
+            if part.number == number:
+                return part
+        return None
+
+    def read(self, number: int) -> bytes:
+        """A part's text, as it arrived."""
+        if number in self._texts:
+            return self._texts[number]
+        return (self.directory / f"{number}.txt").read_bytes()
+
+    # -- changing ----------------------------------------------------------------------------
+
+    def add(self, why: str, data: bytes, at: int, *, tail: bool = False) -> Part:
+        """Set ``data`` aside (it was at byte ``at`` of the content). ``tail``: ``data`` was the
+        content's end, from ``at`` on, and leaves it now: parts set aside after it (at the
+        content's end) come to ``at`` too, after it."""
+        part = Part(len(self.parts) + 1, why, at, len(data), count_lines(data),
+                    first_line(data))
+        if tail:
+            later = [p for p in self.pending if p.at > at]
+            for other in later:
+                other.at = at
+            if later:
+                part.order = min(p.order for p in later) - 0.5
+        self.parts.append(part)
+        self._texts[part.number] = data
+        self._save(part.number, data)
+        return part
+
+    def put_back(self, number: int) -> bytes:
+        """Mark part ``number`` as put back into the content at its place; returns its text.
+        Parts that were later in the content move by its size."""
+        part = self.get(number)
+        if part is None or part.kept:
+            raise KeyError(number)
+        data = self.read(number)
+        part.kept = True
+        for other in self.pending:
+            if other.at > part.at or (other.at == part.at and other.order > part.order):
+                other.at += len(data)
+        self._save(None, None)
+        return data
+
+    def _save(self, number: int | None, data: bytes | None) -> None:
+        """Best effort: the bytes stay in memory whatever the disk says."""
+        try:
+            self.directory.mkdir(exist_ok=True)
+            if number is not None and data is not None:
+                (self.directory / f"{number}.txt").write_bytes(data)
+            _replace(self.directory / INDEX, {"parts": [asdict(p) for p in self.parts]})
+        except OSError:
+            pass
+
+    def archive(self, state_dir: Path, session_id: str, target: str) -> Path | None:
+        """Keep the parts where ``orion sessions show`` finds them once the journal is gone:
+        ``<state_dir>/set_aside/<session id>/``, with the ``target`` they were set aside from.
+        Nothing happens when nothing was set aside."""
+        if not self.parts:
+            return None
+        target_file, target = target, Path(state_dir) / ARCHIVE / session_id
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+            for part in self.parts:
+                (target / f"{part.number}.txt").write_bytes(self.read(part.number))
+            _replace(target / INDEX, {"target_file": self.target or target_file,
+                                      "parts": [asdict(p) for p in self.parts]})
+        except OSError:
+            return None
+        return target
+
+    # -- the state a checkpoint saves -------------------------------------------------------------
+
+    def to_state(self) -> list[dict[str, Any]]:
+        return [asdict(part) for part in self.parts]
+
+    @classmethod
+    def of_journal(cls, journal_directory: Path) -> SetAside:
+        """The parts saved in a session's journal directory (none yet for a new session):
+        what an adopted session and ``orion sessions show`` read."""
+        return cls.load(Path(journal_directory) / ARCHIVE)
+
+    @classmethod
+    def load(cls, directory: Path) -> SetAside:
+        store = cls(directory)
+        store.parts = _read_index(store.directory)
+        index, _ = _read(store.directory / INDEX)
+        if isinstance(index, dict) and isinstance(index.get("target_file"), str):
+            store.target = index["target_file"]
+        return store
+
+
+def archived(state_dir: Path, session_id: str) -> SetAside | None:
+    """The archived parts of a finished session, or None."""
+    directory = Path(state_dir) / ARCHIVE / session_id
+    if not directory.is_dir():
+        return None
+    return SetAside.load(directory)
+
+
+def archived_ids(state_dir: Path) -> list[str]:
+    try:
+        return [e.name for e in os.scandir(Path(state_dir) / ARCHIVE) if e.is_dir()]
+    except OSError:
+        return []
+
+
+def remove_archive(state_dir: Path, session_id: str) -> None:
+    shutil.rmtree(Path(state_dir) / ARCHIVE / session_id, ignore_errors=True)
+
+
+def _read(path: Path) -> tuple[Any, str | None]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")), None
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        return None, str(exc)
+
+
+def _read_index(directory: Path) -> list[Part]:
+    data, _ = _read(directory / INDEX)
+    parts: list[Part] = []
+    if isinstance(data, dict) and isinstance(data.get("parts"), list):
+        for item in data["parts"]:
+            try:
+                parts.append(Part(**item))
+            except TypeError:
+                continue
+    if parts:
+        return parts
+    # No index (a crash between the part file and the index): the files are the truth.
+    try:
+        numbers = sorted(int(e.name[:-4]) for e in os.scandir(directory)
+                         if e.name.endswith(".txt") and e.name[:-4].isdigit())
+    except OSError:
+        return []
+    for number in numbers:
+        data_bytes = (directory / f"{number}.txt").read_bytes()
+        parts.append(Part(number, "unknown", 0, len(data_bytes), count_lines(data_bytes),
+                          first_line(data_bytes)))
+    return parts
+
+
+def _replace(path: Path, data: Any) -> None:
+    temp = path.with_name(path.name + ".tmp")
+    temp.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
+    os.replace(temp, path)

@@ -1,0 +1,223 @@
+"""What ``orion run`` and ``orion chat`` do first with the write sessions of earlier processes.
+
+A write that already happened is only cleaned up, old orphans are removed, a session marked
+for ``--continue`` is adopted by the new runtime, and the others are offered for recovery.
+Temp files of killed writes are swept, and backups beyond ``keep_backups`` pruned. A session
+whose lock names a running process (:meth:`Journal.is_live`) is never touched."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orion.errors import OrionError
+from orion.write_session.journal import marks, remove_session, unmark
+from orion.write_session.undo import prune as prune_backups
+from orion.write_session.durations import format_duration
+from orion.write_session.interrupted import already_written, finish_cleanup
+from orion.write_session.leftovers import sweep_temp_leftovers
+from orion.write_session.orphans import RESUME, Orphan, load, sessions_dir
+
+if TYPE_CHECKING:
+    from orion.runtime.runtime import Runtime
+
+
+#: ``orphan_ttl_ms`` when the statechart cannot be loaded.
+DEFAULT_TTL_MS = 3_600_000
+
+# -- startup ------------------------------------------------------------------------------------
+
+
+@dataclass
+class StartupAction:
+    """What :func:`startup` did with one orphan: ``repaired``, ``expired``, ``adopted``,
+    ``offered`` or ``failed``, and the notice it gave."""
+
+    session_id: str
+    action: str
+    notice: str
+
+
+#: Up to this many orphans are named at start, a line each; more are summed up in one line.
+NAMED_AT_START = 3
+
+
+def startup(runtime: Runtime) -> list[StartupAction]:
+    """Handle the orphans of the runtime's state directory when ``orion run`` or ``orion chat``
+    starts; every action is also a notice for the reporter. Live sessions and this runtime's
+    own are skipped. The caller lets the runtime answer a prompt an adopted session queued
+    (``await runtime.pump()``).
+
+    Start-up does not grow with the number of orphans: one listing of ``write_sessions/``
+    finds the sessions marked for ``--continue`` or caught while writing their target (those
+    are opened and handled), a stat per session finds the ones past ``orphan_ttl_ms`` (opened
+    and removed), and the rest are named a line each when there are a few, or counted in one
+    line pointing at ``orion sessions list``."""
+    from orion.write_session.manager import manager_for
+
+    manager = manager_for(runtime)
+    owned = {session.id for session in manager.sessions}
+    try:
+        ttl = int(runtime.definition("write_session").settings.get("orphan_ttl_ms",
+                                                                    DEFAULT_TTL_MS))
+    except OrionError:
+        ttl = DEFAULT_TTL_MS
+    now = runtime.clock.now_ms()
+    actions: list[StartupAction] = []
+    _housekeeping(runtime)
+    try:
+        directories, marked = marks(sessions_dir(runtime.state_dir))
+    except (FileNotFoundError, NotADirectoryError):
+        return actions
+    except OSError as exc:
+        runtime.reporter.notice(f"could not look for orphaned write sessions: {exc}")
+        return actions
+    entries = {entry.name: entry for entry in directories if entry.name not in owned}
+    flagged = (marked["resume"] | marked["finalizing"]) & entries.keys()
+    named = [load(Path(entries[name].path), now_ms=now) for name in sorted(flagged)]
+    rest = [entry for name, entry in entries.items() if name not in flagged]
+    if ttl > 0:  # a stat each: only directories untouched for longer than the TTL are opened
+        expired = set()
+        for entry in rest:
+            if _older_than(entry, now - ttl):
+                orphan = load(Path(entry.path), now_ms=now)
+                if orphan.age_ms is not None and orphan.age_ms > ttl:
+                    named.append(orphan)
+                    expired.add(entry.name)
+        rest = [entry for entry in rest if entry.name not in expired]
+    if len(rest) <= NAMED_AT_START:
+        named += [load(Path(entry.path), now_ms=now) for entry in rest]
+        rest = []
+    named.sort(key=lambda o: (o.last_save_ms is None, o.last_save_ms or 0.0, o.id))
+    for orphan in named:
+        if orphan.live:
+            continue
+        try:
+            action = _startup_one(runtime, manager, orphan, ttl, now)
+        except (OrionError, OSError, ValueError) as exc:
+            action = StartupAction(orphan.id, "failed",
+                                   f"could not check write session {orphan.short}: {exc}")
+        actions.append(action)
+        runtime.reporter.notice(action.notice)
+        _trace(runtime, orphan, action)
+    if rest:
+        action = _summed_up(runtime, rest, now)
+        actions.append(action)
+        runtime.reporter.notice(action.notice)
+    runtime.deliver_prompts()
+    return actions
+
+
+def _older_than(entry: os.DirEntry[str], limit_ms: float) -> bool:
+    """Whether a session directory was last changed before ``limit_ms`` (wall clock). The
+    journal renames or creates a file in it at least once per flush interval while it
+    writes, so this never misses a session that is past its TTL."""
+    try:
+        return entry.stat().st_mtime * 1000.0 < limit_ms
+    except OSError:
+        return False
+
+
+def _summed_up(runtime: Runtime, rest: list[os.DirEntry[str]], now: float) -> StartupAction:
+    """One line for many orphans, naming the newest (the one most likely wanted)."""
+    def changed(entry: os.DirEntry[str]) -> float:
+        try:
+            return entry.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    newest = load(Path(max(rest, key=changed).path), now_ms=now)
+    count = len(rest)
+    notice = (f"{count} write sessions from other runs are kept in "
+              f"{sessions_dir(runtime.state_dir)}; the newest is {newest.short} for "
+              f"{newest.describe(now)}. `orion sessions list` shows them all, "
+              f"`orion sessions recover ID` writes or continues one, `orion sessions clean` "
+              "removes old ones")
+    from orion.trace.events import Kind, TraceEvent
+
+    runtime.tracer.emit(TraceEvent(
+        Kind.RECOVERY, f"offered {count} write sessions", runtime.clock.now_ms(),
+        runtime.conversation.id, "", {"orion.action": "offered", "orion.sessions": count}))
+    return StartupAction("", "offered", notice)
+
+
+def _housekeeping(runtime: Runtime) -> None:
+    """At start: temp files a killed write left beside its target go, and backups beyond
+    ``keep_backups`` are pruned. A failure here only costs a notice."""
+    try:
+        removed = sweep_temp_leftovers(runtime.workspace, runtime.state_dir)
+    except OSError as exc:
+        runtime.reporter.notice(f"could not look for leftover temp files: {exc}")
+        removed = []
+    if removed:
+        runtime.reporter.notice(f"removed {len(removed)} temp file(s) an interrupted write left "
+                                f"behind: {', '.join(removed[:5])}"
+                                + (" ..." if len(removed) > 5 else ""))
+    try:
+        keep = int(runtime.definition("write_session").settings.get("keep_backups", 100))
+    except OrionError:
+        keep = 100
+    try:
+        open_ids = {entry.name for entry in os.scandir(sessions_dir(runtime.state_dir))}
+    except OSError:
+        open_ids = set()
+    try:
+        prune_backups(runtime.state_dir, keep, open_sessions=open_ids)
+    except OSError as exc:
+        runtime.reporter.notice(f"could not prune old backups: {exc}")
+
+
+def _startup_one(runtime: Runtime, manager: Any, orphan: Orphan, ttl: int,
+                 now: float) -> StartupAction:
+    workspace, state_dir = runtime.workspace, runtime.state_dir
+    if orphan.finalizing and already_written(orphan, workspace, state_dir, runtime.plugins):
+        relative = finish_cleanup(orphan, workspace, state_dir, "repaired", now)
+        return StartupAction(orphan.id, "repaired", f"repaired session {orphan.short}: "
+                                                    f"{relative} was already written")
+    if ttl > 0 and orphan.age_ms is not None and orphan.age_ms > ttl:
+        remove_session(orphan.directory)
+        return StartupAction(orphan.id, "expired",
+                             f"removed orphaned write session {orphan.short} for "
+                             f"{orphan.describe(now)}: older than {format_duration(ttl)}")
+    if orphan.status == "resume" and not orphan.problems:
+        try:
+            session = manager.adopt(orphan)
+        except OrionError as exc:
+            (orphan.directory / RESUME).unlink(missing_ok=True)
+            unmark(orphan.directory, "resume")
+            return StartupAction(orphan.id, "failed",
+                                 f"could not continue write session {orphan.short} for "
+                                 f"{orphan.describe(now)}: {exc}. " + _offer(orphan))
+        return StartupAction(orphan.id, "adopted",
+                             f"continuing write session {orphan.short} for "
+                             f"{orphan.describe(now)} ({session.state})")
+    if orphan.blocked:
+        return StartupAction(orphan.id, "offered",
+                             f"write session {orphan.short} for {orphan.describe(now)} was "
+                             f"blocked ({'; '.join(orphan.blocked[:3])}): fix its content, "
+                             f"then {_offer(orphan)}")
+    if orphan.problems:
+        return StartupAction(orphan.id, "offered",
+                             f"damaged write session {orphan.short} "
+                             f"({'; '.join(orphan.problems)}): orion sessions discard "
+                             f"{orphan.short}")
+    return StartupAction(orphan.id, "offered", f"orphaned write session {orphan.short} for "
+                                               f"{orphan.describe(now)}: {_offer(orphan)}")
+
+
+def _offer(orphan: Orphan) -> str:
+    return (f"orion sessions recover {orphan.short} --finalize | --continue, or orion sessions "
+            f"discard {orphan.short}")
+
+
+def _trace(runtime: Runtime, orphan: Orphan, action: StartupAction) -> None:
+    from orion.trace.events import Kind, TraceEvent
+
+    runtime.tracer.emit(TraceEvent(
+        Kind.RECOVERY, f"{action.action} {orphan.target_file or orphan.short}",
+        runtime.clock.now_ms(), runtime.conversation.id, orphan.id,
+        {"orion.action": action.action, "orion.target": orphan.target_file or "",
+         "orion.lines": orphan.lines, "orion.bytes": orphan.bytes,
+         "orion.status": orphan.status}))
