@@ -59,7 +59,8 @@ def test_the_old_chart_runs_migrated_with_a_warning_for_each_thing_it_lacks(team
     warnings = [line for line in result.stdout.splitlines() if "warning:" in line]
     assert len(warnings) == 13  # 9 tags, 3 triggers, 1 setting
     assert all(line.endswith("[SC504]") and "`orion migrate lifecycles/write_session.yaml` "
-               in line and "; this chart was written for version 1)" in line
+               in line and "; this chart names no contract version, so it counts as version 1)"
+               in line
                for line in warnings), warnings
     [unfinished] = [w for w in warnings if "'unfinished'" in w]
     assert "(contract version 3 of built-in write_session, Orion 0.2.0;" in unfinished
@@ -341,3 +342,68 @@ def _state(chart: dict, path: str) -> dict:
     for name in path.split("."):
         node = node["states"][name]
     return node
+
+
+OLD_0_1_0 = REPO / "tests" / "data" / "write_session_0_1_0.yaml"
+
+#: A message that stops in the middle of a line (the `unfinished` trigger), the line sent again.
+CUT_MID_LINE = BEGIN_A_TXT + """\
+  - model: {text: "one\\ntw"}
+  - expect: "Your message stopped in the middle of line 2"
+  - model: {text: "two\\nDONE\\n"}
+  - model: {text: "Written."}
+"""
+
+
+def _route_of(t: dict) -> tuple:
+    return t.get("id"), t["trigger"], t["source"], t.get("dest"), t.get("actions")
+
+
+def test_a_chart_copied_from_0_1_0_runs_a_cut_line_before_and_after_its_migration(tmp_path):
+    """0.1.0's chart has tags and a contract, but no `unfinished`: one warning, naming contract
+    version 3; it runs migrated, and `orion migrate` adds `ask_unfinished` where Orion's chart
+    has it."""
+    ws = tmp_path / "team"
+    (ws / "lifecycles").mkdir(parents=True)
+    chart = ws / "lifecycles" / "write_session.yaml"
+    shutil.copyfile(OLD_0_1_0, chart)
+    (ws / "orion.yaml").write_text("statecharts: [lifecycles/write_session.yaml]\n")
+    script = tmp_path / "script.yaml"
+    script.write_text(CUT_MID_LINE)
+    check = orion("check", cwd=ws)
+    assert check.returncode == 0, check.stdout + check.stderr
+    [warning] = [line for line in check.stdout.splitlines() if "warning:" in line]
+    assert "handles trigger 'unfinished' (contract version 3 of built-in write_session, Orion " \
+           "0.2.0; this chart names no contract version, so it counts as version 1)" in warning
+    ran = orion("run", str(script), cwd=ws)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert (ws / "a.txt").read_text() == "one\ntwo\n"
+    assert "`orion migrate lifecycles/write_session.yaml`" in ran.stderr
+    before = chart.read_text()
+    assert orion("migrate", "lifecycles/write_session.yaml", cwd=ws).returncode == 0
+    assert _added_lines(before, chart.read_text())[:2] == ["version: 3", "- id: ask_unfinished"]
+    migrated, builtin = (yaml.safe_load(p.read_text()) for p in (chart, BUILTIN))
+    assert [_route_of(t) for t in migrated["transitions"]] == \
+        [_route_of(t) for t in builtin["transitions"]]
+    check = orion("check", cwd=ws)
+    assert check.returncode == 0 and "warning" not in check.stdout + check.stderr
+    (ws / "a.txt").unlink()
+    ran = orion("run", str(script), cwd=ws)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert (ws / "a.txt").read_text() == "one\ntwo\n" and "orion migrate" not in ran.stderr
+
+
+def test_a_chart_that_names_its_version_is_told_what_came_after_it(tmp_path):
+    ws = tmp_path / "ws"
+    (ws / "lifecycles").mkdir(parents=True)
+    text = BUILTIN.read_text()
+    start = text.index("  - id: ask_unfinished\n")
+    text = text[:start] + text[text.index("  - trigger: content\n", start):]
+    text = text.replace("contract:\n  version: 3\n", "contract:\n  version: 2\n")
+    (ws / "lifecycles" / "write_session.yaml").write_text(text)
+    (ws / "orion.yaml").write_text("statecharts: [lifecycles/write_session.yaml]\n")
+    check = orion("check", cwd=ws)
+    assert check.returncode == 0, check.stdout + check.stderr
+    [warning] = [line for line in check.stdout.splitlines() if "warning:" in line]
+    assert "trigger 'unfinished' (contract version 3 of built-in write_session, Orion 0.2.0; " \
+           "this chart was written for version 2): it runs migrated" in warning

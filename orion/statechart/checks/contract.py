@@ -105,10 +105,13 @@ def migratable(doc: SourceDocument, spec: StatechartSpec, required: Iterable[Req
 def _migrated(doc: SourceDocument, loc: tuple, what: str, req: Requirement, version: int,
               adds: str, *, key: bool = False) -> Diagnostic:
     release = f", Orion {req.release}" if req.release else ""
+    contract = doc.data.get("contract") if isinstance(doc.data, dict) else None
+    written = f"was written for version {version}" if isinstance(contract, dict) and \
+        "version" in contract else f"names no contract version, so it counts as version {version}"
     found = doc.diagnostic(loc, (
-        f"{what} (contract version {req.since} of {req.declared_by}{release}; this chart was "
-        f"written for version {version}): it runs migrated for this release; `orion migrate "
-        f"{doc.path}` {adds}"), key=key, code=CONTRACT_VERSION)
+        f"{what} (contract version {req.since} of {req.declared_by}{release}; this chart "
+        f"{written}): it runs migrated for this release; `orion migrate {doc.path}` {adds}"),
+        key=key, code=CONTRACT_VERSION)
     return Diagnostic(found.path, found.line, found.column, found.message, found.code,
                       "warning")
 
