@@ -152,6 +152,20 @@ def test_a_blocked_write_leaves_an_existing_file_as_it_was(world):
     assert any(n.startswith("docs/guide.md was not written") for n in world.reporter.notices)
 
 
+def test_the_next_start_names_a_blocked_write_and_why(world):
+    write_guide(world, "# Guide\n")
+    for _ in range(3):
+        world.reply(text="L1: # Guide\n")
+    world.reply(text="Understood.")
+    world.mark()
+    world.restart()
+    [named] = [n for n in world.notices_since_mark if "was blocked" in n]
+    assert "docs/guide.md (1 line" in named
+    assert f"was blocked (1:1: licence-header: the first line must be the licence header " \
+           f"{HEADER}): fix its content, then orion sessions recover " in named
+    assert not (world.workspace / "docs" / "guide.md").exists()
+
+
 def test_issues_that_do_not_block_still_end_in_the_safe_replacement_and_a_write(world):
     """Without blocking issues nothing changes: bytes are repaired, the file is written."""
     write_guide(world, f"{HEADER}\ncaf\udcc3 au lait\n")
