@@ -70,6 +70,8 @@ def render_shown(shown) -> str:
              else "nothing set aside")
     out = [f"write session {shown.id[:8]} for {shown.target_file or '?'}: {shown.status}, "
            f"{aside}"]
+    for issue in shown.blocked:
+        out.append(f"blocked by: {issue}")
     for message in shown.held:
         out.append(f"held message: {message}")
     for part in shown.set_aside.parts:

@@ -116,6 +116,11 @@ def test_a_rule_still_broken_after_the_rounds_blocks_the_write_and_keeps_the_con
     assert journal.read_text() == content
     table = orion(site, "sessions", "list", "--workspace", str(world.workspace))
     assert "blocked" in table.stderr and "licence-header" in table.stderr  # a table for people
+    shown = orion(site, "sessions", "show", session["id"][:8], "--workspace",
+                  str(world.workspace))
+    assert shown.stdout.startswith(f"write session {session['id'][:8]} for docs/guide.md: "
+                                   "blocked, nothing set aside\nblocked by: 1:1: licence-header: "
+                                   f"the first line must be the licence header {HEADER}\n")
     # recovering it checks the rule again: refused until the content keeps it
     refused = orion(site, "sessions", "recover", session["id"][:8], "--finalize",
                     "--workspace", str(world.workspace))
