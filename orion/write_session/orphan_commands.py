@@ -136,7 +136,8 @@ class Shown:
     id: str
     target_file: str | None
     #: ``live`` (its journal is owned by a running process), an orphan's status (``open``,
-    #: ``blocked``, ``resume``...; see :class:`Orphan`) or the status of its finished write (``written``, ``written_with_set_aside``, ``incomplete``...).
+    #: ``blocked``, ``resume``...; see :class:`Orphan`) or the status of its finished write
+    #: (``written``, ``written_with_set_aside``, ``incomplete``...).
     status: str
     set_aside: SetAside
     #: Messages the user typed while it was open, not sent yet (an open session only).
