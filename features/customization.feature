@@ -115,7 +115,7 @@ Feature: A team's chart keeps what Orion's code relies on
     When the code asks the chart whether it has the tag "reviewing"
     Then the answer is "no"
     When the code asks the chart whether it has the tag "reveiwing"
-    Then Orion reports an error containing "review: unknown tag 'reveiwing' (the statechart's states carry: done, editing, open, reviewing)"
+    Then Orion reports an error containing "review: unknown tag 'reveiwing' (the statechart's states have: done, editing, open, reviewing); did you mean 'reviewing'?"
     When the event "submit" is sent
     And the code asks the chart whether it has the tag "reviewing"
     Then the answer is "yes"

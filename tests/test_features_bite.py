@@ -1347,7 +1347,7 @@ mutant("paused_by_its_name", "CU-2", "orion.write_session.ingest:Ingest._start_m
 
 mutant("unknown_tag_is_no", "CU-3", "orion.statechart.interpreter.lifecycle:Lifecycle.has_tag",
        "a tag no state carries is answered False",
-       ("raise UnknownTag(self.name, tag, sorted(definition.all_tags))", "return False"))
+       ("raise UnknownTag(self.name, tag, sorted(self.definition.all_tags))", "return False"))
 
 mutant("not_allowed_lists_every_trigger", "CU-3",
        "orion.statechart.interpreter.lifecycle:Lifecycle._unanswered",

@@ -195,6 +195,10 @@ class Ingest:
                 self._restart_streamed_checks(at)
                 self._set_aside(CUT_LINE, line, at)
         rest = held[start.repeat:]
+        if start.repeat and self._marker_at_end is not None:
+            # The line sent again is read whole: a fence line cut after its first backtick
+            # is still a fence, so a DONE line in the block it opens stays content.
+            self.marker.reopen(self._marker_at_end)
         if rest.strip(" \t\r\n") and not _only_terminator(rest, self.terminator) \
                 and "content" in self.lifecycle.allowed_triggers():
             self._trigger("content")

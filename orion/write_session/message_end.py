@@ -53,6 +53,7 @@ class MessageEnds:
             self._corrections("".join(self._message_text))
             return
         if self._mode == "content":
+            self._marker_at_end = self.marker.save()
             rest = self.marker.end_message()
             if rest:
                 self.journal.append(rest)

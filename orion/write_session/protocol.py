@@ -223,6 +223,15 @@ class EndMarker:
         for name, value in zip(self.__slots__, saved):
             setattr(self, name, list(value) if isinstance(value, list) else value)
 
+    def reopen(self, saved: tuple) -> None:
+        """Go on with the line an earlier message stopped in the middle of, from ``saved``
+        (:meth:`save` just before that message's :meth:`end_message`): the next message sent
+        the line again, and only what follows the part already content is fed. What the line
+        held back went out as content at that end, so nothing is held now."""
+        self.restore(saved)
+        self._held = []
+        self._commentary = []
+
     # -- line handling -----------------------------------------------------------------------
 
     def _start_line(self) -> None:
