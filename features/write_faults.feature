@@ -163,7 +163,7 @@ Feature: A write survives the faults of its environment
     And the temp file of "mine.md" is still there
     And the temp file of "node_modules/pkg/index.js" is still there
 
-  @WF-9 @disk
+  @SR-7 @WF-2 @disk
   Scenario: A read-only file system under the journals degrades to memory, and the file is still written
     Given the directory ".orion/write_sessions" of the workspace is on a read-only disk
     When the model streams 60 lines to "docs/guide.md" and DONE
@@ -171,7 +171,7 @@ Feature: A write survives the faults of its environment
     And the user is warned once "cannot save docs/guide.md's content to disk (EROFS"
     And the write session of "docs/guide.md" is "written"
 
-  @WF-10 @truncation
+  @WS-21 @truncation
   Scenario: A connection that breaks in the middle of a reply keeps every line that arrived, and the model goes on
     Given a model endpoint on this machine
     And the endpoint then begins to create "notes.md"
@@ -187,7 +187,7 @@ Feature: A write survives the faults of its environment
     And "notes.md" holds the generated lines 1 to 35
     And the endpoint was asked 4 times
 
-  @WF-11
+  @WS-21
   Scenario: An endpoint that fails a request is one line in orion chat, and the conversation goes on
     Given a model endpoint on this machine
     And the endpoint answers HTTP 503 "upstream unavailable" until the SDK's retries are used up

@@ -1317,8 +1317,7 @@ mutant("entry_error_stops_the_transition", "SM-9", f"{SEMANTICS}:LifecycleTransi
 
 mutant("queue_dropped_silently", "SM-9", "orion.statechart.interpreter.lifecycle:Lifecycle._run",
        "the events queued when an action failed are dropped without a report",
-       ("self._discard(name, queued.kwargs, \"an action failed before it was processed\")",
-        "pass"))
+       ("self._discard(name, queued.kwargs, reason)", "pass"))
 
 mutant("descriptor_matches_its_parent_only", "SM-10", "orion.statechart.model.events:matching_descriptors",
        "a descriptor answers an event one token longer, not deeper ones",
@@ -1331,7 +1330,8 @@ mutant("wildcard_suffix_kept", "SM-10", "orion.statechart.model.events:normalize
 
 # CU: contracts and overlays ------------------------------------------------------------------
 
-mutant("replacement_not_held_to_its_base", "CU-1", "orion.statechart.io.catalog:Catalog._resolve",
+mutant("replacement_not_held_to_its_base", "CU-1",
+       "orion.statechart.io.catalog:Catalog._resolve_document",
        "a chart is held to its own contract only, not to that of the chart it replaces",
        ("for lower in below:", "for lower in below[:0]:"))
 
@@ -1358,7 +1358,7 @@ mutant("not_allowed_lists_every_trigger", "CU-3",
 mutant("replace_drops_unnamed_fields", "CU-4",
        "orion.statechart.io.overlay:_TransitionEdits.replace",
        "a replaced transition keeps only the fields the overlay gives",
-       ("self.items[at] = ({**data, **patch}, [", "self.items[at] = (dict(patch), ["))
+       ("node.data = {**node.data, **patch}", "node.data = dict(patch)"))
 
 mutant("setting_replaced_whole", "CU-4", "orion.statechart.io.overlay:_merge_values",
        "an overlay's setting replaces the base's whole (its type and bounds are lost)",
@@ -1413,7 +1413,7 @@ mutant("live_temp_judged_by_age", "WF-8", "orion.write_session.leftovers:remove_
         "entry.stat(follow_symlinks=False).st_mtime < LEGACY_TEMP_AGE_S:"))
 
 
-@variant("WF-9", "orion.write_session.journal:DEGRADING_ERRNOS",
+@variant("SR-7", "orion.write_session.journal:DEGRADING_ERRNOS",
          "a read-only file system is not among the errors that degrade the journal to memory",
          partial=True)
 def read_only_is_fatal(p: Patcher) -> None:
@@ -1423,12 +1423,12 @@ def read_only_is_fatal(p: Patcher) -> None:
                  DEGRADING_ERRNOS - {errno.EROFS})
 
 
-mutant("connection_cut_escapes", "WF-10", "orion.models.openai_compat:OpenAICompatibleModel._stream",
+mutant("connection_cut_escapes", "WS-21", "orion.models.openai_compat:OpenAICompatibleModel._stream",
        "only an error status ends a stream as a cut-off; a connection that breaks escapes",
        ("except (APIError, _ErrorEvent, json.JSONDecodeError) as err:",
         "except (APIStatusError, _ErrorEvent, json.JSONDecodeError) as err:"))
 
-mutant("any_endpoint_error_ends_chat", "WF-11", "orion.runtime.chat:_guarded",
+mutant("any_endpoint_error_ends_chat", "WS-21", "orion.runtime.chat:_guarded",
        "orion chat ends on any model error, not only on a rejected key",
        ("if isinstance(exc, ModelAuthError):", "if isinstance(exc, ModelAuthError.__base__):"))
 
