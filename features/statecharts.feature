@@ -667,3 +667,25 @@ Feature: What the statechart engine does with a chart
     And the chart is in "idle"
     When the event "abort.now" is sent
     Then the chart is in "aborted"
+
+  @SM-11
+  Scenario: Events that keep leading back to themselves stop after 10,000, where they are, and what is left queued is reported
+    Given the statechart:
+      """
+      statechart: spin
+      initial: idle
+      states:
+        idle: {}
+        spinning: {entry: send_again}
+      transitions:
+        - {trigger: go, source: idle, dest: spinning}
+        - {trigger: again, source: spinning, dest: spinning, guards: always}
+        - {trigger: stop, source: spinning, dest: idle}
+      """
+    When the event "go" is sent
+    Then Orion reports an error containing "trigger 'go' did not come to rest within 10,000 microsteps (state 'spinning'; still queued: again)"
+    And the chart is in "spinning"
+    And the action "send again" ran 10,001 times
+    And the event "again" was discarded because "the trigger did not come to rest"
+    When the event "stop" is sent
+    Then the chart is in "idle"

@@ -1328,6 +1328,15 @@ mutant("wildcard_suffix_kept", "SM-10", "orion.statechart.model.events:normalize
        ("descriptor[:-2]", "descriptor[:-1]"))
 
 
+mutant("microstep_limit_off_by_one", "SM-11", "orion.statechart.interpreter.lifecycle:Lifecycle._run",
+       "the limit counts one microstep more than it allows",
+       ("for _ in range(MAX_MICROSTEPS):", "for _ in range(MAX_MICROSTEPS + 1):"))
+
+mutant("limit_leaves_the_queue_unreported", "SM-11",
+       "orion.statechart.interpreter.lifecycle:Lifecycle._run",
+       "the events left queued at the microstep limit are dropped without a report",
+       ("except (ActionError, MacrostepLimit) as exc:", "except ActionError as exc:"))
+
 # CU: contracts and overlays ------------------------------------------------------------------
 
 mutant("replacement_not_held_to_its_base", "CU-1",

@@ -205,6 +205,13 @@ def actions_ran(orion_world: World, docstring: str) -> None:
     assert ran == wanted, "the actions ran as:\n  " + "\n  ".join(ran or ["(none)"])
 
 
+@then(parsers.re(r'the action "(?P<entry>[^"]+)" ran (?P<count>[\d,]+) times'))
+def action_ran_times(orion_world: World, entry: str, count: str) -> None:
+    """Since the last When step: how often the action noted ``entry`` (``send again``)."""
+    ran = _chart(orion_world).since_mark.count(entry)
+    assert ran == int(count.replace(",", "")), f"{entry!r} ran {ran:,} times"
+
+
 @then("no action ran")
 def no_action_ran(orion_world: World) -> None:
     ran = _chart(orion_world).since_mark
