@@ -248,6 +248,13 @@ Feature: Nothing the model streams is lost without a word
     And the write session of "notes.txt" is "written"
 
   @WS-23
+  Scenario: A think block after a blank line, its end split between two chunks, is reasoning too
+    When the model begins to create "notes.txt"
+    And the model replies in the chunks "\n<think>\nDONE\n</th", "ink>\nalpha\n" and "DONE\n"
+    Then the content of "notes.txt" is "alpha\n"
+    And the write session of "notes.txt" is "written"
+
+  @WS-23
   Scenario: Reasoning holds DONE lines without ending the content
     When the model begins to create "notes.txt"
     And the model thinks "The file ends with a line\nDONE\n" and replies "alpha\nDONE\n"

@@ -1208,6 +1208,14 @@ mutant("quoted_line_before_the_cut_dropped", "AC-7", "orion.write_session.decisi
         "    if text.startswith(unfinished):\n"))
 
 
+mutant("think_after_white_space_is_content", "WS-23", "orion.models.events:LeadingThink.feed",
+       "a <think> block after a line break or a space is taken for content",
+       ("begun = held.lstrip()", "begun = held"))
+
+mutant("think_close_split_across_chunks", "WS-23", "orion.models.events:LeadingThink.feed",
+       "a </think> split between two chunks is not recognised",
+       ("keep = _partial_suffix(held, self.CLOSE)", "keep = 0"))
+
 # SM: statechart semantics -----------------------------------------------------------------
 
 SEMANTICS = "orion.statechart.interpreter.semantics"
