@@ -27,13 +27,12 @@ import pytest
 import yaml
 
 from orion.confined import PathSwapped, TEMP_MARK, open_parent, temp_name
-from orion.errors import OrionError
 from orion.models.script import load_script
 from orion.plugins import make_plugin_manager
 from orion.runtime.report import Reporter
 from orion.runtime.runner import play
 from orion.testing.faults import (KILLED_WRITER, RACER, SWAPPER, WITHOUT_OVERRIDE, MountRefused,
-                                  fill, mount_tmpfs, remount, unmount)
+                                  fill, mount_tmpfs, plans_into, remount, unmount)
 from orion.testing.faults import AtFinalization as Plugin
 from orion.write_session.operations import execute
 from orion.write_session.plan import PlanRejected, WritePlan, check_plan
@@ -389,16 +388,8 @@ def test_a_symlink_swap_race_never_writes_outside(tmp_path):
         proc.kill()
         proc.wait()
         pytest.skip("renameat2(RENAME_EXCHANGE) is not available here")
-    written = refused = 0
     try:
-        for i in range(500):
-            plan = WritePlan(intent="race", target_file=f"sub/f{i}.md", operation="create")
-            try:
-                checked = check_plan(plan, workspace=ws, state_dir=ws / ".orion")
-                execute(checked, b"data\n", state_dir=ws / ".orion", session_id=f"s{i}")
-                written += 1
-            except (OrionError, OSError):
-                refused += 1
+        written, refused = plans_into(ws, "sub", 500)
     finally:
         stop.touch()
         swaps = int(proc.communicate(timeout=60)[0].strip() or 0)

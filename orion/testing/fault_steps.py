@@ -261,21 +261,8 @@ def swapper(orion_world: World, path: str, request: pytest.FixtureRequest) -> No
 def plans_write_into(orion_world: World, count: int, path: str) -> None:
     """Each a plan checked and executed as a write session does (``create``); a write the
     swap makes fail is counted as refused. The swapping stops afterwards."""
-    from orion.errors import OrionError
-    from orion.write_session.operations import execute
-    from orion.write_session.plan import WritePlan, check_plan
-
-    workspace = orion_world.workspace
-    written = refused = 0
     try:
-        for i in range(count):
-            plan = WritePlan(intent="race", target_file=f"{path}/f{i}.md", operation="create")
-            try:
-                checked = check_plan(plan, workspace=workspace, state_dir=workspace / ".orion")
-                execute(checked, b"data\n", state_dir=workspace / ".orion", session_id=f"s{i}")
-                written += 1
-            except (OrionError, OSError):
-                refused += 1
+        written, refused = faults.plans_into(orion_world.workspace, path, count)
     finally:
         process, stop = orion_world.data["swapper"]
         stop.touch()

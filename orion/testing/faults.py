@@ -22,7 +22,7 @@ from orion import hookimpl
 
 __all__ = ["DAMAGE", "KILLED_WRITER", "LIVE_WRITER", "LOCK_HOLDER", "RACER", "SWAPPER",
            "WITHOUT_OVERRIDE", "AtFinalization", "MountRefused", "fill", "mount_tmpfs",
-           "remount", "unmount"]
+           "plans_into", "remount", "unmount"]
 
 
 # -- disks ---------------------------------------------------------------------------------------
@@ -164,6 +164,26 @@ LOCK_HOLDER = textwrap.dedent("""
     print("locked", flush=True)
     time.sleep(600)
 """)
+
+
+def plans_into(workspace: Path, directory: str, count: int) -> tuple[int, int]:
+    """Check and execute ``count`` plans that create files in ``directory`` of the workspace,
+    as write sessions do (while :data:`SWAPPER` swaps it): how many were written, and how many
+    the swap made fail."""
+    from orion.errors import OrionError
+    from orion.write_session.operations import execute
+    from orion.write_session.plan import WritePlan, check_plan
+
+    written = refused = 0
+    for i in range(count):
+        plan = WritePlan(intent="race", target_file=f"{directory}/f{i}.md", operation="create")
+        try:
+            checked = check_plan(plan, workspace=workspace, state_dir=workspace / ".orion")
+            execute(checked, b"data\n", state_dir=workspace / ".orion", session_id=f"s{i}")
+            written += 1
+        except (OrionError, OSError):
+            refused += 1
+    return written, refused
 
 
 # -- damaged databases ---------------------------------------------------------------------------
