@@ -121,6 +121,21 @@ Feature: Nothing the model streams is lost without a word
     And the write session of "todo.md" is "written_with_set_aside"
     And the text set aside for "todo.md" is "Task B\nTask C\nThat is all."
 
+  @WS-15 @WS-22
+  Scenario: Two parts set aside are counted together in the report, and both are kept once the file is written
+    Given the workspace has a file "notes.md" containing "ship it on Friday\n"
+    When the model begins to create "summary.md"
+    And the model says "Let me read the notes first.\n" and calls "read_file" with:
+      """
+      {"path": "notes.md"}
+      """
+    And the model replies "# Summary\nDONE\nThat is all.\nBye.\n"
+    Then the content of "summary.md" is "# Summary\n"
+    And the model is told "3 lines set aside, not written: part 1"
+    When the user runs "orion sessions show <session>"
+    Then the console shows "Let me read the notes first."
+    And the console shows "That is all."
+
   @WS-19
   Scenario: A last line without a line break is the model's to decide
     When the model begins to create "VERSION"

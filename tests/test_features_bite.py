@@ -971,7 +971,8 @@ def narration_kept(p: Patcher) -> None:
 
 
 @variant("WS-15", "orion.write_session.session:WriteSession._tell_now",
-         "the text beside a tool call is set aside without a word to the model")
+         "the text beside a tool call is set aside without a word to the model",
+         partial=True)
 def narration_untold(p: Patcher) -> None:
     p.wrap("orion.write_session.session:WriteSession._tell_now",
            lambda original: lambda self, text: None)
@@ -999,7 +1000,8 @@ def user_message_not_held(p: Patcher) -> None:
 
 
 @variant("WS-17", "orion.write_session.session:WriteSession._journal_state",
-         "held messages live in memory only: leaving or a crash loses them")
+         "held messages live in memory only: leaving or a crash loses them",
+         partial=True)
 def held_messages_unsaved(p: Patcher) -> None:
     def make(original):
         def _journal_state(self, **kw):
@@ -1018,7 +1020,8 @@ def after_done_silent(p: Patcher) -> None:
 
 
 @variant("WS-18", "orion.write_session.message_end:MessageEnds._text_lines",
-         "a repeated DONE line after the first is kept as text")
+         "a repeated DONE line after the first is kept as text",
+         partial=True)
 def repeated_done_kept(p: Patcher) -> None:
     p.wrap("orion.write_session.message_end:MessageEnds._text_lines",
            lambda original: lambda self, text: "".join(
@@ -1075,6 +1078,10 @@ def set_aside_unreported(p: Patcher) -> None:
     p.wrap("orion.write_session.finalize:Finalizer._set_aside_report",
            lambda original: lambda self: "")
 
+
+mutant("aside_count_of_last_part", "WS-22", "orion.write_session.finalize:Finalizer._set_aside_report",
+       "the report counts the lines of the last part set aside only",
+       ("lines = sum(part.lines for part in pending)", "lines = pending[-1].lines"))
 
 @variant("WS-22", "orion.write_session.set_aside:SetAside.archive",
          "the text set aside is gone once the file is written")
