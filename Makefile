@@ -9,7 +9,7 @@ STAMP := $(VENV)/.orion-installed
 SOURCES := pyproject.toml $(shell find orion plugins statecharts examples -type f \( -name '*.py' -o -name '*.yaml' -o -name '*.json' \) 2>/dev/null)
 PYTEST_ARGS ?=
 
-.PHONY: demo test bench check clean
+.PHONY: demo test test-fast bench check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,14 @@ test: $(STAMP)
 	$(BIN)/pytest --cucumber-json=$(CUCUMBER_JSON) $(PYTEST_ARGS)
 	$(BIN)/pytest $(TEAM_EXAMPLE) --rootdir=$(TEAM_EXAMPLE) \
 		--cucumber-json=$(dir $(CUCUMBER_JSON))cucumber-team-customization.json $(PYTEST_ARGS)
+
+# The fast lane, for the edit-test loop: every test but those marked `slow` (real subprocesses,
+# terminals in tmux, a wheel built and installed; pyproject.toml registers the marker), the
+# features included, and the team-customization example. `make test` runs them all, and names
+# each slow test with its time as it finishes.
+test-fast: $(STAMP)
+	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/pytest $(TEAM_EXAMPLE) --rootdir=$(TEAM_EXAMPLE) -m "not slow" $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	for script in bench/bench_*.py; do $(BIN)/python $$script || exit 1; done

@@ -152,3 +152,30 @@ def wheel(tmp_path_factory) -> Path:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (found,) = out.glob("orion_statecharts-*.whl")
     return found
+
+
+# -- the slow lane --------------------------------------------------------------------------------
+# `make test-fast` leaves out the tests marked ``slow`` (``-m "not slow"``). In a run that has
+# them, each one's name and time is printed as it finishes, between the dots: a run that seems
+# stuck says which test it is in, and where the minutes go.
+
+
+class SlowLane:
+    def __init__(self, terminal) -> None:
+        self.terminal = terminal
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report) -> None:
+        if "slow" not in report.keywords:
+            return
+        self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
+        if report.when == "teardown":
+            self.terminal.write_line(f"slow  {self.seconds.pop(report.nodeid):5.1f} s  "
+                                     f"{report.nodeid}")
+
+
+def pytest_configure(config) -> None:
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    # verbose runs name every test already
+    if terminal is not None and config.get_verbosity() <= 0:
+        config.pluginmanager.register(SlowLane(terminal), "orion-slow-lane")

@@ -153,6 +153,7 @@ def _orion(*args: str, env: dict[str, str] | None = None, cwd: Path | None = Non
                           text=True, env=full_env, cwd=cwd, timeout=120)
 
 
+@pytest.mark.slow
 def test_python_dash_m_orion_runs_from_any_directory(tmp_path):
     proc = _orion("check", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -1267,6 +1267,7 @@ def test_every_rule_has_a_variant() -> None:
 WORKERS = max(1, min(2, os.cpu_count() or 1))
 
 
+@pytest.mark.slow
 def test_every_variant_fails_the_scenarios_of_its_rule(tmp_path: Path) -> None:
     pytest.importorskip("pytest_bdd")
     names = [v.name for v in VARIANTS]

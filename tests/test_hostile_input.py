@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ORION = str(Path(sys.executable).parent / "orion")
 
 
@@ -36,6 +38,7 @@ def test_orion_run_answers_hostile_tool_arguments_with_tool_errors(tmp_path):
     assert "I could not start the write." in said  # the conversation went on to its end
 
 
+@pytest.mark.slow
 def test_a_setting_of_10_to_the_400_is_a_located_error_of_orion_check_and_orion_run(tmp_path):
     (tmp_path / "orion.yaml").write_text("settings:\n  write_session:\n    idle_ms: 1"
                                          + "0" * 400 + "\n")
@@ -61,6 +64,7 @@ def test_an_invalid_setting_stops_orion_run_before_anything_runs(tmp_path):
     assert "Hello" not in run.stdout  # the conversation never started
 
 
+@pytest.mark.slow
 def test_a_lone_surrogate_from_the_model_does_not_end_orion_chat(tmp_path):
     # A gateway can send "\ud800" (valid JSON, not valid text): the console shows a
     # replacement character, the chat goes on to the next line.

@@ -16,6 +16,7 @@ from enum import Enum, IntEnum, StrEnum
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
@@ -433,6 +434,7 @@ _plain_values = st.recursive(
     lambda inner: st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=20)
 
 
+@pytest.mark.slow
 @given(st.dictionaries(st.text(max_size=8), _plain_values, max_size=6))
 def test_the_fast_path_for_nested_attributes_encodes_as_the_encoder_does(value):
     # Trace attributes are usually small dicts of scalars with a nested dict or two (a tool

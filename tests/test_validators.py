@@ -620,6 +620,7 @@ def big(size: int = 600_000) -> bytes:
     return block * (size // len(block) + 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tail", [b"\xff", b"\xe2\x82", b"\xf0\x9f\x98", b"\x80", b"\x00",
                                   b"\x7f", b"\x1b", "\ufffd".encode(), b"\xed\xa0\x80"])
 @pytest.mark.parametrize("where", ["end", "start", "chunk boundary"])
@@ -729,6 +730,7 @@ LINE_PIECES = ["//", "#", "/*", "*/", "<!--", "-->", "{/*", "*/}", "{#", "#}", "
                "trimmed input"]
 
 
+@pytest.mark.slow
 @QUICK
 @given(lines=st.lists(st.lists(st.one_of(st.sampled_from(LINE_PIECES).map(str.encode),
                                          st.sampled_from([b"\xff", b"\xe2\x80", b"\x80"])),
@@ -772,6 +774,7 @@ def pattern_lines(draw) -> str:
     return draw(st.sampled_from(PATTERN_OPENINGS)) + core + draw(st.sampled_from(PATTERN_CLOSINGS))
 
 
+@pytest.mark.slow
 @QUICK
 @given(line=pattern_lines(), before=st.sampled_from(["", "text\n", "## Words (12)\n", "* a\n"]),
        after=st.sampled_from(["", "\n", "\n# next\n", "\nrest\n"]))

@@ -633,6 +633,7 @@ def test_unwrapping_can_be_disabled_in_orion_yaml(tmp_path):
 # -- operations --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("seed", "plan", "content", "expected", "report"), [
     ("old\n", {"operation": "overwrite"}, "new\nlines\n", "new\nlines\n",
      "Overwrote notes.md (2 lines"),
@@ -690,6 +691,7 @@ def test_create_keeps_crlf_content_as_it_came_without_a_bom(run):
 # -- rejected plans ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("plan", "error"), [
     ({"target_file": "{outside}/x.md"}, "is an absolute path outside the workspace"),
     ({"target_file": "../outside/x.md"}, "escapes the workspace with '..'"),
