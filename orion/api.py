@@ -35,7 +35,8 @@ _WHERE = {
     "Finish": "orion.models.events", "ReasoningDelta": "orion.models.events",
     "TextDelta": "orion.models.events", "ToolCall": "orion.models.events",
     "Usage": "orion.models.events",
-    "Reporter": "orion.runtime.report",
+    "OpenWrite": "orion.runtime.report", "Reporter": "orion.runtime.report",
+    "FileReport": "orion.runtime.run_report", "RunReport": "orion.runtime.run_report",
     "Lifecycle": "orion.statechart.lifecycle", "Transition": "orion.statechart.lifecycle",
     "ToolContext": "orion.tools.executor", "execute_call": "orion.tools.executor",
     "Decision": "orion.tools.gating", "GateRequest": "orion.tools.gating",
@@ -67,7 +68,8 @@ if TYPE_CHECKING:
                               StatechartError, TriggerNotAllowed)
     from orion.models.base import ModelRequest
     from orion.models.events import Finish, ReasoningDelta, TextDelta, ToolCall, Usage
-    from orion.runtime.report import Reporter
+    from orion.runtime.report import OpenWrite, Reporter
+    from orion.runtime.run_report import FileReport, RunReport
     from orion.statechart.lifecycle import Lifecycle, Transition
     from orion.tools.executor import ToolContext, execute_call
     from orion.tools.gating import Decision, GateRequest, advertised
@@ -82,9 +84,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ActionError", "ConfigError", "ContextBlock", "ContextRequest", "Decision", "Diagnostic",
-    "Finish", "GateRequest", "Host", "Issue", "Kind", "LineView", "Lifecycle", "MARKDOWN_INFO",
-    "ModelRequest", "OrionError", "PathOutsideWorkspace", "PluginError", "ReasoningDelta",
-    "Reporter", "StatechartError", "TextDelta", "ToolCall", "ToolContext", "ToolSpec",
+    "FileReport", "Finish", "GateRequest", "Host", "Issue", "Kind", "LineView", "Lifecycle", "MARKDOWN_INFO",
+    "ModelRequest", "OpenWrite", "OrionError", "PathOutsideWorkspace", "PluginError", "ReasoningDelta",
+    "Reporter", "RunReport", "StatechartError", "TextDelta", "ToolCall", "ToolContext", "ToolSpec",
     "TraceEvent", "Transition", "TriggerNotAllowed", "Usage", "ValidationRequest", "advertised",
     "build_context", "execute_call", "find_problems", "hookimpl", "host_of", "line_spans",
     "position", "resolve_inside", "trace_events", "write_session_of", "write_sessions",

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from orion.context import ContextBlock, ContextRequest
     from orion.runtime.conversation import Budget, Message
     from orion.runtime.pipeline import System
+    from orion.runtime.report import OpenWrite
+    from orion.runtime.run_report import RunReport
     from orion.runtime.runtime import Runtime
     from orion.statechart.lifecycle import Lifecycle, Transition
     from orion.tools.gating import Decision, GateRequest
@@ -157,6 +159,31 @@ def runtime_closing(runtime: Runtime) -> None:
     """The runtime is closing (the process ends, a test's world is torn down): release what
     ``runtime_started`` set up. Called before the runtime flushes its traces and closes its
     services. Errors are reported on ``PluginManager.failures`` and do not stop the others."""
+
+
+@hookspec
+def report_run(runtime: Runtime) -> RunReport | None:
+    """``orion run`` played its script, and the runtime is about to close: return what the run
+    did that your plugin knows of, as a :class:`orion.runtime.run_report.RunReport` (its
+    sections of the JSON report, the files written, the problems that fail the run), or
+    ``None``. The runner knows no feature: the answers are the report."""
+
+
+@hookspec
+def reply_stopped(runtime: Runtime) -> str | None:
+    """The user stopped the model's reply (Ctrl-C in ``orion chat``): save what the reply was
+    doing and return one sentence for the user that says what is kept and where, or ``None``
+    when the reply touched nothing of yours. The sentences are shown in place of the chat's
+    own "stopped"."""
+
+
+@hookspec(firstresult=True)
+def open_write(runtime: Runtime) -> OpenWrite | None:
+    """The write open in ``runtime`` now, if it is yours: an
+    :class:`orion.runtime.report.OpenWrite` (its id, a word for what it does, and a function
+    that says where it stands), else ``None``. ``orion chat`` asks when a message starts (the
+    text of a write's message is its content, not a reply to show) and when it draws the live
+    line; keep it cheap. The first answer wins."""
 
 
 @hookspec

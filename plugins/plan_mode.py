@@ -25,7 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orion.api import ContextBlock, Decision, OrionError, ToolSpec, hookimpl, host_of
+from orion.api import (ContextBlock, Decision, OrionError, RunReport, ToolSpec, hookimpl,
+                       host_of)
 from orion.plan.service import (
     LIFECYCLE,
     PlanCommandError,
@@ -265,6 +266,19 @@ def _plan_command(runtime, args: str) -> str:
 def register_slash_commands(register):
     register("plan", plan_command, "work by plan: /plan on [TITLE] | approve | done | "
                                    "show [REVISION] | diff A B; /plan shows the status")
+
+
+@hookimpl
+def runtime_started(runtime):
+    """Every runtime has its plan service, closed with the runtime's services (the store it
+    opens at first use with it); plan work goes on where the store says it was."""
+    plan_service_for(runtime)
+
+
+@hookimpl
+def report_run(runtime):
+    """``orion run --json``'s ``plan``: the active plan, else the newest, else null."""
+    return RunReport(sections={"plan": plan_service_for(runtime).report()})
 
 
 @hookimpl

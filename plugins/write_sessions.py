@@ -8,7 +8,14 @@
   session's next step (DONE, a pause, a cut-off output, a corrections reply).
 - a context block while a session is open, so the protocol survives compaction.
 - the ``finalize`` hook for ``write_session`` lifecycles: the plan, executed once.
+- at ``runtime_started``, the write sessions of earlier runs: orphans offered, expired or
+  repaired, one marked for ``--continue`` adopted, temp leftovers swept and old backups pruned.
 - at ``runtime_closing``, what an open session means for the user who leaves.
+- ``open_write``: the open session, for the chat's live line; what a write changed in a file
+  that existed, for the chat (``reporter.changed``).
+- ``report_run``: the sessions of ``orion run``, the files they wrote, and the writes that
+  failed or ended incomplete (which fail the run); ``reply_stopped``: an open session saved
+  when the user stops a reply.
 """
 
 from __future__ import annotations
@@ -17,7 +24,9 @@ import uuid
 
 from pydantic import BaseModel, Field
 
-from orion.api import ContextBlock, OrionError, ToolSpec, hookimpl, write_session_of
+from orion.api import (ContextBlock, FileReport, OpenWrite, OrionError, RunReport, ToolSpec,
+                       hookimpl, write_session_of)
+from orion.write_session.diff import changes
 from orion.write_session.manager import manager_for
 from orion.write_session.operations import execute
 from orion.write_session.plan import WritePlan, check_plan
@@ -111,6 +120,7 @@ def execute_small(args: ExecuteArgs, context) -> str:
     write_id = uuid.uuid4().hex
     result = execute(checked, content, state_dir=runtime.state_dir, session_id=write_id)
     manager_for(runtime).writes.append(result)
+    _say_changes(runtime, [result])
     report = result.report
     try:
         write_undo_record(runtime.state_dir, session_id=write_id, relative=result.relative,
@@ -199,6 +209,66 @@ def conversation_reset(runtime):
 
 
 @hookimpl
+def runtime_started(runtime):
+    """``orion run``, ``orion chat``: what earlier runs left behind, before the first turn. A
+    session marked for ``--continue`` is adopted and asks the model to go on; whoever drives
+    the runtime answers that prompt (``runtime.pump()``)."""
+    from orion.write_session.startup import startup
+
+    manager_for(runtime).at_start = startup(runtime)
+
+
+@hookimpl
+def report_run(runtime):
+    manager = manager_for(runtime)
+    sessions, problems = [], []
+    for session in manager.sessions:
+        summary = session.summary()
+        sessions.append({"id": summary.id, "target_file": summary.target_file,
+                         "operation": summary.operation, "status": summary.status,
+                         "continuations": summary.continuations,
+                         "corrections": summary.corrections})
+        if summary.status == "failed":
+            outcome = "failed"
+        elif summary.status == "incomplete":  # cut off, or no DONE after the idle prompts
+            why = session.lifecycle.context.get("incomplete_reason")
+            outcome = f"is incomplete: {why or 'the output was cut off'}"
+        else:
+            continue
+        problems.append(f"the write of {summary.target_file} (session {summary.id[:8]}) "
+                        f"{outcome}")
+    # Only what this runtime wrote: another process writing in the workspace meanwhile is not
+    # this run's.
+    files = [FileReport(w.relative, w.bytes, w.sha256) for w in manager.writes]
+    return RunReport(sections={"sessions": sessions}, files=files, problems=problems)
+
+
+@hookimpl
+def reply_stopped(runtime):
+    """The reply was a write's content: it is saved, and the session stays open."""
+    session = manager_for(runtime).active
+    if session is None:
+        return None
+    session.checkpoint()
+    journal, short = session.journal, session.id[:8]
+    held = _held(session.held_messages)
+    if journal.degraded is not None:
+        return (f"reply stopped; write session {short} holds {journal.lines} lines in memory "
+                f"only ({journal.degraded}): they are lost if this chat ends{held}")
+    return (f"reply stopped; write session {short} saved ({journal.lines} lines); it stays "
+            f"open here, and `orion sessions recover {short}` finishes it from another shell"
+            f"{held}")
+
+
+def _held(messages: list[str]) -> str:
+    if not messages:
+        return ""
+    if len(messages) == 1:
+        return "; your message is held with it and sent once the file is written"
+    return f"; your {len(messages)} messages are held with it and sent once the file is written"
+
+
+@hookimpl
 def runtime_closing(runtime):
     """The process ends (``/quit``, the end of input or of a script) with a session open: say
     where its content and the user's held messages are, and how to go on. The journal keeps
@@ -208,9 +278,58 @@ def runtime_closing(runtime):
         runtime.reporter.notice(session.open_notice())
 
 
+#: The word ``orion chat``'s live line uses for a write session, by the first of its
+#: lifecycle's tags that it has (docs/write-sessions.md lists the tags); a write that has none
+#: of them is writing.
+WRITE_WORDS = (("correcting", "correcting"), ("finalizing", "checking"),
+               ("continuing", "continuing"), ("paused", "waiting"), ("receiving", "writing"))
+
+
+def write_word(lifecycle) -> str:
+    """What a write session is doing, in a word a user understands: writing, continuing,
+    checking, correcting or waiting."""
+    for tag, word in WRITE_WORDS:
+        if lifecycle.has_tag(tag):
+            return word
+    return "writing"
+
+
+@hookimpl
+def open_write(runtime):
+    session = manager_for(runtime).active
+    if session is None:
+        return None
+    return OpenWrite(session.id, write_word(session.lifecycle), session.progress)
+
+
+def _say_changes(runtime, results) -> None:
+    """What each write changed in a file that existed, for a reporter that shows it."""
+    for result in results:
+        if result.backup is not None:
+            runtime.reporter.changed(lambda result=result: _changed_lines(runtime, result))
+
+
+def _changed_lines(runtime, result) -> str:
+    try:
+        summary = changes(result.backup.read_bytes(), result.path.read_bytes()).summary()
+    except OSError as exc:
+        return f"{result.relative}: what changed cannot be read ({exc.strerror or exc})"
+    try:
+        write_id = result.backup.relative_to(runtime.state_dir / "backups").parts[0]
+    except ValueError:  # not where backups are kept: no id to name
+        return f"{result.relative}: {summary}"
+    return f"{result.relative}: {summary}; `orion sessions diff {write_id[:8]}` shows them"
+
+
 @hookimpl
 def finalize(lifecycle, transition):
     if lifecycle.name != "write_session":
         return None
     session = write_session_of(lifecycle)
-    return session.write() if session is not None else None
+    if session is None:
+        return None
+    writes = manager_for(session.runtime).writes
+    before = len(writes)
+    result = session.write()
+    _say_changes(session.runtime, writes[before:])
+    return result

@@ -27,12 +27,13 @@ from orion.runtime.runner import play
 from orion.runtime.runtime import Runtime
 from orion.write_session import recovery
 from orion.write_session.journal import Journal, _start_time, mark
+from orion.write_session.manager import manager_for
 from orion.write_session.operations import execute
 from orion.write_session.plan import WritePlan, check_plan
 from orion.write_session.recovery import (AmbiguousSession, RecoveryError, SessionLive,
                                           SessionNotFound, UndoRefused, clean, discard,
                                           mark_resume, parse_duration, recover_finalize, scan,
-                                          startup, undo)
+                                          undo)
 
 HOUR = 3_600_000.0
 
@@ -270,7 +271,7 @@ def test_startup_removes_orphans_older_than_the_ttl(tmp_path, ws, pm):
     now = fresh.last_save_ms + 60_000
     set_saved(old, now - 2 * HOUR)
     notes = Notes()
-    actions = startup(runtime_at(ws, pm, now, notes))
+    actions = manager_for(runtime_at(ws, pm, now, notes)).at_start  # what it did as it started
     assert {a.session_id: a.action for a in actions} == {old.id: "expired",
                                                           fresh.id: "offered"}
     assert not old.directory.exists() and fresh.directory.exists()
@@ -305,7 +306,7 @@ def test_many_orphans_are_summed_up_in_one_line_and_the_flagged_ones_still_handl
     marked = recovery.mark_resume(state_dir(ws), plain.pop(5).id)
     target, written = written_but_not_cleaned(ws)
     notes = Notes()
-    startup(runtime_at(ws, pm, time.time() * 1000.0, notes))
+    runtime_at(ws, pm, time.time() * 1000.0, notes)  # a runtime handles orphans as it starts
     summed = [n for n in notes.notices if "write sessions from other runs" in n]
     assert len(summed) == 1, notes.notices
     assert summed[0].startswith(f"10 write sessions from other runs are kept in "

@@ -4,15 +4,15 @@ The runner and the scripted model share one cursor over the script: the runner t
 and ``wait_ms`` entries, and every model request takes the ``expect`` and ``model`` entries in
 front of it. Time is virtual, so ``wait_ms: 2500`` passes at once.
 
-Before the first entry, orphaned write sessions are handled
-(:func:`orion.write_session.recovery.startup`); write sessions still open when the script ends
-have their journals released, as when the process exits.
+What plugins do when a runtime starts (``runtime_started``: the write sessions handle the
+orphans of earlier runs, and one marked for ``--continue`` asks the model to go on) happens
+before the first entry; what they release when it closes, after the last. The report is put
+together from the plugins' answers to ``report_run`` (:mod:`orion.runtime.run_report`).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,32 +27,41 @@ from orion.models.script import Script
 from orion.models.scripted import ScriptedModel
 from orion.plugins import PluginManager
 from orion.runtime.report import Reporter
+from orion.runtime.run_report import FileReport, RunReport
 from orion.runtime.runtime import Runtime
 from orion.trace import events as trace_events
-from orion.plan.service import plan_service_for
-from orion.write_session.manager import manager_for
-from orion.write_session.recovery import startup
 
-@dataclass(frozen=True)
-class FileReport:
-    path: str
-    bytes: int
-    sha256: str
+__all__ = ["FileReport", "RunReport", "RunResult", "play", "seed_files", "with_script_settings"]
+
+
+def _sections() -> dict[str, Any]:
+    """The sections of ``orion run --json`` that plugins fill, as they are when none does:
+    the object has the same keys whichever plugins are loaded."""
+    return {"sessions": [], "plan": None}
 
 
 @dataclass
 class RunResult:
     ok: bool
     files: list[FileReport] = field(default_factory=list)
-    sessions: list[dict[str, Any]] = field(default_factory=list)
     prompts: list[str] = field(default_factory=list)
-    plan: dict[str, Any] | None = None
     errors: list[str] = field(default_factory=list)
+    #: The plugins' sections of the report (``report_run``), by key.
+    sections: dict[str, Any] = field(default_factory=_sections)
+
+    @property
+    def sessions(self) -> list[dict[str, Any]]:
+        """The write sessions of the run, as the write sessions' plugin reports them."""
+        return self.sections.get("sessions") or []
+
+    @property
+    def plan(self) -> dict[str, Any] | None:
+        """The plan, as plan mode reports it."""
+        return self.sections.get("plan")
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "files": [asdict(f) for f in self.files],
-                "sessions": self.sessions, "prompts": self.prompts, "plan": self.plan,
-                "errors": self.errors}
+        return {"ok": self.ok, "files": [asdict(f) for f in self.files], **self.sections,
+                "prompts": self.prompts, "errors": self.errors}
 
 
 def seed_files(root: Path, files: dict[str, str]) -> None:
@@ -108,9 +117,8 @@ async def play(script: Script, *, workspace: Path, plugins: PluginManager,
                       clock=VirtualClock(start_ms=time.time() * 1000.0), reporter=reporter)
     errors: list[str] = []
     try:
-        # Orphaned write sessions first: a session marked for --continue asks the model to go
-        # on, and that request takes the script's first model entries.
-        startup(runtime)
+        # A write session adopted at start (--continue) asked the model to go on: that request
+        # takes the script's first model entries.
         await runtime.pump()
         while not cursor.done:
             entry = cursor.peek()
@@ -131,25 +139,20 @@ async def play(script: Script, *, workspace: Path, plugins: PluginManager,
         errors.append(str(exc))
         runtime.tracer.emit(trace_events.error("orion run", exc, at_ms=runtime.clock.now_ms(),
                                                conversation_id=runtime.conversation.id))
-    sessions = [{"id": s.id, "target_file": s.target_file, "operation": s.operation,
-                 "status": s.status, "continuations": s.continuations,
-                 "corrections": s.corrections} for s in manager_for(runtime).summaries()]
-    reports = {s.id: s.report for s in manager_for(runtime).summaries()}
-    for session in sessions:  # a write that failed or ended incomplete fails the run
-        # why it is incomplete, as its report says (cut off, or no DONE after the idle prompts)
-        why = re.search(r"\(incomplete: ([^)]*)\)", reports.get(session["id"], ""))
-        outcome = {"failed": "failed", "incomplete": "is incomplete: "
-                   + (why.group(1) if why else "the output was cut off")}
-        if session["status"] in outcome:
-            errors.append(f"the write of {session['target_file']} (session "
-                          f"{session['id'][:8]}) {outcome[session['status']]}")
-    writes = list(manager_for(runtime).writes)
-    plan = plan_service_for(runtime).report()
+    result = RunResult(ok=False, errors=errors)
+    for report in plugins.hook.report_run(runtime=runtime):
+        if not isinstance(report, RunReport):
+            raise TypeError(f"a report_run implementation returned {report!r}, not a RunReport")
+        result.sections.update(report.sections)
+        result.files.extend(report.files)
+        result.errors.extend(report.problems)
     runtime.close()  # flushes traces, releases open journals, closes the plan store
-    # Only what this run wrote: another process writing in the workspace meanwhile is not ours.
-    mine: dict[str, FileReport] = {}
-    for result in writes:
-        mine.pop(result.relative, None)
-        mine[result.relative] = FileReport(result.relative, result.bytes, result.sha256)
-    return RunResult(ok=not errors, files=list(mine.values()), sessions=sessions, plan=plan,
-                     prompts=list(runtime.prompts), errors=errors)
+    # A file written twice is reported once, where and as it was last written.
+    files: dict[str, FileReport] = {}
+    for file in result.files:
+        files.pop(file.path, None)
+        files[file.path] = file
+    result.files = list(files.values())
+    result.prompts = list(runtime.prompts)
+    result.ok = not result.errors
+    return result

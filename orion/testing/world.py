@@ -215,14 +215,11 @@ class World:
                                 clock=VirtualClock(start_ms=self._now_ms),
                                 reporter=self.reporter, env=self.env)
         self.starts += 1
-        # What `orion run` and `orion chat` do first: handle the write sessions a crashed
-        # process left behind (offer, expire, adopt one marked for --continue).
-        try:
-            from orion.write_session.recovery import startup
-        except ImportError:  # pragma: no cover - Orion without write sessions
-            self.startup_actions = []
-        else:
-            self.startup_actions = startup(self._runtime)
+        # The runtime handled the write sessions a crashed process left behind as it started
+        # (offer, expire, adopt one marked for --continue), as `orion run` and `orion chat` do.
+        from orion.write_session.manager import manager_for
+
+        self.startup_actions = list(manager_for(self._runtime).at_start)
 
     @property
     def state_dir(self) -> Path:

@@ -32,6 +32,9 @@ class SessionManager:
         #: Every write this runtime made (sessions and ``WritePlanTool_execute``), in order:
         #: what ``orion run`` reports as its own.
         self.writes: list[WriteResult] = []
+        #: What start-up did with the write sessions of earlier runs
+        #: (:class:`orion.write_session.startup.StartupAction`, one per orphan handled).
+        self.at_start: list[Any] = []
 
     @property
     def active(self) -> WriteSession | None:
