@@ -161,21 +161,22 @@ def wheel(tmp_path_factory) -> Path:
 
 
 class SlowLane:
-    def __init__(self, terminal) -> None:
-        self.terminal = terminal
+    def __init__(self, config) -> None:
+        self.config = config
         self.seconds: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report) -> None:
         if "slow" not in report.keywords:
             return
         self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
-        if report.when == "teardown":
-            self.terminal.write_line(f"slow  {self.seconds.pop(report.nodeid):5.1f} s  "
-                                     f"{report.nodeid}")
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if report.when == "teardown" and terminal is not None:
+            if terminal._tw.width_of_current_line:  # after the dots, on a line of its own
+                terminal.write("\n")
+            terminal.write_line(f"slow  {self.seconds.pop(report.nodeid):5.1f} s  "
+                                f"{report.nodeid}")
 
 
 def pytest_configure(config) -> None:
-    terminal = config.pluginmanager.get_plugin("terminalreporter")
-    # verbose runs name every test already
-    if terminal is not None and config.get_verbosity() <= 0:
-        config.pluginmanager.register(SlowLane(terminal), "orion-slow-lane")
+    if config.get_verbosity() <= 0:  # verbose runs name every test already
+        config.pluginmanager.register(SlowLane(config), "orion-slow-lane")
