@@ -288,7 +288,6 @@ def test_orion_run_never_overwrites_a_users_file_with_seed_content(tmp_path):
     assert (workspace / "a.md").read_text() == "my work\n"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("example", sorted((Path(__file__).parents[1] / "examples").glob("*.yaml")))
 def test_every_example_script_plays(example, tmp_path):
     result = invoke("run", str(example), "--workspace", str(tmp_path / "ws"), "--json")

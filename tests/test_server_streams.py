@@ -175,7 +175,6 @@ def test_each_error_shape_ends_the_stream_with_the_servers_words(shape):
     assert got[-1] == Finish("truncated", "error", error="overloaded, try again")
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("shape", [SERVERS[n] for n in ("openai", "openrouter", "vllm",
                                                          "llamacpp", "ollama")],
                          ids=["openai", "openrouter", "vllm", "llamacpp", "ollama"])

@@ -620,7 +620,6 @@ def big(size: int = 600_000) -> bytes:
     return block * (size // len(block) + 1)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("tail", [b"\xff", b"\xe2\x82", b"\xf0\x9f\x98", b"\x80", b"\x00",
                                   b"\x7f", b"\x1b", "\ufffd".encode(), b"\xed\xa0\x80"])
 @pytest.mark.parametrize("where", ["end", "start", "chunk boundary"])

@@ -633,7 +633,6 @@ def test_unwrapping_can_be_disabled_in_orion_yaml(tmp_path):
 # -- operations --------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("seed", "plan", "content", "expected", "report"), [
     ("old\n", {"operation": "overwrite"}, "new\nlines\n", "new\nlines\n",
      "Overwrote notes.md (2 lines"),
