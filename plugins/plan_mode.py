@@ -14,7 +14,8 @@ The five invariants, and where each is held:
    active changes nothing.
 
 The tools only send their arguments to the ``plan_mode`` lifecycle; persisting a draft is the
-``finalize`` hook's job, for the ``set_content`` transitions of the statechart. A ``plan_mode``
+job of the chart's ``finalize`` action (provided for ``plan_mode`` only, as its other actions
+are), for the ``set_content`` transitions of the statechart. A ``plan_mode``
 lifecycle without a runtime (the statechart on its own, as in docs/plugins.md) has no plan
 store: its actions do nothing and ``finalize`` leaves it to other plugins.
 """
@@ -35,6 +36,7 @@ from orion.plan.service import (
     size_problem,
 )
 from orion.plan.store import Status
+from orion_plugins.finalization import finalizer
 
 PLAN_TOOLS = ("plan_set_content", "plan_get")
 
@@ -104,10 +106,8 @@ def cancel_plan(lifecycle, transition) -> None:
         service.store.end(plan.id, cancel=True)
 
 
-@hookimpl
-def finalize(lifecycle, transition):
-    if lifecycle.name != LIFECYCLE:
-        return None
+def store_draft(lifecycle, transition):
+    """The ``finalize`` of plan mode: the draft, stored as the active plan's revision."""
     service = _service(lifecycle)
     if service is None:
         return None
@@ -125,10 +125,9 @@ def finalize(lifecycle, transition):
 
 @hookimpl
 def register_actions(register):
-    register("open_plan", open_plan)
-    register("approve_plan", approve_plan)
-    register("close_plan", close_plan)
-    register("cancel_plan", cancel_plan)
+    for action in (open_plan, approve_plan, close_plan, cancel_plan):
+        register(action.__name__, action, chart=LIFECYCLE)
+    register("finalize", finalizer(store_draft), chart=LIFECYCLE)
 
 
 # -- tools, gating and authorization --------------------------------------------------------------

@@ -7,7 +7,7 @@
 - the ``write_session`` system: after each model request, the message's end becomes the open
   session's next step (DONE, a pause, a cut-off output, a corrections reply).
 - a context block while a session is open, so the protocol survives compaction.
-- the ``finalize`` hook for ``write_session`` lifecycles: the plan, executed once.
+- the ``finalize`` action of the ``write_session`` chart: the plan, executed once.
 - at ``runtime_started``, the write sessions of earlier runs: orphans offered, expired or
   repaired, one marked for ``--continue`` adopted, temp leftovers swept and old backups pruned.
 - at ``runtime_closing``, what an open session means for the user who leaves.
@@ -31,7 +31,9 @@ from orion.write_session.manager import manager_for
 from orion.write_session.operations import execute
 from orion.write_session.plan import WritePlan, check_plan
 from orion.write_session.session import validate_write
+from orion.write_session.startup import startup
 from orion.write_session.undo import write_undo_record
+from orion_plugins.finalization import finalizer
 
 #: Content larger than this does not belong in tool-call JSON.
 EXECUTE_MAX_CONTENT = 4096
@@ -170,6 +172,11 @@ def gate_tools(tools, request):
 
 
 @hookimpl
+def register_actions(register):
+    register("finalize", finalizer(write), chart="write_session")
+
+
+@hookimpl
 def register_systems(register):
     register(WriteSessionSystem())
 
@@ -213,8 +220,6 @@ def runtime_started(runtime):
     """``orion run``, ``orion chat``: what earlier runs left behind, before the first turn. A
     session marked for ``--continue`` is adopted and asks the model to go on; whoever drives
     the runtime answers that prompt (``runtime.pump()``)."""
-    from orion.write_session.startup import startup
-
     manager_for(runtime).at_start = startup(runtime)
 
 
@@ -321,10 +326,8 @@ def _changed_lines(runtime, result) -> str:
     return f"{result.relative}: {summary}; `orion sessions diff {write_id[:8]}` shows them"
 
 
-@hookimpl
-def finalize(lifecycle, transition):
-    if lifecycle.name != "write_session":
-        return None
+def write(lifecycle, transition):
+    """The ``finalize`` of a write session: the plan, executed once."""
     session = write_session_of(lifecycle)
     if session is None:
         return None

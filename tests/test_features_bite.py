@@ -633,16 +633,16 @@ def eacces_is_fatal(p: Patcher) -> None:
     p.wrap("orion.write_session.journal:Journal._disk_failed", make)
 
 
-@variant("SR-8", "orion.runtime.runner:startup (as orion run calls it)",
+@variant("SR-8", "orion_plugins.write_sessions:startup (as runtime_started calls it)",
          "orion run skips the crash recovery at start", keyword="command_line")
 def run_skips_recovery(p: Patcher) -> None:
-    p.replace_in(("orion.runtime.runner",), "startup", lambda runtime: [])
+    p.replace_in(("orion_plugins.write_sessions",), "startup", lambda runtime: [])
 
 
-@variant("SR-8", "orion.runtime.chat:startup (as orion chat calls it)",
+@variant("SR-8", "orion_plugins.write_sessions:startup (as runtime_started calls it)",
          "orion chat skips the crash recovery at start", keyword="orion_chat")
 def chat_skips_recovery(p: Patcher) -> None:
-    p.replace_in(("orion.runtime.chat",), "startup", lambda runtime: [])
+    p.replace_in(("orion_plugins.write_sessions",), "startup", lambda runtime: [])
 
 
 @variant("SR-9", "orion_plugins.session_commands:sessions_clean",

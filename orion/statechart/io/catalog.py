@@ -214,7 +214,8 @@ class Catalog:
                 del self.sources[source.name]
 
     def _resolve(self, source: ChartSource, seen: tuple[Path, ...]) -> Resolved:
-        names = checks.Names(self.plugins.registry.guards, self.plugins.registry.actions)
+        registry = self.plugins.registry
+        names = checks.Names(registry.guards_for(source.name), registry.actions_for(source.name))
         try:
             doc = _load(source.path)
         except YamlSourceError as exc:
