@@ -58,10 +58,13 @@ async def run_chat(config: WorkspaceConfig, plugins: PluginManager, *, base_url:
     endpoint cannot be used (authentication), else 0."""
     screen = ChatScreen(out=sys.stdout)
     model = make_model(config, base_url=base_url, model_name=model_name)
+    # Said before the runtime starts: its plugins' start-up notices (the write sessions a
+    # crashed chat left) come after it.
+    screen.notice(f"orion chat with {model.name} in {config.workspace.resolve()}; /help lists "
+                  "commands")
     runtime = Runtime(model=model, plugins=plugins, workspace=config.workspace, config=config,
                       clock=RealClock(), reporter=screen)
     screen.attach(runtime)
-    screen.notice(f"orion chat with {model.name} in {runtime.workspace}; /help lists commands")
     chat = Chat(runtime, screen)
     try:
         async with model.session():  # one connection pool for the whole conversation
