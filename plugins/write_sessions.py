@@ -217,9 +217,9 @@ def conversation_reset(runtime):
 
 @hookimpl
 def runtime_started(runtime):
-    """``orion run``, ``orion chat``: what earlier runs left behind, before the first turn. A
-    session marked for ``--continue`` is adopted and asks the model to go on; whoever drives
-    the runtime answers that prompt (``runtime.pump()``)."""
+    """Every runtime (``orion run``, ``orion chat``, a test's world), before its first turn:
+    what earlier runs left behind. A session marked for ``--continue`` is adopted and asks the
+    model to go on; whoever drives the runtime answers that prompt (``runtime.pump()``)."""
     manager_for(runtime).at_start = startup(runtime)
 
 
