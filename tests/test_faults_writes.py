@@ -389,6 +389,7 @@ RACER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_two_processes_appending_at_once_lose_no_append(tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()

@@ -131,6 +131,7 @@ def test_the_temp_file_has_the_files_owner_and_mode_before_its_first_byte(tmp_pa
 # -- owner and group ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @needs_root
 def test_root_appending_to_another_users_file_keeps_its_owner_group_and_mode(tmp_path):
     ws = tmp_path / "ws"
@@ -150,6 +151,7 @@ def test_root_appending_to_another_users_file_keeps_its_owner_group_and_mode(tmp
     assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (NOBODY, NOBODY, 0o4750)
 
 
+@pytest.mark.slow
 @needs_root
 def test_a_user_keeps_the_files_group_and_is_told_it_now_owns_the_file(shared):
     """Orion as ``nobody`` (with ``users`` as a supplementary group) appends to root's file:

@@ -14,6 +14,7 @@ import pytest
 ORION = str(Path(sys.executable).parent / "orion")
 
 
+@pytest.mark.slow
 def test_orion_run_answers_hostile_tool_arguments_with_tool_errors(tmp_path):
     deep = '{"intent": ' + "[" * 100_000 + "]" * 100_000 + "}"
     digits = '{"intent": ' + "9" * 5000 + "}"
@@ -53,6 +54,7 @@ def test_a_setting_of_10_to_the_400_is_a_located_error_of_orion_check_and_orion_
     assert "idle_ms" in run.stderr and "nothing was run" in run.stderr
 
 
+@pytest.mark.slow
 def test_an_invalid_setting_stops_orion_run_before_anything_runs(tmp_path):
     (tmp_path / "orion.yaml").write_text("settings:\n  write_session:\n    flush_lines: 0\n")
     run = subprocess.run([ORION, "run", "hello", "--workspace", str(tmp_path)],
@@ -94,6 +96,7 @@ def test_a_limit_of_10_to_the_20_is_a_usage_error_not_an_overflow(tmp_path):
         assert "is not in the range" in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow
 def test_a_symbolic_link_loop_as_target_is_a_rejected_plan_not_a_plugin_failure(tmp_path):
     workspace = tmp_path / "ws"
     workspace.mkdir()

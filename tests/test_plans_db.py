@@ -261,6 +261,7 @@ def test_the_first_start_moves_every_plan_once_value_for_value(old, tmp_path):
     assert "+1. Papaya-old-draft-1303." in diff.stdout, diff.stderr
 
 
+@pytest.mark.slow
 def test_a_run_in_an_older_workspace_tells_the_user_and_goes_on_with_the_plan(old, tmp_path):
     ws = copy_of(old, tmp_path)
     before = plan_rows(ws / ".orion" / TRACES_DB)

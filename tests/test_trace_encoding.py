@@ -407,6 +407,7 @@ def check_plain(value: Any, max_text: int, key: str | None = None) -> None:
         assert value is None or t is bool or t is int, value
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(value=VALUES, max_text=st.sampled_from([0, 5, 64, 100, 1024]))
 def test_any_value_encodes_to_plain_bounded_json(value, max_text):

@@ -122,6 +122,7 @@ def scripts(draw) -> Script:
     return script
 
 
+@pytest.mark.slow
 @settings(max_examples=int(os.environ.get("ORION_PROPERTY_EXAMPLES", "45")), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(script=scripts())

@@ -1105,6 +1105,7 @@ def split(text: str, cuts: list[int]) -> list[str]:
     return [text[a:b] for a, b in zip([0, *points], [*points, len(text)])]
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(first=st.lists(st.integers(0, 10_000), max_size=30),
