@@ -84,10 +84,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ActionError", "ConfigError", "ContextBlock", "ContextRequest", "Decision", "Diagnostic",
-    "FileReport", "Finish", "GateRequest", "Host", "Issue", "Kind", "LineView", "Lifecycle", "MARKDOWN_INFO",
-    "ModelRequest", "OpenWrite", "OrionError", "PathOutsideWorkspace", "PluginError", "ReasoningDelta",
-    "Reporter", "RunReport", "StatechartError", "TextDelta", "ToolCall", "ToolContext", "ToolSpec",
-    "TraceEvent", "Transition", "TriggerNotAllowed", "Usage", "ValidationRequest", "advertised",
+    "FileReport", "Finish", "GateRequest", "Host", "Issue", "Kind", "LineView", "Lifecycle",
+    "MARKDOWN_INFO", "ModelRequest", "OpenWrite", "OrionError", "PathOutsideWorkspace",
+    "PluginError", "ReasoningDelta", "Reporter", "RunReport", "StatechartError", "TextDelta",
+    "ToolCall", "ToolContext", "ToolSpec", "TraceEvent", "Transition", "TriggerNotAllowed", "Usage", "ValidationRequest", "advertised",
     "build_context", "execute_call", "find_problems", "hookimpl", "host_of", "line_spans",
     "position", "resolve_inside", "trace_events", "write_session_of", "write_sessions",
 ]

@@ -29,11 +29,15 @@ def imported(path: Path) -> list[tuple[int, str]]:
                 parts = package.split(".")[:len(package.split(".")) - node.level + 1]
                 base = ".".join(parts + ([base] if base else []))
             found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
-        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) \
-                in ("import_module", "__import__") and node.args \
-                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+        elif isinstance(node, ast.Call) and _called(node) in ("import_module", "__import__") \
+                and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
             found.append((node.lineno, node.args[0].value))
     return found
+
+
+def _called(call: ast.Call) -> str:
+    return getattr(call.func, "attr", getattr(call.func, "id", ""))
 
 
 def feature_imports(path: Path) -> list[str]:
