@@ -139,3 +139,19 @@ Feature: Faults of the environment
     And the console shows "dropped plan"
     When the user types "/plan on"
     Then the command answers "Plan work is on"
+
+  @FS-7 @safety
+  Scenario: SIGTERM in the middle of a write keeps every line that arrived and says how to go on
+    When the user runs "orion run" in a terminal while the model writes 2000 lines to "notes.md" one every 40 ms, and SIGTERM arrives once 62 lines show
+    Then the command fails with exit code 143
+    And the open write session's journal holds every line the terminal showed
+    And the console shows "for notes.md is still open ("
+    And the console shows "`orion sessions recover "
+    And the console shows "stopped by SIGTERM"
+    And "notes.md" does not exist
+
+  @FS-7 @safety
+  Scenario: A terminal closed in the middle of a write keeps every line that arrived
+    When the user runs "orion run" in a terminal while the model writes 2000 lines to "notes.md" one every 40 ms, and the terminal closes once 62 lines show
+    Then the command fails with exit code 129
+    And the open write session's journal holds every line the terminal showed

@@ -428,6 +428,7 @@ def run(script: str, workspace: str, state_dir: str | None, as_json: bool) -> No
     from orion.errors import ConfigError
     from orion.runtime.report import ConsoleReporter, Reporter
     from orion.runtime.runner import RunResult, play
+    from orion.runtime.stop_signals import release_lost_outputs
 
     try:
         loaded, pm = _prepare_run(script, workspace, state_dir)
@@ -445,14 +446,21 @@ def run(script: str, workspace: str, state_dir: str | None, as_json: bool) -> No
                                   reporter=reporter))
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
-    if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
-    else:
-        for report in result.files:
-            say(f"[green]wrote[/green] {report.path} ({report.bytes} bytes)")
-        for error in result.errors:
-            say(f"[red]error:[/red] {escape(error)}")
-        say("[green]ok[/green]" if result.ok else "[red]failed[/red]")
+    try:
+        if as_json:
+            click.echo(json.dumps(result.to_json(), indent=2))
+        else:
+            for report in result.files:
+                say(f"[green]wrote[/green] {report.path} ({report.bytes} bytes)")
+            for error in result.errors:
+                say(f"[red]error:[/red] {escape(error)}")
+            say("[green]ok[/green]" if result.ok else "[red]failed[/red]")
+    except OSError:
+        if result.stopped is None:
+            raise  # a signal (SIGHUP: the terminal closed) may take the output with it
+    if result.stopped is not None:
+        release_lost_outputs()
+        sys.exit(128 + result.stopped)  # as a shell reports a process the signal ended
     sys.exit(0 if result.ok else 1)
 
 
@@ -508,6 +516,7 @@ def chat(base_url: str | None, model_name: str | None, workspace: str) -> None:
 
     from orion.errors import ConfigError
     from orion.runtime.chat import run_chat
+    from orion.runtime.stop_signals import Stopped, release_lost_outputs
 
     config = load_config(workspace)
     pm = _startable(config, None)
@@ -515,6 +524,14 @@ def chat(base_url: str | None, model_name: str | None, workspace: str) -> None:
         code = asyncio.run(run_chat(config, pm, base_url=base_url, model_name=model_name))
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
+    except Stopped as exc:
+        # The chat closed first: the open write session is saved and its recover line shown.
+        try:
+            say(f"[red]orion chat {exc}[/red]")
+        except OSError:
+            pass  # SIGHUP: the terminal is gone
+        release_lost_outputs()
+        code = exc.exit_code
     sys.exit(code)
 
 

@@ -1096,6 +1096,14 @@ def damaged_row_spoils_all(p: Patcher) -> None:
     p.replace("orion.plan.store:_text", lambda raw: raw.decode("utf-8"))
 
 
+@variant("FS-7", "orion.runtime.stop_signals:until_stopped",
+         "a signal ends the command where it stands (the default action)")
+def signals_unhandled(p: Patcher) -> None:
+    async def until_stopped(work, signals=()):
+        return await work
+    p.replace("orion.runtime.stop_signals:until_stopped", until_stopped)
+
+
 # -- running the variants ---------------------------------------------------------------------
 
 def _import_orion() -> None:

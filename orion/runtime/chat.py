@@ -20,6 +20,7 @@ from orion.models.openai_compat import OpenAICompatibleModel
 from orion.plugins import PluginManager
 from orion.runtime.screen import ChatScreen
 from orion.runtime.runtime import CommandError, Runtime
+from orion.runtime.stop_signals import CHAT_SIGNALS, until_stopped
 from orion.trace import events as trace_events
 from orion.write_session.recovery import startup
 
@@ -121,7 +122,7 @@ async def run_chat(config: WorkspaceConfig, plugins: PluginManager, *, base_url:
     try:
         startup(runtime)  # orphaned write sessions: notices, and --continue adopts one
         async with model.session():  # one connection pool for the whole conversation
-            return await _loop(runtime, reporter)
+            return await until_stopped(_loop(runtime, reporter), CHAT_SIGNALS)
     finally:
         runtime.close()
 

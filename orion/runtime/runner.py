@@ -28,6 +28,7 @@ from orion.models.scripted import ScriptedModel
 from orion.plugins import PluginManager
 from orion.runtime.report import Reporter
 from orion.runtime.runtime import Runtime
+from orion.runtime.stop_signals import RUN_SIGNALS, Stopped, until_stopped
 from orion.trace import events as trace_events
 from orion.plan.service import plan_service_for
 from orion.write_session.manager import manager_for
@@ -48,6 +49,8 @@ class RunResult:
     prompts: list[str] = field(default_factory=list)
     plan: dict[str, Any] | None = None
     errors: list[str] = field(default_factory=list)
+    #: The signal that stopped the run (SIGTERM, SIGHUP, SIGINT), if one did.
+    stopped: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "files": [asdict(f) for f in self.files],
@@ -107,30 +110,21 @@ async def play(script: Script, *, workspace: Path, plugins: PluginManager,
                       state_dir=state_dir, config=config,
                       clock=VirtualClock(start_ms=time.time() * 1000.0), reporter=reporter)
     errors: list[str] = []
+    stopped: Stopped | None = None
     try:
-        # Orphaned write sessions first: a session marked for --continue asks the model to go
-        # on, and that request takes the script's first model entries.
-        startup(runtime)
-        await runtime.pump()
-        while not cursor.done:
-            entry = cursor.peek()
-            if entry is None:
-                break
-            if entry.kind == "user":
-                cursor.next()
-                await runtime.handle(entry.user)
-            elif entry.kind == "wait_ms":
-                cursor.next()
-                runtime.advance(entry.wait_ms)
-                await runtime.pump()
-            else:
-                raise ScriptError(f"{entry.where}: the script has a {entry.kind} entry next, but "
-                                  "no model request came for it (Orion was waiting for the "
-                                  "user or for time to pass)")
+        await until_stopped(_play_entries(runtime, cursor), RUN_SIGNALS)
+    except Stopped as exc:
+        # SIGTERM, SIGHUP or Ctrl-C: what follows (the runtime closing) saves the open write
+        # sessions and says how to go on; the command exits with 128 + the signal's number.
+        stopped = exc
+        errors.append(f"{exc}: the run did not finish")
     except OrionError as exc:
         errors.append(str(exc))
         runtime.tracer.emit(trace_events.error("orion run", exc, at_ms=runtime.clock.now_ms(),
                                                conversation_id=runtime.conversation.id))
+    except BaseException:
+        runtime.close()  # whatever ended the run, open journals are flushed and released
+        raise
     sessions = [{"id": s.id, "target_file": s.target_file, "operation": s.operation,
                  "status": s.status, "continuations": s.continuations,
                  "corrections": s.corrections} for s in manager_for(runtime).summaries()]
@@ -152,4 +146,28 @@ async def play(script: Script, *, workspace: Path, plugins: PluginManager,
         mine.pop(result.relative, None)
         mine[result.relative] = FileReport(result.relative, result.bytes, result.sha256)
     return RunResult(ok=not errors, files=list(mine.values()), sessions=sessions, plan=plan,
-                     prompts=list(runtime.prompts), errors=errors)
+                     prompts=list(runtime.prompts), errors=errors,
+                     stopped=stopped.signum if stopped is not None else None)
+
+
+async def _play_entries(runtime: Runtime, cursor: Any) -> None:
+    """The script's entries, in order, after the orphans of earlier runs were handled."""
+    # Orphaned write sessions first: a session marked for --continue asks the model to go
+    # on, and that request takes the script's first model entries.
+    startup(runtime)
+    await runtime.pump()
+    while not cursor.done:
+        entry = cursor.peek()
+        if entry is None:
+            break
+        if entry.kind == "user":
+            cursor.next()
+            await runtime.handle(entry.user)
+        elif entry.kind == "wait_ms":
+            cursor.next()
+            runtime.advance(entry.wait_ms)
+            await runtime.pump()
+        else:
+            raise ScriptError(f"{entry.where}: the script has a {entry.kind} entry next, but "
+                              "no model request came for it (Orion was waiting for the "
+                              "user or for time to pass)")

@@ -273,13 +273,20 @@ class Runtime:
 
     def close(self) -> None:
         """Record the open turn, flush what is still batched for the trace stores, and close
-        the services (the write sessions' journals, the plan store)."""
-        self.plugins.hook.runtime_closing(runtime=self)
-        self.tracer.close()
-        for service in self.services.values():
-            close = getattr(service, "close", None)
-            if callable(close):
-                close()
+        the services (the write sessions' journals, the plan store). Each step runs even when
+        one before it failed (a terminal that went away with SIGHUP fails every notice): the
+        first failure is raised once all have run."""
+        steps = [lambda: self.plugins.hook.runtime_closing(runtime=self), self.tracer.close]
+        steps += [close for service in self.services.values()
+                  if callable(close := getattr(service, "close", None))]
+        failure: Exception | None = None
+        for step in steps:
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - raised below, after the other steps
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def _after_timer(self) -> None:
         self.deliver_prompts()

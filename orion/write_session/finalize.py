@@ -288,15 +288,17 @@ class Finalizer:
         """The process ends with the session open: close the journal, so the next start sees
         an orphan; content the journal could not save goes to a rescue file, and the user is
         told where (or that it could not be saved anywhere)."""
-        self._take_batch()
-        if self.status == "active":
-            self.checkpoint()  # with the held messages
-            if self.journal.degraded is not None:
-                kept = self._keep_content()
-                if kept is not None:
-                    self.runtime.reporter.notice(self._unsaved("is still open as Orion ends",
-                                                                kept))
-        self.journal.close()
+        try:
+            self._take_batch()
+            if self.status == "active":
+                self.checkpoint()  # with the held messages
+                if self.journal.degraded is not None:
+                    kept = self._keep_content()
+                    if kept is not None:
+                        self.runtime.reporter.notice(
+                            self._unsaved("is still open as Orion ends", kept))
+        finally:
+            self.journal.close()
 
     def _unsaved(self: WriteSession, what: str, kept: str) -> str:
         where = (f"its content ({self.journal.lines} lines) was written to {kept}"

@@ -168,8 +168,14 @@ class SessionManager:
     def close(self) -> None:
         """Release the journals of sessions still open (flushed, lock removed), as a process
         that ends does: ``orion sessions`` and the next start then see them as orphans."""
+        failure: Exception | None = None
         for session in self.sessions:
-            session.release()
+            try:
+                session.release()
+            except Exception as exc:  # noqa: BLE001 - the others are released all the same
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
 
 def instruction(target: str, terminator: str) -> str:

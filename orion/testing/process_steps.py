@@ -1,0 +1,96 @@
+"""Steps that put Orion's own process under a fault: a signal or a closed terminal in the middle
+of a write, a wall clock stepped ahead, a limit on open files or memory (docs/testing.md).
+
+They start the ``orion`` command as the steps of :mod:`orion.testing.system_steps` do (the
+scenario's environment, never the test process's ``ORION_*`` variables), and record its
+output and exit status where those steps' ``Then the console shows ...`` and ``Then the
+command fails with exit code ...`` read them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+from pytest_bdd import parsers, then, when
+
+from orion.testing.steps import PATH
+from orion.testing.system_steps import _console
+from orion.testing.terminal import InTerminal
+from orion.testing.world import World
+
+#: How long a command may run before the step fails (it bounds a hang, it measures nothing).
+COMMAND_TIMEOUT_S = 120
+
+
+def _slow_write(directory: Path, path: str, lines: int, every_ms: int) -> Path:
+    """A script: the model writes ``lines`` numbered lines to ``path``, one chunk each, with a
+    real pause of ``every_ms`` between chunks."""
+    script = {"conversation": [
+        {"user": f"Write {path}."},
+        {"model": {"tool_calls": [{"name": "WritePlanTool_begin", "arguments": {
+            "intent": "a long file", "target_file": path, "operation": "create"}}]}},
+        {"model": {"chunks": [f"line {n}\n" for n in range(1, lines + 1)] + ["DONE\n"],
+                   "chunk_delay_ms": every_ms}},
+        {"model": {"text": "Done."}},
+    ]}
+    file = directory / "script.yaml"
+    file.write_text(yaml.safe_dump(script), encoding="utf-8")
+    return file
+
+
+def _env(world: World) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("ORION_", "WRITE_SESSION_"))}
+    env.update(world.env)
+    return {**env, "TERM": "xterm", "COLUMNS": "200"}
+
+
+@when(parsers.re(r'the user runs "orion run" in a terminal while the model writes '
+                 r'(?P<lines>\d+) lines to ' + PATH + r' one every (?P<every>\d+) ms, and '
+                 r'(?P<fault>SIGTERM|SIGHUP|SIGINT|the terminal)(?: arrives| closes) once (?P<shown>\d+) '
+                 r'lines show'), converters={"lines": int, "every": int, "shown": int})
+def run_stopped_mid_write(orion_world: World, lines: int, path: str, every: int, fault: str,
+                          shown: int, request: pytest.FixtureRequest) -> None:
+    """``orion run`` in a pseudo-terminal of its own (:mod:`orion.testing.terminal`); once
+    its live line shows ``shown`` lines, the signal is sent (or the terminal closed, and the
+    kernel sends SIGHUP). What the live line showed last is kept for the Then steps."""
+    directory = Path(tempfile.mkdtemp(prefix="orion-script-"))
+    request.addfinalizer(lambda: shutil.rmtree(directory, ignore_errors=True))
+    script = _slow_write(directory, path, lines, every)
+    args = ["run", str(script)]
+    console = _console(orion_world)
+    console["mark"] = len(console["runs"])
+    orion_world.mark()
+    terminal = InTerminal([sys.executable, "-m", "orion", *args], orion_world.workspace,
+                          _env(orion_world))
+    try:
+        orion_world.data["lines shown"] = terminal.wait_for_lines(shown, COMMAND_TIMEOUT_S)
+        if fault == "the terminal":
+            terminal.hang_up()
+        else:
+            terminal.proc.send_signal(getattr(signal, fault))
+        code = terminal.wait(COMMAND_TIMEOUT_S)
+    finally:
+        terminal.close()
+    console["runs"].append({"args": args, "code": code, "stdout": terminal.text(),
+                            "stderr": ""})
+
+
+@then("the open write session's journal holds every line the terminal showed")
+def journal_holds_what_showed(orion_world: World) -> None:
+    shown = orion_world.data.get("lines shown")
+    assert shown, "no command showed a live line in this scenario"
+    sessions = orion_world.workspace / ".orion" / "write_sessions"
+    (journal,) = [p for p in sessions.iterdir() if p.is_dir()]
+    content = (journal / "content.txt").read_text(encoding="utf-8")
+    saved = content.count("\n")
+    assert content == "".join(f"line {n}\n" for n in range(1, saved + 1)), content[-300:]
+    assert saved >= shown, f"the journal holds {saved} lines; {shown} showed before"
+    assert not (journal / "lock").exists(), "the journal is still locked"
