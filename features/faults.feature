@@ -155,3 +155,49 @@ Feature: Faults of the environment
     When the user runs "orion run" in a terminal while the model writes 2000 lines to "notes.md" one every 40 ms, and the terminal closes once 62 lines show
     Then the command fails with exit code 129
     And the open write session's journal holds every line the terminal showed
+
+  @FS-8 @safety
+  Scenario: A wall clock that jumps two hours ahead does not make a fresh session old
+    When the model streams 150 lines to "docs/guide.md" without DONE
+    And Orion crashes
+    And the wall clock jumps 2 hours ahead
+    And Orion starts again 1 minute later
+    Then recovery of "docs/guide.md" is offered
+    And the journal of "docs/guide.md" is still there
+
+  @FS-8 @safety
+  Scenario: A session past its TTL goes to the trash, and only another TTL there deletes it
+    When the model streams 150 lines to "docs/guide.md" without DONE
+    And Orion crashes
+    And Orion starts again 90 minutes later
+    Then the journal of "docs/guide.md" is gone
+    And the user is told "moved orphaned write session"
+    And the user is told "It is deleted from there after another 1 h"
+    And the trash holds the journal of "docs/guide.md" with 150 lines
+    When the wall clock jumps 3 hours ahead
+    And Orion exits and starts again 30 minutes later
+    Then the trash holds the journal of "docs/guide.md" with 150 lines
+    When Orion exits and starts again 31 minutes later
+    Then the user is told "deleted write session"
+    And the trash no longer holds the journal of "docs/guide.md"
+
+  @FS-9 @safety
+  Scenario: A journal is its owner's only, whatever the umask
+    Given the workspace has a file "secret.md" with 3 lines
+    And "secret.md" has the mode 600
+    When the model begins to overwrite "secret.md"
+    And the model streams 120 more lines without DONE
+    Then the journal of "secret.md" is its owner's only
+
+  @FS-9 @safety
+  Scenario: A journal whose content is a link out of the workspace is never recovered through it
+    Given the scenario's clock starts 10 minutes before the real time
+    When the model streams 30 lines to "docs/guide.md" without DONE
+    And Orion crashes
+    And the journal file "content.txt" of "docs/guide.md" is replaced by a link to the file outside the workspace
+    And the user runs "orion sessions recover <session> --finalize"
+    Then the command fails with exit code 1
+    And the console shows "cannot be recovered: its content.txt is a symbolic link to"
+    And the console shows "Nothing written"
+    And "docs/guide.md" does not exist
+    And no file outside the workspace changed

@@ -128,12 +128,9 @@ def sessions() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the sessions as JSON.")
 def sessions_list(workspace: str, state_dir: str | None, as_json: bool) -> None:
     """List the write session directories, oldest save first."""
-    import time
-
     from orion.write_session.recovery import format_age, scan
 
-    now = time.time() * 1000.0
-    found = scan(state_path(workspace, state_dir), now_ms=now)
+    found = scan(state_path(workspace, state_dir))
     if as_json:
         click.echo(json.dumps([orphan.to_json() for orphan in found], indent=2))
         return
@@ -256,18 +253,15 @@ def sessions_discard(session_id: str, workspace: str, state_dir: str | None) -> 
 @STATE_DIR
 def sessions_clean(older_than: str, workspace: str, state_dir: str | None) -> None:
     """Remove old write sessions (never one a running process owns)."""
-    import time
-
     from orion.write_session.recovery import clean, parse_duration
 
     try:
         limit = parse_duration(older_than)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--older-than") from exc
-    now = time.time() * 1000.0
-    removed = clean(state_path(workspace, state_dir), limit, now)
+    removed = clean(state_path(workspace, state_dir), limit)
     for orphan in removed:
-        say(f"removed write session {orphan.short} for {escape(orphan.describe(now))}")
+        say(f"removed write session {orphan.short} for {escape(orphan.describe())}")
     say(f"{len(removed)} write session(s) removed")
 
 

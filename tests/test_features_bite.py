@@ -1104,6 +1104,36 @@ def signals_unhandled(p: Patcher) -> None:
     p.replace("orion.runtime.stop_signals:until_stopped", until_stopped)
 
 
+@variant("FS-8", "orion.write_session.orphans:_age",
+         "a session's age is the wall clock's word alone")
+def wall_clock_age(p: Patcher) -> None:
+    p.replace("orion.write_session.orphans:_age",
+              lambda wall, boot, now_ms, now_boot: max(0.0, now_ms - wall))
+
+
+@variant("FS-8", "orion.write_session.startup:_expire",
+         "an orphan past its TTL is deleted with its content")
+def expired_sessions_deleted(p: Patcher) -> None:
+    from orion.write_session.journal import remove_session
+    from orion.write_session.startup import StartupAction
+
+    def _expire(runtime, orphan, ttl, now, now_boot):
+        remove_session(orphan.directory)
+        return StartupAction(orphan.id, "expired", "removed orphaned write session "
+                             f"{orphan.short}: older than 1 h")
+    p.replace("orion.write_session.startup:_expire", _expire)
+
+
+@variant("FS-9", "orion.write_session.journal:open_private",
+         "journal files are opened through links, with the umask's mode")
+def journal_follows_links(p: Patcher) -> None:
+    import os
+
+    p.replace("orion.write_session.journal:open_private",
+              lambda path, flags, mode=0o600: os.open(path, flags, 0o666))
+    p.replace("orion.write_session.journal:links_in", lambda directory: {})
+
+
 # -- running the variants ---------------------------------------------------------------------
 
 def _import_orion() -> None:

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orion.clock import VirtualClock
+from orion.clock import VirtualClock, kernel_boot_time
 from orion.confined import PathSwapped, open_parent
 from orion.config import WorkspaceConfig, load_config
 from orion.errors import ConfigError, OrionError
@@ -105,10 +105,12 @@ async def play(script: Script, *, workspace: Path, plugins: PluginManager,
     config = with_script_settings(load_config(workspace), script)
     seed_files(workspace, script.files)
     cursor = script.cursor()
-    # Virtual time that starts now: timers fire without waiting, and trace times are real dates.
+    # Virtual time that starts now: timers fire without waiting, trace times are real dates,
+    # and the second clock starts at the kernel's (sessions of other processes compare with it).
     runtime = Runtime(model=ScriptedModel(cursor), plugins=plugins, workspace=workspace,
                       state_dir=state_dir, config=config,
-                      clock=VirtualClock(start_ms=time.time() * 1000.0), reporter=reporter)
+                      clock=VirtualClock(start_ms=time.time() * 1000.0, boot=kernel_boot_time()),
+                      reporter=reporter)
     errors: list[str] = []
     stopped: Stopped | None = None
     try:

@@ -1,5 +1,6 @@
-"""Steps that put Orion's own process under a fault: a signal or a closed terminal in the middle
-of a write, a wall clock stepped ahead, a limit on open files or memory (docs/testing.md).
+"""Steps that put Orion's own process and state under a fault: a signal or a closed terminal in
+the middle of a write, a wall clock stepped ahead, a journal file swapped for a link
+(docs/testing.md).
 
 They start the ``orion`` command as the steps of :mod:`orion.testing.system_steps` do (the
 scenario's environment, never the test process's ``ORION_*`` variables), and record its
@@ -20,7 +21,7 @@ import pytest
 import yaml
 from pytest_bdd import parsers, then, when
 
-from orion.testing.steps import PATH
+from orion.testing.steps import PATH, UNIT, _session_dir, _session_id, duration_ms
 from orion.testing.system_steps import _console
 from orion.testing.terminal import InTerminal
 from orion.testing.world import World
@@ -94,3 +95,58 @@ def journal_holds_what_showed(orion_world: World) -> None:
     assert content == "".join(f"line {n}\n" for n in range(1, saved + 1)), content[-300:]
     assert saved >= shown, f"the journal holds {saved} lines; {shown} showed before"
     assert not (journal / "lock").exists(), "the journal is still locked"
+
+
+# -- the wall clock ----------------------------------------------------------------------------
+
+
+@when(parsers.re(rf"the wall clock jumps (?P<amount>\d+) {UNIT} ahead"),
+      converters={"amount": int})
+def wall_clock_jumps(orion_world: World, amount: int, unit: str) -> None:
+    """An NTP correction or a virtual machine resumed with a stale clock: the wall clock
+    moves, the second clock (time since boot) does not, and no time passes for Orion."""
+    orion_world.step_wall_clock(duration_ms(amount, unit))
+
+
+def _trashed(world: World, path: str) -> Path:
+    return world.state_dir / "trash" / _session_id(world, path)
+
+
+@then(parsers.re(rf"the trash holds the journal of {PATH} with (?P<lines>\d+) lines"),
+      converters={"lines": int})
+def trash_holds(orion_world: World, path: str, lines: int) -> None:
+    journal = _trashed(orion_world, path)
+    found = (journal / "content.txt").read_bytes().count(b"\n")
+    assert found == lines, f"the trashed journal holds {found} lines"
+
+
+@then(parsers.re(rf"the trash no longer holds the journal of {PATH}"))
+def trash_emptied(orion_world: World, path: str) -> None:
+    assert not _trashed(orion_world, path).exists(), "the journal is still in the trash"
+
+
+# -- the journal's files -----------------------------------------------------------------------
+
+
+@when(parsers.re(rf'the journal file "(?P<name>[^"]+)" of {PATH} is replaced by a link to '
+                 r"the file outside the workspace"))
+def journal_file_is_a_link(orion_world: World, name: str, path: str) -> None:
+    """What a cloned repository can ship, or another process do: the journal's file is a
+    symbolic link to ``keep.txt`` beside the workspace (``no file outside the workspace
+    changed`` checks it)."""
+    file = _session_dir(orion_world, path) / name
+    file.unlink(missing_ok=True)
+    file.symlink_to(orion_world.outside / "keep.txt")
+
+
+@then(parsers.re(rf"the journal of {PATH} is its owner's only"))
+def journal_is_private(orion_world: World, path: str) -> None:
+    import stat
+
+    journal = _session_dir(orion_world, path)
+    for directory in (journal.parent, journal):
+        mode = stat.S_IMODE(directory.stat().st_mode)
+        assert mode == 0o700, f"{directory.name}/ has the mode {mode:o}"
+    for file in journal.rglob("*"):
+        mode = stat.S_IMODE(file.stat().st_mode)
+        assert mode == (0o700 if file.is_dir() else 0o600), f"{file.name} has the mode {mode:o}"

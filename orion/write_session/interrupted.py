@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orion.write_session.journal import CONTENT, remove_session
+from orion.write_session.journal import CONTENT, read_private, remove_session
 from orion.write_session.operations import apply_operation, backup_path
 from orion.write_session.plan import CheckedPlan, PlanRejected, WritePlan
 from orion.write_session.repair import safe_replacement
@@ -86,7 +86,7 @@ def already_written(orphan: Orphan, workspace: str | os.PathLike[str],
         if sha_of(pre) != before_sha:
             return False
     try:
-        raw = (orphan.directory / CONTENT).read_bytes()
+        raw = read_private(orphan.directory / CONTENT)
     except OSError:
         raw = b""
     wanted = record.get("content_sha256")

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from orion.clock import since_boot
 from orion.errors import OrionError, SnapshotError
-from orion.write_session.journal import Journal
+from orion.write_session.journal import Journal, file_mode
 from orion.write_session.operations import WriteResult
 from orion.write_session.plan import WritePlan, check_plan
 from orion.write_session.session import (SessionSummary, WriteSession, lifecycle_key,
@@ -66,7 +67,8 @@ class SessionManager:
              "intent": plan.intent, "target_file": checked.relative,
              "operation": plan.operation.value, "plan": plan.model_dump(mode="json")},
             flush_lines=settings["flush_lines"], flush_interval_ms=settings["flush_interval_ms"],
-            now_ms=runtime.clock.now_ms)
+            now_ms=runtime.clock.now_ms, mode=file_mode(checked.mode),
+            since_boot=lambda: since_boot(runtime.clock))
         session = WriteSession(runtime, checked, lifecycle, journal)
         runtime.lifecycles[lifecycle_key(lifecycle.id)] = lifecycle
         self.sessions.append(session)
@@ -109,7 +111,8 @@ class SessionManager:
         settings = definition.settings
         journal = Journal.open(orphan.directory, flush_lines=settings["flush_lines"],
                                flush_interval_ms=settings["flush_interval_ms"],
-                               now_ms=runtime.clock.now_ms)
+                               now_ms=runtime.clock.now_ms, mode=file_mode(checked.mode),
+            since_boot=lambda: since_boot(runtime.clock))
         try:
             lifecycle = self._restore(definition, journal, orphan)
             if lifecycle.finished:

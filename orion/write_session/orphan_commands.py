@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from orion.clock import BootTime, kernel_boot_time
 from orion.confined import open_parent
 from orion.write_session.journal import Journal, mark, remove_session
 from orion.write_session.operations import backup_path
@@ -34,7 +35,8 @@ def mark_resume(state_dir: str | os.PathLike[str], session_id: str, *,
                             f"{'; '.join(orphan.problems)}")
     orphan.plan()
     replace_json(orphan.directory / RESUME,
-                  {"marked_at_ms": wall_ms() if now_ms is None else now_ms})
+                 {"marked_at_ms": wall_ms() if now_ms is None else now_ms,
+                  "marked_at_boot": kernel_boot_time()})
     mark(orphan.directory, "resume")
     orphan.status = "resume"
     return orphan
@@ -51,12 +53,12 @@ def discard(state_dir: str | os.PathLike[str], session_id: str) -> Orphan:
 
 
 def clean(state_dir: str | os.PathLike[str], older_than_ms: float,
-          now_ms: float | None = None) -> list[Orphan]:
+          now_ms: float | None = None, now_boot: BootTime | None = None) -> list[Orphan]:
     """Remove every session that is not live and whose last save (or ``--continue`` mark) is
-    more than ``older_than_ms`` before ``now_ms``; return them."""
-    now = wall_ms() if now_ms is None else now_ms
+    more than ``older_than_ms`` ago (its age as :func:`scan` gives it, from ``now_ms`` and
+    ``now_boot``: the real clocks by default); return them."""
     removed = []
-    for orphan in scan(state_dir, now_ms=now):
+    for orphan in scan(state_dir, now_ms=now_ms, now_boot=now_boot):
         if orphan.live or orphan.age_ms is None or orphan.age_ms <= older_than_ms:
             continue
         if Journal.is_live(orphan.directory):  # taken over since the scan

@@ -62,6 +62,14 @@ def recover_finalize(workspace: str | os.PathLike[str], state_dir: str | os.Path
     if orphan.live:
         raise SessionLive(f"write session {orphan.short} is owned by a running process; "
                           "finish it there (or stop that process first)")
+    if orphan.links:
+        name, target = next(iter(orphan.links.items()))
+        what = "its directory" if name == "." else f"its {name}"
+        raise RecoveryError(
+            f"write session {orphan.short} cannot be recovered: {what} is a symbolic link to "
+            f"{target!r}, and Orion never follows a link in a journal (it could make Orion copy "
+            f"a file from anywhere into the workspace). Nothing written; discard it with orion "
+            f"sessions discard {orphan.short}")
     plan = orphan.plan()
     now = wall_ms()
     if orphan.finalizing and already_written(orphan, workspace, state_dir, plugins):
