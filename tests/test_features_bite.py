@@ -1134,6 +1134,18 @@ def journal_follows_links(p: Patcher) -> None:
     p.replace("orion.write_session.journal:links_in", lambda directory: {})
 
 
+@variant("FS-10", "orion.write_session.journal:DEGRADING_ERRNOS",
+         "too many open files is an error the journal does not expect")
+def open_file_limit_unexpected(p: Patcher) -> None:
+    import errno
+
+    from orion.write_session import journal
+
+    p.replace("orion.write_session.journal:DEGRADING_ERRNOS",
+              journal.DEGRADING_ERRNOS - {errno.EMFILE, errno.ENFILE})
+    p.replace("orion.write_session.journal:OPEN_LIMITS", frozenset())
+
+
 # -- running the variants ---------------------------------------------------------------------
 
 def _import_orion() -> None:

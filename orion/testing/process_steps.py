@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -55,13 +56,17 @@ def _env(world: World) -> dict[str, str]:
 
 @when(parsers.re(r'the user runs "orion run" in a terminal while the model writes '
                  r'(?P<lines>\d+) lines to ' + PATH + r' one every (?P<every>\d+) ms, and '
-                 r'(?P<fault>SIGTERM|SIGHUP|SIGINT|the terminal)(?: arrives| closes) once (?P<shown>\d+) '
+                 r'(?P<fault>SIGTERM|SIGHUP|SIGINT|the terminal|the open-file limit)'
+                 r'(?: arrives| closes| drops to 10) once (?P<shown>\d+) '
                  r'lines show'), converters={"lines": int, "every": int, "shown": int})
 def run_stopped_mid_write(orion_world: World, lines: int, path: str, every: int, fault: str,
                           shown: int, request: pytest.FixtureRequest) -> None:
     """``orion run`` in a pseudo-terminal of its own (:mod:`orion.testing.terminal`); once
     its live line shows ``shown`` lines, the signal is sent (or the terminal closed, and the
-    kernel sends SIGHUP). What the live line showed last is kept for the Then steps."""
+    kernel sends SIGHUP; or its open-file limit lowered to 10 with ``prlimit``). What the live
+    line showed last is kept for the Then steps."""
+    if fault == "the open-file limit" and shutil.which("prlimit") is None:
+        pytest.skip("needs prlimit (util-linux) to lower a running process's limit")
     directory = Path(tempfile.mkdtemp(prefix="orion-script-"))
     request.addfinalizer(lambda: shutil.rmtree(directory, ignore_errors=True))
     script = _slow_write(directory, path, lines, every)
@@ -75,6 +80,9 @@ def run_stopped_mid_write(orion_world: World, lines: int, path: str, every: int,
         orion_world.data["lines shown"] = terminal.wait_for_lines(shown, COMMAND_TIMEOUT_S)
         if fault == "the terminal":
             terminal.hang_up()
+        elif fault == "the open-file limit":  # RLIMIT_NOFILE, on the running process
+            subprocess.run(["prlimit", "--pid", str(terminal.proc.pid), "--nofile=10:10"],
+                           check=True, capture_output=True)
         else:
             terminal.proc.send_signal(getattr(signal, fault))
         code = terminal.wait(COMMAND_TIMEOUT_S)
@@ -84,17 +92,30 @@ def run_stopped_mid_write(orion_world: World, lines: int, path: str, every: int,
                             "stderr": ""})
 
 
-@then("the open write session's journal holds every line the terminal showed")
-def journal_holds_what_showed(orion_world: World) -> None:
-    shown = orion_world.data.get("lines shown")
-    assert shown, "no command showed a live line in this scenario"
-    sessions = orion_world.workspace / ".orion" / "write_sessions"
+def _left_journal(world: World) -> tuple[Path, int]:
+    """The one journal an ``orion`` command left, and its lines (numbered from 1, whole)."""
+    sessions = world.workspace / ".orion" / "write_sessions"
     (journal,) = [p for p in sessions.iterdir() if p.is_dir()]
     content = (journal / "content.txt").read_text(encoding="utf-8")
     saved = content.count("\n")
     assert content == "".join(f"line {n}\n" for n in range(1, saved + 1)), content[-300:]
-    assert saved >= shown, f"the journal holds {saved} lines; {shown} showed before"
     assert not (journal / "lock").exists(), "the journal is still locked"
+    return journal, saved
+
+
+@then("the open write session's journal holds every line the terminal showed")
+def journal_holds_what_showed(orion_world: World) -> None:
+    shown = orion_world.data.get("lines shown")
+    assert shown, "no command showed a live line in this scenario"
+    _, saved = _left_journal(orion_world)
+    assert saved >= shown, f"the journal holds {saved} lines; {shown} showed before"
+
+
+@then(parsers.re(r"the write session's journal holds all (?P<lines>\d+) lines"),
+      converters={"lines": int})
+def journal_holds_all(orion_world: World, lines: int) -> None:
+    _, saved = _left_journal(orion_world)
+    assert saved == lines, f"the journal holds {saved} lines"
 
 
 # -- the wall clock ----------------------------------------------------------------------------

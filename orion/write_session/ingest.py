@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING
 
 from orion.write_session.decision import CUT_LINE, HEAD_LINES, Quoted, Start, read_start
-from orion.write_session.journal import ENCODING_ERRORS
+from orion.write_session.journal import ENCODING_ERRORS, JournalOutOfMemory
 from orion.write_session.progress import Progress
 from orion.write_session.protocol import EndMarker
 
@@ -103,7 +103,13 @@ class Ingest:
         new lines."""
         content = self.marker.feed(text)
         if content:
-            size = self.journal.append(content)
+            try:
+                size = self.journal.append(content)
+            except JournalOutOfMemory as exc:
+                # What arrived is on disk (or in a rescue file): the session ends here, as a
+                # failed write does, and the stream stops with the error.
+                self._failed(exc)
+                raise
             if "\n" in content:
                 if _monotonic() - self._last_live >= LIVE_LINE_INTERVAL_S:
                     self._live()

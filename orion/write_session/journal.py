@@ -65,7 +65,7 @@ from typing import Any
 from orion.clock import BootTime, kernel_boot_time
 from orion.errors import OrionError
 
-__all__ = ["Journal", "JournalLocked", "DEGRADING_ERRNOS", "ENCODING_ERRORS", "mark", "marks",
+__all__ = ["Journal", "JournalLocked", "JournalOutOfMemory", "DEGRADING_ERRNOS", "ENCODING_ERRORS", "mark", "marks",
            "read_state", "remove_session", "unmark"]
 
 log = logging.getLogger("orion.write_session")
@@ -83,9 +83,16 @@ STATUS = "degraded"
 #: overwrites reserved bytes in place, which needs no new space on a full disk.
 STATUS_RESERVE = 1024
 
-#: Disk errors that switch the journal to memory only instead of failing the session.
+#: Disk errors that switch the journal to memory only instead of failing the session: the
+#: disk's (full, quota, file-size limit, read-only, permission, I/O), a link where a journal
+#: file belongs, and the process's own limits on opening files (EMFILE, ENFILE) and on kernel
+#: memory (ENOMEM).
 DEGRADING_ERRNOS = frozenset({errno.ENOSPC, errno.EACCES, errno.EROFS, errno.EDQUOT,
-                              errno.EFBIG, errno.EIO, errno.EPERM, errno.ELOOP})
+                              errno.EFBIG, errno.EIO, errno.EPERM, errno.ELOOP, errno.EMFILE,
+                              errno.ENFILE, errno.ENOMEM})
+#: Of those, the ones that only keep a new file from being opened: the content file, open
+#: already, still takes the content, and only the state waits for the next checkpoint.
+OPEN_LIMITS = frozenset({errno.EMFILE, errno.ENFILE})
 
 #: Name of the codec error handler the journal encodes with (registered on import).
 ENCODING_ERRORS = "orion.journal"
@@ -186,6 +193,17 @@ codecs.register_error(ENCODING_ERRORS, _encode_surrogates)
 
 class JournalLocked(OrionError):
     """The session is owned by another running process."""
+
+
+class JournalOutOfMemory(OrionError):
+    """The journal could not grow its buffer (``MemoryError``). Everything received is on
+    disk (``content.txt``), or in the rescue file :attr:`rescued` names, or, when neither took
+    it, :attr:`saved` is False; the journal keeps no content in memory any more, and the
+    session cannot be finished in this process."""
+
+    def __init__(self, message: str, *, saved: bool, rescued: str | None = None):
+        super().__init__(message)
+        self.saved, self.rescued = saved, rescued
 
 
 def _wall_ms() -> float:
@@ -290,6 +308,8 @@ class Journal:
         self._last_state_ms = float("-inf")
         self._last_state_real = float("-inf")
         self._rescued: str | None = None
+        self._state_waits = False  # the open-file limit kept the state from being saved
+        self._buf_failed = False  # MemoryError: the content is on disk only (see _spill)
 
     # -- construction ------------------------------------------------------------------------
 
@@ -374,8 +394,11 @@ class Journal:
         :attr:`bytes`, the content's size so far (the caller's next check needs it)."""
         if not text:
             return self._size
-        data = text.encode("utf-8", ENCODING_ERRORS)
-        self._buf.write(data)
+        try:
+            data = text.encode("utf-8", ENCODING_ERRORS)
+            self._buf.write(data)
+        except MemoryError:
+            self._spill(text)  # raises JournalOutOfMemory
         size = self._size = self._size + len(data)
         n = data.count(b"\n")
         if n:
@@ -428,7 +451,7 @@ class Journal:
             else:
                 self._append_state()
         except OSError as exc:
-            self._disk_failed(exc, self.directory / STATE)
+            self._state_failed(exc)
 
     def truncate(self, size: int) -> None:
         """Take back everything after the first ``size`` bytes, in memory and on disk: a
@@ -572,6 +595,8 @@ class Journal:
         """Whether ``content.txt`` holds every byte received, after writing what is pending.
         A degraded journal tries the disk once more (space may have been freed): the bytes the
         file lacks are appended and fsynced. Never raises for a disk error."""
+        if self._buf_failed:  # out of memory: _spill saved what it could, and nothing is held
+            return self._degraded is None and self._fd is not None
         if self._degraded is None and self._fd is not None:
             try:
                 self._write_pending()
@@ -612,6 +637,10 @@ class Journal:
         """Write all the content to a new file ``orion-rescued-<name>`` in the first of
         ``places`` that takes it (fsynced), note it in the session directory if possible and
         return its path; the last ``OSError`` when none does."""
+        if self._buf_failed:  # out of memory: _spill wrote the rescue file, or none could be
+            if self._rescued is not None:
+                return Path(self._rescued)
+            raise OSError(errno.ENOMEM, "out of memory, and no disk took the content")
         failure: OSError | None = None
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:100]
         for place in places:
@@ -683,7 +712,7 @@ class Journal:
             try:  # fold the checkpoints into state.json: one file for readers after a clean end
                 self._write_state()
             except OSError as exc:
-                self._disk_failed(exc, self.directory / STATE)
+                self._state_failed(exc)
         if self._degraded is not None:  # how much the disk lacks, for orion sessions list
             self._mark_status({"reason": self._degraded, "rescued": self._rescued})
         self._close_fd()
@@ -845,6 +874,92 @@ class Journal:
             pass
         _write_new(tmp, data, self._mode)
         os.replace(tmp, path)
+
+    def _state_failed(self, exc: OSError) -> None:
+        """The state could not be saved. When only opening a file is refused (the process's
+        open-file limit), the content file, open already, still takes the content: the state
+        waits for the next checkpoint. Anything else is a disk failure."""
+        if exc.errno not in OPEN_LIMITS or self._fd is None:
+            self._disk_failed(exc, self.directory / STATE)
+            return
+        if not self._state_waits:
+            self._state_waits = True
+            log.warning("write session %s: cannot open a file to save its state (%s); the "
+                        "content still reaches %s, the state waits for the next checkpoint",
+                        self.directory, _describe(exc, None), self.content_path)
+
+    def _spill(self, text: str) -> None:
+        """The buffer cannot grow (``MemoryError``): everything received goes to disk instead
+        (the pending bytes, then ``text`` in small pieces), the buffer is let go, and
+        :class:`JournalOutOfMemory` says where the content is."""
+        received = self._size
+        self._buf_failed = True
+        saved, rescued = False, None
+        if self._fd is not None:
+            try:
+                self._write_pending()
+                received += self._write_text(self._fd, text)
+                os.fsync(self._fd)
+                saved = True
+            except OSError as exc:
+                self._disk_failed(exc, self.content_path)
+        if not saved:
+            rescued = self._rescue_with(text)
+        self._buf = io.BytesIO()  # what memory there is goes back to the process
+        self._size = self._flushed = received if saved else self._size
+        self._lines = self._lines + text.count("\n")
+        size = f"{received / (1024 * 1024):.1f} MiB"
+        if saved:
+            where = f"all of it is saved in {self.content_path}"
+        elif rescued:
+            where = f"all of it was written to {rescued}"
+        else:
+            where = "it could not be saved anywhere"
+        log.warning("write session %s: out of memory after %s of content; %s",
+                    self.directory, size, where)
+        raise JournalOutOfMemory(f"out of memory after {size} of content ({self._lines} "
+                                 "lines)", saved=saved, rescued=rescued)
+
+    @staticmethod
+    def _write_text(fd: int, text: str) -> int:
+        """``text`` encoded and written a piece at a time (no second copy of it in memory);
+        the bytes written."""
+        written = 0
+        for start in range(0, len(text), 1 << 16):
+            piece = text[start:start + (1 << 16)].encode("utf-8", ENCODING_ERRORS)
+            view = memoryview(piece)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+                written += n
+        return written
+
+    def _rescue_with(self, text: str) -> str | None:
+        """The buffer and ``text`` to a rescue file (the disk of the journal failed too)."""
+        from tempfile import gettempdir
+
+        for place in (self.directory.parent.parent / "rescued", Path(gettempdir()), Path.home()):
+            path = place / f"orion-rescued-{self.directory.name[:8]}-out-of-memory.txt"
+            try:
+                place.mkdir(parents=True, exist_ok=True)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+            except OSError:
+                continue
+            try:
+                with self._buf.getbuffer() as view:
+                    done = 0
+                    while done < self._size:
+                        done += os.write(fd, view[done:self._size])
+                self._write_text(fd, text)
+                os.fsync(fd)
+            except OSError:
+                os.close(fd)
+                path.unlink(missing_ok=True)
+                continue
+            os.close(fd)
+            self._rescued = str(path)
+            return str(path)
+        return None
 
     def _disk_failed(self, exc: OSError, path: Path | None = None) -> None:
         """Switch to memory only on a disk-full/read-only/permission error; re-raise others."""
