@@ -108,8 +108,8 @@ class StreamedLines:
         end = unchecked.rfind(b"\n") + 1
         if not end or self.failed:
             return
-        try:
-            issues = self._run(unchecked[:end])
+        try:  # whole lines already (the usual case): checked as they are, not copied
+            issues = self._run(unchecked if end == len(unchecked) else unchecked[:end])
         except Exception:
             self.failed = True
             return

@@ -22,7 +22,7 @@ from orion.write_session.manager import manager_for
 from orion.write_session.operations import execute
 from orion.write_session.plan import WritePlan, check_plan
 from orion.write_session.session import validate_write
-from orion.write_session.undo import write_undo_record
+from orion.write_session.undo import prune_after_write, write_undo_record
 
 #: Content larger than this does not belong in tool-call JSON.
 EXECUTE_MAX_CONTENT = 4096
@@ -116,6 +116,8 @@ def execute_small(args: ExecuteArgs, context) -> str:
         write_undo_record(runtime.state_dir, session_id=write_id, relative=result.relative,
                           operation=plan.operation.value, sha256=result.sha256,
                           backup=result.backup, written_at_ms=runtime.clock.now_ms())
+        prune_after_write(runtime.state_dir, int(
+            runtime.definition("write_session").settings.get("keep_backups", 100)))
     except OSError as exc:
         return (f"{report}; its undo record could not be saved ({exc.strerror or exc}), so "
                 "orion sessions undo cannot undo it")

@@ -366,7 +366,10 @@ def test_recover_finalize_of_an_append_appends_once(tmp_path, ws, pm):
                          operation="append", files=files)
     result = recover_finalize(ws, state_dir(ws), orphan.id, pm)
     assert (ws / "notes.md").read_text() == "# Notes\n- one\n- two\n"
-    assert result.backup is not None and Path(result.backup).read_text() == "# Notes\n"
+    # An append keeps the range it added, not a copy of the file: the old length and hash.
+    assert result.backup is not None
+    kept = json.loads(Path(result.backup).read_text())
+    assert kept == {"target_file": "notes.md", "length": 8, "sha256": sha(b"# Notes\n")}
     with pytest.raises(SessionNotFound):
         recover_finalize(ws, state_dir(ws), orphan.id, pm)
     assert (ws / "notes.md").read_text() == "# Notes\n- one\n- two\n"

@@ -19,7 +19,7 @@ from orion.write_session.journal import mark
 from orion.write_session.operations import TargetChanged, WriteResult, execute
 from orion.write_session.repair import (apply_corrections, correction_prompt, parse_corrections,
                                         safe_replacement)
-from orion.write_session.undo import write_undo_record
+from orion.write_session.undo import prune_after_write, write_undo_record
 
 if TYPE_CHECKING:
     from orion.write_session.session import WriteSession
@@ -183,6 +183,8 @@ class Finalizer:
                               sha256=result.sha256, backup=result.backup,
                               written_at_ms=self.runtime.clock.now_ms(), status=self.status,
                               set_aside=self.aside.lines)
+            prune_after_write(self.runtime.state_dir,
+                              int(self.lifecycle.settings.get("keep_backups", 100)))
         except OSError as exc:
             self.runtime.reporter.notice(
                 f"{result.relative} is written, but its undo record could not be saved "

@@ -115,7 +115,7 @@ class Ingest:
                     self._live()
                 streamed = self._streamed
                 if streamed is not None and streamed.due(size):
-                    streamed.check(self.journal.read(streamed.checked))
+                    streamed.check(self.journal.whole_lines(streamed.checked))
 
     def _take_batch(self: WriteSession) -> None:
         """Take in the content chunks fed since the last batch (see :meth:`feed`)."""

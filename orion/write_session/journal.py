@@ -539,6 +539,17 @@ class Journal:
         with self._buf.getbuffer() as view:
             return bytes(view[start:])
 
+    def whole_lines(self, start: int) -> bytes:
+        """The complete lines from byte ``start`` on (up to the last line break; empty when
+        none ends after ``start``): a copy of that part only, and no copy at all when it is
+        the whole content (a one-line write of gigabytes is checked without a second copy).
+        Drop it before the next :meth:`append`, which would otherwise copy the buffer."""
+        content = self._buf.getvalue()  # the buffer itself (see content())
+        end = content.rfind(b"\n", start) + 1
+        if end <= start:
+            return b""
+        return content if start == 0 and end == len(content) else content[start:end]
+
     @property
     def lines(self) -> int:
         """Number of newlines received (a last line without one is not counted)."""
@@ -703,7 +714,8 @@ class Journal:
     # -- lifetime ----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Flush what is pending, close the content file and release the lock."""
+        """Flush what is pending, close the content file and release the lock. The content
+        is on disk then, and no longer in memory (the counts stay)."""
         if self._closed:
             return
         if self._fd is not None and (self._flushed < self._size or self._last_save_ms is None):
@@ -718,12 +730,14 @@ class Journal:
         self._close_fd()
         self._release_lock()
         self._closed = True
+        self._buf = io.BytesIO()  # the disk has it; a closed journal holds no content
 
     def remove(self) -> None:
         """Delete the session directory (after the target was written or the session dropped)."""
         self._close_fd()
         self._owns_lock = False
         self._closed = True
+        self._buf = io.BytesIO()
         remove_session(self.directory)
 
     def __enter__(self) -> Journal:

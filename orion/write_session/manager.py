@@ -26,10 +26,18 @@ class SessionBusy(OrionError):
     """A second ``WritePlanTool_begin`` while a session is open."""
 
 
+#: Ended sessions a runtime keeps whole (``write_sessions()``, ``/sessions``); older ones are
+#: kept as their summaries only, so a long conversation of writes stays bounded.
+KEEP_ENDED = 100
+
+
 class SessionManager:
     def __init__(self, runtime: Runtime):
         self.runtime = runtime
+        #: The open sessions and the latest :data:`KEEP_ENDED` ended ones, oldest first.
         self.sessions: list[WriteSession] = []
+        #: The summaries of the ended sessions older than those.
+        self.retired: list[SessionSummary] = []
         #: Every write this runtime made (sessions and ``WritePlanTool_execute``), in order:
         #: what ``orion run`` reports as its own.
         self.writes: list[WriteResult] = []
@@ -82,7 +90,15 @@ class SessionManager:
                 "instruction": instruction(checked.relative, session.terminator)}
 
     def summaries(self) -> list[SessionSummary]:
-        return [session.summary() for session in self.sessions]
+        return self.retired + [session.summary() for session in self.sessions]
+
+    def ended(self, session: WriteSession) -> None:
+        """``session`` has ended: beyond :data:`KEEP_ENDED` ended sessions, the oldest is kept
+        as its summary only."""
+        ended = [s for s in self.sessions if s.status != "active" or not s.active]
+        for old in ended[:max(0, len(ended) - KEEP_ENDED)]:
+            self.retired.append(old.summary())
+            self.sessions.remove(old)
 
     def adopt(self, orphan: Orphan) -> WriteSession:
         """Take over a session a crashed process left behind and go on with it: reopen its

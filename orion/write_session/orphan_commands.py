@@ -9,7 +9,7 @@ from pathlib import Path
 from orion.clock import BootTime, kernel_boot_time
 from orion.confined import open_parent
 from orion.write_session.journal import Journal, mark, remove_session
-from orion.write_session.operations import backup_path
+from orion.write_session.operations import append_range_path, backup_path, read_append_range
 from orion.write_session.set_aside import SetAside, archived, archived_ids
 from orion.write_session.undo import record_paths, replace_json
 from orion.workspace import PathOutsideWorkspace, resolve_inside
@@ -103,7 +103,9 @@ def undo(workspace: str | os.PathLike[str], state_dir: str | os.PathLike[str],
                             f"not inside {workspace}: {exc}") from exc
     backup_name = record.get("backup")
     backup = None
-    if not (backup_name is None and record.get("operation") == "create"):
+    appended = read_append_range(append_range_path(state_dir, full_id)) \
+        if record.get("operation") == "append" else None
+    if appended is None and not (backup_name is None and record.get("operation") == "create"):
         backup = Path(backup_name) if isinstance(backup_name, str) else backup_path(
             state_dir=state_dir, session_id=full_id, relative=relative)
         if not backup.is_file():
@@ -118,7 +120,16 @@ def undo(workspace: str | os.PathLike[str], state_dir: str | os.PathLike[str],
             what = "was deleted" if current is None else "changed"
             raise UndoRefused(f"{relative} {what} since session {short} wrote it; nothing "
                               "undone")
-        if backup is None:
+        if appended is not None:  # the append is taken off the end again
+            pre = appended.pre_image(current)
+            info = parent.stat()
+            if pre is None or info is None:
+                raise UndoRefused(f"{relative} no longer starts with the bytes session {short} "
+                                  "appended to; nothing undone")
+            parent.replace(pre, mode=info.st_mode & 0o7777)
+            action, report = ("restored",
+                              f"restored {relative} as it was before session {short}")
+        elif backup is None:
             parent.unlink()
             action, report = "deleted", f"deleted {relative} (session {short} had created it)"
         else:
