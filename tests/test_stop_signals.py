@@ -64,9 +64,10 @@ def _whole_lines(content: str) -> int:
     return content.count("\n")
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT],
-                         ids=["SIGTERM", "SIGHUP", "SIGINT"])
-def test_a_signal_to_orion_run_keeps_every_line_that_arrived(tmp_path, signum):
+def _stop_run(tmp_path: Path, stop) -> tuple[Path, InTerminal, int, int]:
+    """``orion run`` of the slow write in a terminal, stopped by ``stop(terminal)`` once its
+    live line shows SHOWN_AT_LEAST lines: the workspace, the terminal, the most lines shown
+    before, and the exit status."""
     workspace = tmp_path / "ws"
     workspace.mkdir()
     script = _slow_script(tmp_path / "slow.yaml")
@@ -74,10 +75,18 @@ def test_a_signal_to_orion_run_keeps_every_line_that_arrived(tmp_path, signum):
                           _env())
     try:
         shown = terminal.wait_for_lines(SHOWN_AT_LEAST)
-        terminal.proc.send_signal(signum)
+        stop(terminal)
         status = terminal.wait()
     finally:
         terminal.close()
+    return workspace, terminal, shown, status
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT],
+                         ids=["SIGTERM", "SIGHUP", "SIGINT"])
+def test_a_signal_to_orion_run_keeps_every_line_that_arrived(tmp_path, signum):
+    workspace, terminal, shown, status = _stop_run(
+        tmp_path, lambda terminal: terminal.proc.send_signal(signum))
     output = terminal.text()
     assert status == 128 + signum, output
     session, content = _journal(workspace)
@@ -93,17 +102,8 @@ def test_a_signal_to_orion_run_keeps_every_line_that_arrived(tmp_path, signum):
 
 
 def test_orion_run_whose_terminal_closes_keeps_every_line_that_arrived(tmp_path):
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    script = _slow_script(tmp_path / "slow.yaml")
-    terminal = InTerminal([ORION, "run", str(script), "--workspace", str(workspace)], tmp_path,
-                          _env())
-    try:
-        shown = terminal.wait_for_lines(SHOWN_AT_LEAST)
-        terminal.hang_up()  # the kernel sends SIGHUP; writing to the terminal now fails
-        status = terminal.wait()
-    finally:
-        terminal.close()
+    # Closing the terminal: the kernel sends SIGHUP, and writing to the terminal now fails.
+    workspace, _, shown, status = _stop_run(tmp_path, InTerminal.hang_up)
     assert status == 128 + signal.SIGHUP
     session, content = _journal(workspace)
     assert _whole_lines(content) >= shown

@@ -910,10 +910,19 @@ def nothing_outside_changed(orion_world: World) -> None:
 
 @then(parsers.re(rf"a backup of {PATH} holds its previous content"))
 def backup_holds_previous(orion_world: World, path: str) -> None:
+    """A copy of the file as it was, or (an append) the range the append added, which gives
+    the file as it was back from the file as it is."""
+    from orion.write_session.operations import read_append_range
+
     before = _book(orion_world)["given_files"][path]
     backups = [p for p in (orion_world.state_dir / "backups").rglob(Path(path).name)
                if p.is_file()]
-    assert any(p.read_bytes() == before for p in backups), backups
+    if any(p.read_bytes() == before for p in backups):
+        return
+    current = _file(orion_world, path).read_bytes()
+    ranges = [read_append_range(p) for p in (orion_world.state_dir / "appends").glob("*.json")]
+    assert any(r is not None and r.target_file == path and r.pre_image(current) == before
+               for r in ranges), (backups, ranges)
 
 
 # -- Then: write sessions --------------------------------------------------------------------
