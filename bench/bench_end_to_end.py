@@ -31,7 +31,9 @@ a shell runs them:
    character once one is beyond Latin-1).
 5. The same write in ``orion chat``, streamed by a loopback OpenAI-compatible endpoint through
    the real ``openai`` SDK: the whole process's peak RSS over a one-line chat. Target: at most
-   2x the content.
+   2x the content. Line 5b: the same chat on a terminal (a pseudo-terminal, typed into as a
+   person types), where the write is a bounded preview and a live line, over a one-line chat on
+   a terminal. Same target.
 6. Memory per write over ``--writes`` writes (default 1,000) in one ``orion chat`` (40 lines
    each, to 50 files: created, then overwritten and appended to in turn; begin, the content,
    DONE, a short reply): the resident set after the last write
@@ -86,6 +88,48 @@ def run(argv: list[str], **kwargs) -> None:
                          f"{proc.stderr.decode(errors='replace')[-2000:]}")
 
 
+def run_on_terminal(argv: list[str], env: dict[str, str], typed: bytes, done: bytes) -> None:
+    """Run ``argv`` on a pseudo-terminal of 100 x 40 (its stdin, stdout and stderr), as a person
+    at a terminal: type ``typed`` once the prompt shows, and Ctrl-D once ``done`` shows. This
+    terminal does not answer questions about the cursor's position, and says so
+    (``PROMPT_TOOLKIT_NO_CPR``), so the prompt does not wait for answers."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave,
+                            env={**env, "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1"},
+                            start_new_session=True)
+    os.close(slave)
+    seen, step, end = b"", 0, time.monotonic() + 600
+    try:
+        while proc.poll() is None and time.monotonic() < end:
+            if not select.select([master], [], [], 0.1)[0]:
+                continue
+            try:
+                data = os.read(master, 1 << 16)
+            except OSError:  # the program closed the terminal
+                break
+            seen = (seen + data)[-4096:]
+            if step == 0 and b"you>" in seen:
+                os.write(master, typed.rstrip(b"\n") + b"\r")
+                step, seen = 1, b""
+            elif step == 1 and done in seen:
+                os.write(master, b"\x04")
+                step = 2
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    if code != 0 or step != 2:
+        raise SystemExit(f"{' '.join(argv[:3])} on a terminal failed ({code}, step {step})")
+
+
 def best_of(reps: int, argv: list[str], **kwargs) -> float:
     best = float("inf")
     for _ in range(reps):
@@ -95,9 +139,14 @@ def best_of(reps: int, argv: list[str], **kwargs) -> float:
     return best
 
 
-def run_probed(argv: list[str], env: dict[str, str], stdin: bytes = b"") -> dict[str, int]:
-    """Run ``argv`` to its end with the memory probe (:data:`PROBE`) loaded; what it noted."""
-    run(argv, input=stdin, env=env)
+def run_probed(argv: list[str], env: dict[str, str], stdin: bytes = b"", *,
+               terminal: bytes = b"") -> dict[str, Any]:
+    """Run ``argv`` to its end with the memory probe (:data:`PROBE`) loaded; what it noted.
+    With ``terminal``, the text shown when it is done: it runs on a terminal instead."""
+    if terminal:
+        run_on_terminal(argv, env, stdin, terminal)
+    else:
+        run(argv, input=stdin, env=env)
     out = Path(env["ORION_MEMORY_PROBE"])
     notes: dict[str, Any] = {"rss_after_writes": []}
     for line in out.read_text().splitlines():
@@ -446,23 +495,29 @@ def memory(tmp: Path, megabytes: float) -> bool:
     clean = {k: v for k, v in env.items() if not k.startswith(("OPENAI_", "ORION_"))}
     clean.update(OPENAI_API_KEY="bench", ORION_MEMORY_PROBE=env["ORION_MEMORY_PROBE"])
 
-    def chat(workspace: Path, responses: list, line: str) -> tuple[int, int]:
+    def chat(workspace: Path, responses: list, line: str, done: str = "") -> tuple[int, int]:
         with SSEServer(responses) as server:
             return peaks(run_probed([ORION, "chat", "--base-url", server.base_url, "--model",
                                      "bench", "--workspace", str(workspace)], clean,
-                                    stdin=line.encode()))
+                                    stdin=line.encode(), terminal=done.encode()))
 
-    base, _ = chat(tmp / "c-hello", [stream(text_stream("Hello."))], "hi\n")
-    workspace = tmp / "c-write"
-    whole, write = chat(workspace, chat_responses(content), "Write the big document.\n")
-    check_written(workspace)
-    ratio = (whole - base) / size
-    ok &= ratio <= MAX_MEMORY_RATIO
-    print(f"[5] orion chat, {megabytes:g} MB write from a loopback endpoint: peak RSS "
-          f"{whole / 2**20:.0f} MB, +{(whole - base) / 2**20:.1f} MB over a one-line chat   "
-          f"ratio {ratio:4.2f}x content (target <= {MAX_MEMORY_RATIO:g}x)   {verdict(ratio)}   "
-          f"(while the write streams and is written: +{write / 2**20:.1f} MB, "
-          f"{write / size:.2f}x)")
+    # Line 5 with stdin and stdout piped; line 5b on a terminal, as a person types.
+    for label, name, done in (
+            (f"[5] orion chat, {megabytes:g} MB write from a loopback endpoint", "c", ""),
+            ("[5b] orion chat on a terminal, the same write", "t", "The document is written.")):
+        base, _ = chat(tmp / f"{name}-hello", [stream(text_stream("Hello."))], "hi\n",
+                       done="Hello." if done else "")
+        workspace = tmp / f"{name}-write"
+        whole, write = chat(workspace, chat_responses(content), "Write the big document.\n",
+                            done=done)
+        check_written(workspace)
+        ratio = (whole - base) / size
+        ok &= ratio <= MAX_MEMORY_RATIO
+        over = "a one-line chat" + (" on a terminal" if done else "")
+        print(f"{label}: peak RSS {whole / 2**20:.0f} MB, +{(whole - base) / 2**20:.1f} MB over "
+              f"{over}   ratio {ratio:4.2f}x content (target <= {MAX_MEMORY_RATIO:g}x)   "
+              f"{verdict(ratio)}   (while the write streams and is written: "
+              f"+{write / 2**20:.1f} MB, {write / size:.2f}x)")
     return ok
 
 

@@ -129,10 +129,10 @@ Feature: Faults of the environment
   Scenario: A damaged plan is named with the way out, and new plan work goes on once it is dropped
     Given plan work is active
     And the model has stored the plan draft "# Release\n1. Build."
-    And the Markdown of the active plan is damaged in orion.db
+    And the Markdown of the active plan is damaged in plans.db
     When the user types "/plan"
     Then the command answers "plan work is unavailable: the active plan"
-    And the command answers "is damaged in orion.db (its markdown is not UTF-8 (byte 0xff at offset 2))"
+    And the command answers "is damaged in plans.db (its markdown is not UTF-8 (byte 0xff at offset 2))"
     And the command answers "`orion plan drop"
     When the user drops the damaged plan with "orion plan drop"
     Then the command succeeds

@@ -2,7 +2,7 @@
 Feature: Work by plan: one Markdown plan the user approves and the model follows
   The user turns plan work on with /plan on, ends it with /plan done and abandons it with /reset. The model
   stores the plan as one Markdown document with plan_set_content and reads it with plan_get.
-  The plan lives in the workspace's orion.db, never only in the conversation. The scenarios
+  The plan lives in the workspace's plans.db, never only in the conversation. The scenarios
   state the five invariants, drafts and revisions, and the commands.
   Rules: docs/design/plan-mode.md (PM-1 to PM-9)
 

@@ -565,11 +565,12 @@ def main() -> None:
 
         if not isinstance(exc, sqlite3.Error):
             raise
-        # `orion traces` and `orion plan` read the state directory's database; a damaged,
-        # locked or unwritable one is a one-line error, as any other bad input.
+        # `orion traces` reads the state directory's orion.db (`orion plan` names plans.db
+        # itself); a damaged, locked or unwritable one is a one-line error, as any other bad
+        # input.
         click.echo(f"error: the state directory's orion.db cannot be used ({exc}); move it "
-                   "aside to start afresh (write sessions and files do not depend on it)",
-                   err=True)
+                   "aside to start afresh (plans, write sessions and files do not depend on "
+                   "it)", err=True)
         sys.exit(1)
 
 

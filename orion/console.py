@@ -36,6 +36,15 @@ class PipeConsole(Console):
         Console.size.fset(self, new_size)  # type: ignore[attr-defined]
 
 
+def is_terminal(stream: object) -> bool:
+    """Whether ``stream`` (a file object, possibly closed or replaced) is a terminal."""
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty is not None and isatty())
+    except ValueError:  # a closed stream
+        return False
+
+
 def console(*, stderr: bool = False) -> Console:
     """The console for ``orion`` output: stdout (data, tables) or stderr (messages, which
     rich does not colour by guesswork)."""

@@ -1,9 +1,9 @@
 """Paths inside the workspace, and the state directory beside them.
 
 Every tool that touches a file resolves its path with :func:`resolve_inside`. Orion's own
-state (journals, backups, undo records, ``orion.db``) lives in the state directory that
-:func:`state_directory` chooses and checks: the one rule for ``orion run``, ``orion chat``, the
-``orion sessions``/``plan``/``traces`` commands and the runtime.
+state (journals, backups, undo records, ``orion.db``, ``plans.db``) lives in the state
+directory that :func:`state_directory` chooses and checks: the one rule for ``orion run``,
+``orion chat``, the ``orion sessions``/``plan``/``traces`` commands and the runtime.
 """
 
 from __future__ import annotations
@@ -64,10 +64,11 @@ def state_directory(workspace: str | os.PathLike[str],
 
     ``.orion`` may be a symbolic link within the workspace; a link out of it is refused with
     :class:`StateDirOutside`, and so is any entry of ``.orion`` (``backups``, ``undo``,
-    ``orion.db``, ``write_sessions``, ``rescued``, ...) that is a symbolic link leading out of
-    the state directory. Deeper entries are named by fresh random ids (``backups/<id>/``), so
-    a link shipped there is never written through. With ``create``, a missing state directory
-    is made with mode 0700; an existing one keeps the mode its user gave it."""
+    ``orion.db``, ``plans.db`` and their ``-wal``, ``-shm`` and ``.setup.lock`` sidecars,
+    ``write_sessions``, ``rescued``, ...) that is a symbolic link leading out of the state
+    directory. Deeper entries are named by fresh random ids (``backups/<id>/``), so a link
+    shipped there is never written through. With ``create``, a missing state directory is made
+    with mode 0700; an existing one keeps the mode its user gave it."""
     chosen = state_dir_path(workspace, given)
     if not given:
         _check_confined(chosen.parent, chosen)
@@ -121,7 +122,7 @@ def _refusal(link: Path, real: Path, where: str) -> str:
     written = os.readlink(link)
     points = repr(written) if written == str(real) else f"{written!r} ({real})"
     return (f"{link} is a symbolic link to {points}, {where}: Orion's state (backups of your "
-            "files, undo records, journals, traces) would be written there. Nothing was "
+            "files, undo records, journals, plans, traces) would be written there. Nothing was "
             "written; remove the link, or give --state-dir to keep the state elsewhere on "
             "purpose")
 

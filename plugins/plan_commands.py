@@ -3,7 +3,10 @@ diffs and history."""
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -15,10 +18,32 @@ from orion.commands import (STATE_DIR, WORKSPACE, CommandGroup, escape, say, sho
 def _plan_store(workspace: str, state_dir: str | None):
     from orion.plan.store import PlanStore
 
-    path = state_path(workspace, state_dir)
-    if not (path / "orion.db").exists():
-        return None  # nothing recorded yet; don't create a database just to look
-    return PlanStore.for_state_dir(path)
+    # None when nothing was recorded yet: don't create a database just to look.
+    store = PlanStore.existing(state_path(workspace, state_dir))
+    if store is not None and store.notice:  # plans moved from orion.db
+        say(escape(store.notice))
+    return store
+
+
+def _plans_db(command: Callable[..., Any]) -> Callable[..., Any]:
+    """A damaged, locked or unwritable ``plans.db`` is one ``error:`` line naming it."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except Exception as exc:
+            import sqlite3
+
+            if not isinstance(exc, sqlite3.Error):
+                raise
+            from orion.plan.store import DB_NAME, PlanStoreError
+
+            raise PlanStoreError(f"the state directory's {DB_NAME} cannot be used ({exc}); "
+                                 "move it aside to start afresh (the plans stay in the file "
+                                 "moved; traces, write sessions and files do not depend on "
+                                 "it)") from exc
+    return run
 
 
 @click.group("plan", cls=CommandGroup)
@@ -39,6 +64,7 @@ def _echo_markdown(markdown: str) -> None:
 @WORKSPACE
 @STATE_DIR
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@_plans_db
 def plan_show(plan_id: str | None, number: int | None, workspace: str, state_dir: str | None,
               as_json: bool) -> None:
     """Show the active plan, the plan ID (an id or its start), or a revision of either."""
@@ -81,6 +107,7 @@ def plan_show(plan_id: str | None, number: int | None, workspace: str, state_dir
               help="Whose revisions A and B are (default: the active plan, else the newest).")
 @WORKSPACE
 @STATE_DIR
+@_plans_db
 def plan_diff(old: str, new: str, plan_id: str | None, workspace: str,
               state_dir: str | None) -> None:
     """A unified diff from revision A to revision B. A number is a revision of the plan's
@@ -107,6 +134,7 @@ def plan_diff(old: str, new: str, plan_id: str | None, workspace: str,
 @WORKSPACE
 @STATE_DIR
 @click.option("--json", "as_json", is_flag=True, help="Print the revisions as JSON.")
+@_plans_db
 def plan_revisions(plan_id: str | None, workspace: str, state_dir: str | None,
                    as_json: bool) -> None:
     """Every stored draft of the plan ID (default: the active plan, else the newest), oldest
@@ -141,6 +169,7 @@ def plan_revisions(plan_id: str | None, workspace: str, state_dir: str | None,
 @STATE_DIR
 @click.option("--limit", type=click.IntRange(min=1, max=1_000_000), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the plans as JSON.")
+@_plans_db
 def plan_history(workspace: str, state_dir: str | None, limit: int, as_json: bool) -> None:
     """Every plan, newest first: status, revision, and the plan each revision supersedes."""
     store = _plan_store(workspace, state_dir)
@@ -166,8 +195,9 @@ def plan_history(workspace: str, state_dir: str | None, limit: int, as_json: boo
 @click.argument("plan_id", metavar="ID")
 @WORKSPACE
 @STATE_DIR
+@_plans_db
 def plan_drop(plan_id: str, workspace: str, state_dir: str | None) -> None:
-    """Remove plan ID (an id or its start) and its stored drafts from orion.db: the way out
+    """Remove plan ID (an id or its start) and its stored drafts from plans.db: the way out
     for a plan `orion plan history` reports as damaged. An active plan that is not damaged is
     refused (end it with /plan done)."""
     store = _plan_store(workspace, state_dir)

@@ -316,6 +316,31 @@ def sessions_undo(session_id: str, workspace: str, state_dir: str | None) -> Non
     say(f"[green]undone[/green] {escape(result.report)}")
 
 
+@sessions.command("diff")
+@click.argument("session_id", metavar="ID")
+@WORKSPACE
+@STATE_DIR
+def sessions_diff(session_id: str, workspace: str, state_dir: str | None) -> None:
+    """Print what write ID changed: a unified diff from the file before it to the file now."""
+    import sys
+    from pathlib import Path
+
+    from orion.write_session.diff import write_diff
+
+    state = state_path(workspace, state_dir)
+    try:
+        found = write_diff(Path(workspace).resolve(), state.resolve(), session_id)
+    except (OrionError, OSError) as exc:
+        fail(exc)
+    for note in found.notes:
+        say(f"[yellow]note:[/yellow] {escape(note)}")
+    short = found.id[:8]
+    sys.stdout.buffer.writelines(found.changes.unified(
+        f"a/{found.target}\t(before write {short})", f"b/{found.target}"))
+    sys.stdout.flush()
+    say(f"{escape(found.target)}: {found.changes.summary()}")
+
+
 @hookimpl
 def register_commands(cli: click.Group) -> None:
     cli.add_command(sessions)

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from sse_server import (KEEP_ALIVE, SSEServer, error, finish_chunk, stream, text_chunk,
+from sse_server import (KEEP_ALIVE, Pause, SSEServer, error, finish_chunk, stream, text_chunk,
                         text_stream, tool_call_chunk)
 
 
@@ -88,3 +88,79 @@ def test_a_chat_keeps_one_connection_to_the_endpoint(tmp_path):
     assert "One." in proc.stdout and "Three." in proc.stdout
     assert len(server.requests) == 3
     assert len({request.peer for request in server.requests}) == 1, server.requests
+
+
+STATE_NAMES = ("awaiting_content", "session_active", "receiving_content", "needs_corrections")
+
+
+def test_a_piped_chat_prints_the_reply_as_it_came(tmp_path):
+    reply = "# Notes\n\nThis is **bold**, `code` and a [link](https://example.org).\n- one\n"
+    with SSEServer([stream(text_stream(reply[:9], reply[9:30], reply[30:]))]) as server:
+        proc = chat(server, tmp_path, "show me\n", OPENAI_API_KEY="k")
+    assert proc.returncode == 0, proc.stderr
+    assert reply in proc.stdout  # not a terminal: no rendering, nothing changed
+
+
+def test_a_piped_chat_shows_a_write_s_progress_in_words_and_what_stays_open_at_the_end(
+        tmp_path):
+    from sse_server import begin_write
+
+    content = "".join(f"line {n}\n" for n in range(1, 121))
+    with SSEServer([begin_write("notes.md"),
+                    stream([text_chunk(content[i:i + 50]) for i in range(0, len(content), 50)]
+                           + [finish_chunk("stop")]),
+                    stream(text_stream("I am not finished.\n"))]) as server:
+        proc = chat(server, tmp_path, "Write the notes.\nAlso add a summary.\n",
+                    OPENAI_API_KEY="k", WRITE_SESSION_IDLE_MS="600000")
+    assert proc.returncode == 0, proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert "writing notes.md: " in said
+    assert not any(name in said for name in STATE_NAMES), said
+    (directory,) = [d for d in (tmp_path / ".orion" / "write_sessions").iterdir()
+                    if d.is_dir()]
+    short = directory.name[:8]
+    # The model's answer to Orion's question joins the content (not DONE alone): 121 lines.
+    assert (f"write session {short} for notes.md is still open (121 lines saved); 1 message "
+            "you typed is held with it ('Also add a summary.') and sent once the file is "
+            f"written: `orion sessions recover {short} --continue` lets the next orion run or "
+            "orion chat finish it, `--finalize` writes what was saved") in said
+    assert (directory / "content.txt").read_text() == content + "I am not finished.\n"
+
+
+def test_sigint_stops_a_piped_reply_which_stays_in_the_model_s_view(tmp_path):
+    import signal
+    import threading
+    import time
+
+    slow = stream([text_chunk("First, the"), Pause(30), text_chunk(" rest"),
+                   finish_chunk("stop")])
+    with SSEServer([slow, stream(text_stream("Fine."))]) as server:
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ORION_"))}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "orion", "chat", "--base-url", server.base_url, "--model",
+             "test-model", "--workspace", str(tmp_path)], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**clean, "OPENAI_API_KEY": "k"})
+        out: list[str] = []
+        reader = threading.Thread(target=lambda: out.extend(iter(lambda: proc.stdout.read(1),
+                                                                 "")))
+        reader.start()
+        try:
+            proc.stdin.write("Explain it.\n")
+            proc.stdin.flush()
+            end = time.monotonic() + 60
+            while "First, the" not in "".join(out):  # the reply is streaming
+                assert time.monotonic() < end and proc.poll() is None, "".join(out)
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            proc.stdin.write("Go on.\n")
+            proc.stdin.close()
+            assert proc.wait(timeout=60) == 0
+        finally:
+            proc.kill()
+            reader.join()
+            err = proc.stderr.read()
+    assert "reply stopped" in err, err
+    messages = server.requests[1].body["messages"]
+    assert [m["content"] for m in messages[-3:]] == [
+        "Explain it.", "First, the\n\n[The user interrupted this reply here.]", "Go on."]

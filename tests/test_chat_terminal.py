@@ -1,183 +1,222 @@
-"""`orion chat` in a real terminal (tmux): Ctrl-C during a reply stops the reply, not the chat,
-and names the write session it saved; Ctrl-C at the prompt ends the chat at once."""
+"""`orion chat` in a real terminal (tmux), typed as a person types: what shows on the screen,
+and what the endpoint receives (the request bodies of the loopback server)."""
 
 from __future__ import annotations
 
-import os
-import shlex
-import shutil
-import subprocess
-import sys
-import time
-from pathlib import Path
-from typing import Any
+from sse_server import Pause, SSEServer, finish_chunk, stream, text_chunk, text_stream
+from tmux_terminal import PROMPT, chat_in_terminal, count, needs_tmux, started
 
-import pytest
-from sse_server import (Pause, SSEServer, begin_write, finish_chunk, stream, text_chunk,
-                        text_stream)
-
-ORION = str(Path(sys.executable).parent / "orion")
-
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
-                                reason="tmux is not installed (apt-get install tmux)")
+pytestmark = needs_tmux
 
 
-#: Runs the command and writes its exit status to a file. tmux 3.3 sometimes leaves a finished
-#: pane's process unreaped (a zombie, no ``pane_dead_status``), so the status comes from here.
-#: It ignores Ctrl-C itself after starting the command: the key is for the command.
-STATUS_WRAPPER = ("import signal, subprocess, sys; child = subprocess.Popen(sys.argv[2:]); "
-                  "signal.signal(signal.SIGINT, signal.SIG_IGN); status = child.wait(); "
-                  "open(sys.argv[1], 'w').write(str(status))")
+def user_messages(server: SSEServer, request: int) -> list[str]:
+    """The user messages of request ``request`` (0-based), in order."""
+    return [m["content"] for m in server.requests[request].body["messages"]
+            if m["role"] == "user"]
 
 
-class Terminal:
-    """One tmux server of its own (a private socket), one window running ``command``; its
-    exit status goes to ``status_file``."""
-
-    def __init__(self, command: str, name: str, status_file: Path):
-        self.socket = f"orion-test-{os.getpid()}-{name}"
-        self.status_file = status_file
-        wrapped = (f"{shlex.quote(sys.executable)} -c {shlex.quote(STATUS_WRAPPER)} "
-                   f"{shlex.quote(str(status_file))} {command}")
-        self.tmux("new-session", "-d", "-x", "160", "-y", "48", "-s", "chat", wrapped)
-        self.tmux("set-option", "-t", "chat", "remain-on-exit", "on")
-
-    def tmux(self, *args: str) -> str:
-        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
-                              text=True, timeout=30, check=True).stdout
-
-    def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-J", "-S", "-200", "-t", "chat")
-
-    def keys(self, *keys: str) -> None:
-        self.tmux("send-keys", "-t", "chat", *keys)
-
-    def wait_for(self, text: str, deadline_s: float = 30.0) -> str:
-        # Polls the screen until ``text`` shows; the deadline only bounds a broken run.
-        end = time.monotonic() + deadline_s
-        while True:
-            screen = self.screen()
-            if text in screen:
-                return screen
-            if time.monotonic() > end:
-                raise AssertionError(f"{text!r} never appeared; the screen:\n{screen}")
-            time.sleep(0.1)
-
-    def wait_for_prompt(self, after: str, deadline_s: float = 30.0) -> str:
-        """Polls the screen until ``after`` shows and the prompt is drawn again below it, as the
-        last row: the chat's output and its redrawn prompt are two writes, not one."""
-        end = time.monotonic() + deadline_s
-        while True:
-            screen = self.screen()
-            if after in screen and screen.rstrip().endswith("you>"):
-                return screen
-            if time.monotonic() > end:
-                raise AssertionError(f"{after!r} and then the prompt never appeared; the "
-                                     f"screen:\n{screen}")
-            time.sleep(0.1)
-
-    def exit_status(self, deadline_s: float = 30.0) -> str:
-        """The command's exit status once it has ended; the deadline only bounds a broken
-        run."""
-        end = time.monotonic() + deadline_s
-        while not self.status_file.exists() or not self.status_file.read_text():
-            if time.monotonic() > end:
-                raise AssertionError(f"the command did not end; the screen:\n{self.screen()}")
-            time.sleep(0.1)
-        return self.status_file.read_text()
-
-    def close(self) -> None:
-        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True,
-                       timeout=30)
+def test_a_message_shows_once_and_up_recalls_it_from_the_workspace_history(tmp_path):
+    with SSEServer([stream(text_stream("Hi.")), stream(text_stream("Again.")),
+                    stream(text_stream("Found it."))]) as server:
+        with chat_in_terminal(server, tmp_path, "echo") as terminal:
+            started(terminal)
+            terminal.send("Hello there")
+            rows = terminal.wait_for_prompt("Hi.")
+            assert count(rows, r".*Hello there") == 1, rows  # no second echo of it
+            assert "you> Hello there" in rows, rows
+            terminal.keys("Up")
+            terminal.wait_for_prompt(typed="Hello there")  # recalled, editable
+            terminal.keys("C-a")
+            terminal.send("Say: ")
+            terminal.wait_for_prompt("Again.")
+        assert user_messages(server, 0) == ["Hello there"]
+        assert user_messages(server, 1) == ["Hello there", "Say: Hello there"]
+        history = tmp_path / ".orion" / "chat_history"
+        assert history.stat().st_mode & 0o777 == 0o600
+        # A new chat in the same workspace: Ctrl-R finds an older message by a word in it.
+        with chat_in_terminal(server, tmp_path, "echo-again") as terminal:
+            started(terminal)
+            terminal.keys("C-r")
+            terminal.type("Say")
+            terminal.wait_for("Say: Hello there")
+            terminal.keys("Enter")  # takes the found message into the line
+            terminal.wait_for_prompt(typed="Say: Hello there")
+            terminal.keys("Enter")
+            terminal.wait_for_prompt("Found it.")
+    assert user_messages(server, 2) == ["Say: Hello there"]
 
 
-def chat_in_terminal(server: SSEServer, workspace: Path, name: str) -> Terminal:
-    """``orion chat`` against ``server`` in a terminal of its own, with a clean environment."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ORION_"))}
-    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in
-                   {**clean, "OPENAI_API_KEY": "test-key", "TERM": "xterm"}.items()
-                   if k.isidentifier())
-    return Terminal(f"env -i {env} {shlex.quote(ORION)} chat --base-url {server.base_url} "
-                    f"--model test-model --workspace {shlex.quote(str(workspace))}", name,
-                    workspace.parent / f"{name}.status")
+def test_alt_enter_and_a_paste_make_one_message_of_several_lines(tmp_path):
+    with SSEServer([stream(text_stream("Two lines.")),
+                    stream(text_stream("Three lines."))]) as server:
+        with chat_in_terminal(server, tmp_path, "multiline") as terminal:
+            started(terminal)
+            terminal.type("first line")
+            terminal.keys("M-Enter")
+            terminal.type("second line")
+            rows = terminal.wait_until("the second line under the first", lambda rows: rows[-2:]
+                                       == ["you> first line", "     second line"])
+            assert len(server.requests) == 0  # Alt+Enter sent nothing
+            terminal.keys("Enter")
+            terminal.wait_for_prompt("Two lines.")
+            terminal.paste("alpha\nbeta\ngamma")
+            terminal.wait_until("the pasted lines in the prompt", lambda rows: rows[-3:] == [
+                "you> alpha", "     beta", "     gamma"])
+            assert len(server.requests) == 1  # a paste is not sent line by line
+            terminal.keys("Enter")
+            terminal.wait_for_prompt("Three lines.")
+    assert user_messages(server, 0) == ["first line\nsecond line"]
+    assert user_messages(server, 1)[-1] == "alpha\nbeta\ngamma"
+    assert len(server.requests) == 2
 
 
-def test_ctrl_c_stops_the_reply_names_the_saved_session_and_ctrl_c_again_exits(tmp_path):
-    # The model streams three lines, then keeps writing (slowly) until interrupted.
-    slow = stream([text_chunk("first line\nsecond line\nthird line\n"), Pause(20),
-                   text_chunk("never shown\n"), finish_chunk("stop")])
-    with SSEServer([begin_write("notes.md"), slow, stream(text_stream("unused"))]) as server:
-        terminal = chat_in_terminal(server, tmp_path, "ctrl-c")
-        try:
-            terminal.wait_for("you>")
-            terminal.keys("Write the notes.", "Enter")
-            terminal.wait_for("third line")
+def test_tab_completes_commands_and_workspace_paths(tmp_path):
+    (tmp_path / "notes-2024.md").write_text("notes\n")
+    with SSEServer([stream(text_stream("Read it."))]) as server:
+        with chat_in_terminal(server, tmp_path, "complete") as terminal:
+            started(terminal)
+            terminal.type("/hel")
+            terminal.keys("Tab")
+            terminal.wait_for_prompt(typed="/help")
+            terminal.keys("Enter")
+            terminal.wait_for_prompt("/reset")  # the help lists the commands
+            terminal.type("summarize notes-2")
+            terminal.keys("Tab")
+            terminal.wait_for_prompt(typed="summarize notes-2024.md")
+            terminal.keys("Enter")
+            terminal.wait_for_prompt("Read it.")
+    assert user_messages(server, 0) == ["summarize notes-2024.md"]
+
+
+def test_ctrl_c_at_the_prompt_clears_the_line_and_twice_on_an_empty_line_ends_the_chat(
+        tmp_path):
+    with SSEServer([stream(text_stream("Still here."))]) as server:
+        with chat_in_terminal(server, tmp_path, "ctrl-c") as terminal:
+            started(terminal)
+            terminal.type("a draft I do not want")
+            terminal.wait_for_prompt(typed="a draft I do not want")
             terminal.keys("C-c")
-            screen = terminal.wait_for("reply stopped; write session")
-            assert "saved (3 lines)" in screen, screen
-            assert "Traceback" not in screen and "Aborted" not in screen
-            assert not terminal.status_file.exists(), screen  # the chat goes on
-            terminal.wait_for("from another shell\nyou>")  # the prompt after the notice
-            terminal.keys("C-c")  # at the prompt: the chat ends at once, without Enter
+            terminal.wait_for_prompt(typed="")  # cleared; the chat goes on
+            terminal.keys("C-c")  # on the empty line: it says what a second one does
+            terminal.wait_for_prompt("Ctrl-C again (or Ctrl-D) ends the chat")
+            terminal.send("ping")  # typing in between: the next Ctrl-C starts over
+            terminal.wait_for_prompt("Still here.")
+            terminal.keys("C-c")
+            terminal.wait_until("a second hint", lambda rows: count(
+                rows, "Ctrl-C again") == 2 and rows[-1] == PROMPT)
+            assert not terminal.status_file.exists()
+            terminal.keys("C-c")
             status = terminal.exit_status()
-            screen = terminal.screen()
-            assert status == "0", screen
-            assert "Traceback" not in screen and "Aborted" not in screen
-        finally:
-            terminal.close()
-    sessions = list((tmp_path / ".orion" / "write_sessions").iterdir())
-    (session,) = [s for s in sessions if s.is_dir()]
-    assert (session / "content.txt").read_text() == "first line\nsecond line\nthird line\n"
-    assert f"write session {session.name[:8]} saved (3 lines)" in screen, screen
+            rows = terminal.rows()
+    assert status == "0", rows
+    assert user_messages(server, 0) == ["ping"]
+    assert rows[-1] == "shell$", rows  # the shell's prompt starts a line of its own
+    assert "draft" not in "\n".join(rows)
+    assert "Traceback" not in "\n".join(rows)
 
 
-def test_the_live_progress_line_never_lands_inside_the_streamed_text(tmp_path):
-    # Lines arrive in pieces, with pauses long enough for the live line to be drawn between
-    # (and in the middle of) them: each line must still show whole, on a line of its own.
-    pieces: list[Any] = []
-    lines = [f"line {n:02d} of the notes, written in two pieces" for n in range(1, 13)]
-    for line in lines:
-        head, tail = line[:12], line[12:]
-        pieces += [text_chunk(head), Pause(0.15), text_chunk(tail + "\n"), Pause(0.1)]
-    content = stream([*pieces, text_chunk("DONE\n"), finish_chunk("stop")])
-    with SSEServer([begin_write("notes.md"), content, stream(text_stream("Written."))]) as server:
-        terminal = chat_in_terminal(server, tmp_path, "progress")
-        try:
-            terminal.wait_for("you>")
-            terminal.keys("Write the notes.", "Enter")
-            screen = terminal.wait_for("Written.")
-        finally:
-            terminal.close()
-    assert (tmp_path / "notes.md").read_text() == "".join(f"{line}\n" for line in lines)
-    shown = screen.splitlines()
-    for line in lines:
-        assert line in shown, screen  # whole, and alone on its screen line
-    assert any(row.startswith("writing notes.md: ") for row in shown), screen
-    assert not any("writing notes.md" in row and not row.startswith("writing") for row in shown)
-    assert not any(row.startswith("writing notes.md") and "line " in row for row in shown)
+def test_ctrl_d_ends_the_chat_cleanly(tmp_path):
+    with SSEServer([]) as server:
+        with chat_in_terminal(server, tmp_path, "ctrl-d") as terminal:
+            started(terminal)
+            terminal.keys("C-d")
+            status = terminal.exit_status()
+            rows = terminal.rows()
+    assert status == "0", rows
+    assert rows[-2:] == [PROMPT, "shell$"], rows
+    assert "Traceback" not in "\n".join(rows)
+
+
+def test_ctrl_c_stops_a_reply_which_stays_in_the_model_s_view(tmp_path):
+    slow = stream([text_chunk("The answer has two parts.\n\nFirst, the"), Pause(30),
+                   text_chunk(" never shown"), finish_chunk("stop")])
+    with SSEServer([slow, stream(text_stream("Go on then."))]) as server:
+        with chat_in_terminal(server, tmp_path, "stop-reply") as terminal:
+            started(terminal)
+            terminal.send("Explain it.")
+            terminal.wait_for("First, the")
+            terminal.keys("C-c")
+            rows = terminal.wait_for_prompt("reply stopped")
+            assert count(rows, "First, the$") == 1, rows  # shown once, and it stays
+            assert not terminal.status_file.exists()
+            terminal.send("Only the first part.")
+            terminal.wait_for_prompt("Go on then.")
+    messages = server.requests[1].body["messages"]
+    assert [m["role"] for m in messages[-3:]] == ["user", "assistant", "user"]
+    assert messages[-3]["content"] == "Explain it."
+    assert messages[-2]["content"] == ("The answer has two parts.\n\nFirst, the\n\n"
+                                       "[The user interrupted this reply here.]")
+    assert messages[-1]["content"] == "Only the first part."
+
+
+def test_text_typed_while_a_reply_streams_stays_on_its_line_and_is_sent_after_it(tmp_path):
+    lines = [f"Reply line {n} of the long answer." for n in range(1, 9)]
+    slow = stream([item for line in lines for item in (text_chunk(line + "\n"), Pause(0.3))]
+                  + [finish_chunk("stop")])
+    with SSEServer([slow, stream(text_stream("Second answer."))]) as server:
+        with chat_in_terminal(server, tmp_path, "type-ahead") as terminal:
+            started(terminal)
+            terminal.send("First question")
+            terminal.wait_for("Reply line 2")
+            terminal.type("Next question")
+            rows = terminal.wait_for("Reply line 4")
+            assert rows[-1] == "you> Next question", rows  # its own line, under the reply
+            assert count(rows, ".*Next question") == 1, rows
+            terminal.keys("Enter")  # while the reply streams: sent once it has ended
+            terminal.wait_for_prompt("Second answer.")
+            rows = terminal.rows()
+    assert len(server.requests) == 2
+    messages = server.requests[1].body["messages"]
+    assert messages[-2]["content"] == "".join(f"{line}\n" for line in lines)  # whole
+    assert messages[-1] == {"role": "user", "content": "Next question"}
+    shown = [row for row in rows if row.startswith("Reply line")]
+    assert shown == lines, rows  # each line once, none glued to what was typed
+    assert rows.index("you> Next question") > rows.index(lines[-1]), rows
+
+
+def test_replies_are_rendered_as_markdown_and_wrapped_between_words(tmp_path):
+    words = ("Orion keeps every line the model streams, journals it to disk, checks it, and "
+             "writes the file once, atomically, after the model says it is done.").split()
+    reply = ("# Notes\n\nThis is **important** and `code`.\n\n" + " ".join(words * 3) +
+             "\n\n- first\n- second\n")
+    with SSEServer([stream(text_stream(*[reply[i:i + 7] for i in range(0, len(reply), 7)]))]) \
+            as server:
+        with chat_in_terminal(server, tmp_path, "markdown", width=60) as terminal:
+            started(terminal)
+            terminal.send("Show me.")
+            rows = terminal.wait_for_prompt("second")
+    text = "\n".join(rows)
+    assert "This is important and code." in rows, rows
+    assert "**" not in text and "# Notes" not in text and "- first" not in text
+    assert any(row.strip() == "Notes" for row in rows), rows
+    assert " • first" in rows and " • second" in rows, rows
+    paragraph = [row for row in rows if row and row.split()[0] in words]
+    assert len(paragraph) > 3, rows  # wrapped at the terminal's width...
+    assert all(len(row) <= 60 for row in paragraph), rows
+    assert [w for row in paragraph for w in row.split()] == words * 3  # ...between words
+    assert server.requests[0].body["messages"][-1]["content"] == "Show me."
 
 
 def test_the_prompt_comes_back_after_the_idle_prompt_and_its_answer(tmp_path):
     # The message ends without DONE: the chat hands the prompt back; 2 s later Orion's idle
-    # prompt asks the model, which answers DONE in the background. The prompt must come back
-    # below that output, ready for the next line.
+    # prompt asks the model, which answers DONE in the background. Its output goes above the
+    # prompt, which stays ready for the next line.
+    from sse_server import begin_write
     content = stream([text_chunk("# Notes\n\nAll of them.\n"), finish_chunk("stop")])
     answer = stream([text_chunk("DONE\n"), finish_chunk("stop")])
     with SSEServer([begin_write("notes.md"), content, answer,
                     stream(text_stream("Anything else?")),
                     stream(text_stream("Glad to help."))]) as server:
-        terminal = chat_in_terminal(server, tmp_path, "idle")
-        try:
-            terminal.wait_for("you>")
-            terminal.keys("Write the notes.", "Enter")
+        with chat_in_terminal(server, tmp_path, "idle") as terminal:
+            started(terminal)
+            terminal.send("Write the notes.")
             terminal.wait_for_prompt("Anything else?")
-            terminal.keys("Thanks.", "Enter")
-            screen = terminal.wait_for_prompt("Glad to help.")
-        finally:
-            terminal.close()
+            terminal.send("Thanks.")
+            rows = terminal.wait_for_prompt("Glad to help.")
     assert (tmp_path / "notes.md").read_text() == "# Notes\n\nAll of them.\n"
-    # The idle prompt's output starts below the prompt it interrupted: no "you> orion ..." row.
-    prompts = [row.rstrip() for row in screen.splitlines() if row.startswith("you>")]
-    assert prompts == ["you> Write the notes.", "you>", "you> Thanks.", "you>"], screen
-    rows = screen.splitlines()
-    assert rows[rows.index("you> ") + 1].startswith("orion  If you're finished"), screen
+    prompts = [row for row in rows if row.startswith(PROMPT)]
+    assert prompts == ["you> Write the notes.", "you> Thanks.", PROMPT], rows
+    said = rows.index("you> Write the notes.")
+    idle = next(i for i, row in enumerate(rows) if row.startswith("orion  If you're finished"))
+    assert said < idle < rows.index("Anything else?") < rows.index("you> Thanks."), rows
+    assert user_messages(server, 4)[-1] == "Thanks."

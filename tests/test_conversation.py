@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from orion.runtime.conversation import Budget, Conversation, Message
+from orion.runtime.conversation import INTERRUPTED_NOTE, Budget, Conversation, Message
 
 
 def fresh(messages: list[Message]) -> tuple[list[dict], int]:
@@ -147,3 +147,15 @@ def test_lone_surrogates_anywhere_in_a_long_reply_are_sent_as_replacement_charac
     conversation = Conversation()
     conversation.add_assistant(body)
     assert conversation.to_openai()[0]["content"] == body
+
+
+def test_a_stopped_reply_is_kept_as_it_arrived_and_marked_in_the_requests():
+    conversation = Conversation()
+    conversation.add_user("Explain it.")
+    stopped = conversation.add_interrupted("First, the")
+    conversation.add_user("Only the first part.")
+    assert stopped.content == "First, the"  # the history keeps what the model sent
+    assert [m["content"] for m in conversation.to_openai()] == [
+        "Explain it.", f"First, the\n\n{INTERRUPTED_NOTE}", "Only the first part."]
+    conversation.add_interrupted("")  # stopped before any text arrived
+    assert conversation.to_openai()[-1] == {"role": "assistant", "content": INTERRUPTED_NOTE}

@@ -1,17 +1,19 @@
-"""Observers never block work: whatever is wrong with the state directory's ``orion.db`` (which
-holds traces and plans), ``orion run`` still writes every file, says once that traces or plan
-work are unavailable, and ``orion traces`` / ``orion plan`` answer with one error line.
+"""Observers never block work: whatever is wrong with the state directory's ``orion.db`` (the
+traces) or ``plans.db`` (the plans), ``orion run`` still writes every file, says once that
+traces or plan work are unavailable, and the other database goes on as if nothing happened;
+``orion traces`` / ``orion plan`` answer with one error line.
 
 Every fault is real: the database file is really damaged, replaced or locked by another process.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import subprocess
 import sys
-import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -64,44 +66,88 @@ DAMAGE = {"garbage": _garbage, "truncated": _truncated, "directory": _directory,
           "wrong schema": _wrong_schema}
 
 
-@pytest.mark.parametrize("damage", list(DAMAGE))
-def test_a_damaged_database_stops_neither_the_run_nor_a_write(damage, tmp_path, healthy):
+def plans_of(state_dir: Path) -> list[dict]:
+    done = orion("plan", "history", "--json", "--state-dir", str(state_dir))
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def trace_count(workspace: Path) -> int:
+    with closing(sqlite3.connect(workspace / ".orion" / "orion.db")) as db:
+        return db.execute("SELECT count(*) FROM trace_events").fetchone()[0]
+
+
+def operations_with_damaged(database: str, damage: str, tmp_path: Path,
+                            healthy: dict[str, bytes]) -> tuple[Path, str]:
+    """The `operations` example run in a workspace whose ``database`` is damaged: it succeeds
+    and writes every file as in a sound workspace. Returns the workspace and what was said."""
     workspace = tmp_path / "ws"
     (workspace / ".orion").mkdir(parents=True)
-    DAMAGE[damage](workspace / ".orion" / "orion.db")
+    DAMAGE[damage](workspace / ".orion" / database)
     proc = orion("run", "operations", "--workspace", str(workspace))
     said = proc.stdout + proc.stderr
     assert "Traceback" not in said, said[-3000:]
     assert proc.returncode == 0, said[-3000:]
     assert files_of(workspace) == healthy  # every write happened, byte for byte
-    # said once each, not once per request
-    assert said.count("plan work is unavailable") <= 1
-    assert said.count("cannot store traces") <= 1
-    assert "plan work is unavailable" in said or "cannot store traces" in said
+    return workspace, said
 
 
 @pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_damaged_orion_db_stops_neither_the_run_nor_a_write_nor_plan_work(damage, tmp_path,
+                                                                             healthy):
+    workspace, said = operations_with_damaged("orion.db", damage, tmp_path, healthy)
+    assert said.count("cannot store traces") <= 1  # said once, not once per request
+    # Plans are in plans.db: plan work goes on as if nothing happened (the same state
+    # directory, another workspace: the example seeds its own files).
+    state = workspace / ".orion"
+    planned = orion("run", "plan_mode", "--workspace", str(tmp_path / "planned"),
+                    "--state-dir", str(state))
+    said = planned.stdout + planned.stderr
+    assert planned.returncode == 0 and "Plan work ended: plan 'Release 1.2', COMPLETED" in \
+        said, said[-3000:]
+    assert "plan work is unavailable" not in said
+    assert [plan["status"] for plan in plans_of(state)] == ["COMPLETED", "SUPERSEDED"]
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_damaged_plans_db_stops_neither_the_run_nor_a_write_nor_traces(damage, tmp_path,
+                                                                          healthy):
+    workspace, said = operations_with_damaged("plans.db", damage, tmp_path, healthy)
+    assert said.count("plan work is unavailable: the plan store") == 1, said[-3000:]
+    assert "plans.db cannot be used" in said
+    # Traces are in orion.db: stored as if nothing happened.
+    assert "cannot store traces" not in said
+    assert trace_count(workspace) > 10
+
+
+@pytest.mark.parametrize("database", ["orion.db", "plans.db"])
+@pytest.mark.parametrize("damage", list(DAMAGE))
 @pytest.mark.parametrize("command", [["traces"], ["traces", "stats"], ["plan", "show"],
                                      ["plan", "history"]], ids=" ".join)
-def test_reading_commands_answer_a_damaged_database_with_one_error_line(damage, command,
-                                                                         tmp_path):
+def test_reading_commands_answer_a_damaged_database_with_one_error_line(database, damage,
+                                                                         command, tmp_path):
     workspace = tmp_path / "ws"
     (workspace / ".orion").mkdir(parents=True)
-    DAMAGE[damage](workspace / ".orion" / "orion.db")
+    DAMAGE[damage](workspace / ".orion" / database)
     proc = orion(*command, "--workspace", str(workspace))
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     if proc.returncode == 0:  # a wrong schema may read as "nothing recorded": fine, no crash
+        # ... and a command never stops on the other command's database.
+        assert command[0] == "plan" and database == "orion.db" or \
+            command[0] == "traces" and database == "plans.db" or damage == "wrong schema"
         return
     lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith("error: "), \
-        proc.stderr
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"error: the state directory's {database} cannot be used"), \
+        lines
 
 
-def test_a_database_locked_by_another_process_stops_no_write(tmp_path, healthy):
-    # Another process holds an exclusive transaction on orion.db for the whole run.
+@pytest.mark.parametrize("database", ["orion.db", "plans.db"])
+def test_a_database_locked_by_another_process_stops_no_write(database, tmp_path, healthy):
+    # Another process holds an exclusive transaction on the database for the whole run.
     workspace = tmp_path / "ws"
     (workspace / ".orion").mkdir(parents=True)
-    db = workspace / ".orion" / "orion.db"
+    db = workspace / ".orion" / database
     sqlite3.connect(db).close()
     holder = subprocess.Popen(
         [sys.executable, "-c",

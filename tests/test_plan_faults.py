@@ -1,4 +1,4 @@
-"""The plan store under real faults: a damaged row in a real ``orion.db`` spoils only its plan
+"""The plan store under real faults: a damaged row in a real ``plans.db`` spoils only its plan
 (the others and new plans go on; the damaged one is named with the way to drop it), and two real
 processes drafting one plan at the same moment never overwrite each other in silence.
 
@@ -117,7 +117,7 @@ def orion(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def database(ws: Path) -> sqlite3.Connection:
-    return closing(sqlite3.connect(ws / ".orion" / "orion.db"))
+    return closing(sqlite3.connect(ws / ".orion" / "plans.db"))
 
 
 def revisions(ws: Path) -> list[tuple[int, str]]:
@@ -204,7 +204,7 @@ def test_a_damaged_plan_row_spoils_only_that_plan(tmp_path, damage, said):
     history = orion("plan", "history", "--workspace", str(ws), "--json", cwd=ws)
     assert history.returncode == 0, history.stderr
     assert [plan["id"] for plan in json.loads(history.stdout)] == [kept]
-    assert f"plan {damaged[:8]} is damaged in orion.db ({said}" in history.stderr
+    assert f"plan {damaged[:8]} is damaged in plans.db ({said}" in history.stderr
     assert f"`orion plan drop {damaged[:8]}` removes it" in history.stderr
     shown = orion("plan", "show", kept[:8], "--workspace", str(ws), cwd=ws)
     assert shown.returncode == 0 and "Tag v1.2.0" in shown.stdout
@@ -236,7 +236,7 @@ def test_a_damaged_active_plan_stops_only_plan_work_and_says_the_way_out(tmp_pat
                                              "arguments": {"path": "notes.md"}}]}},
                   {"expect": "Ship on Friday"}, {"model": {"text": "Friday."}})
     assert hurt["error"] is None, hurt  # the conversation and its other tools go on
-    way_out = (f"plan work is unavailable: the active plan {active[:8]} is damaged in orion.db "
+    way_out = (f"plan work is unavailable: the active plan {active[:8]} is damaged in plans.db "
                f"(its markdown is not UTF-8 (byte 0xff at offset 0)); the other plans are not "
                f"affected. `orion plan drop {active[:8]}` removes it and its drafts; then /plan "
                "on starts a new plan")

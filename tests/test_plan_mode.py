@@ -13,6 +13,7 @@ import json
 import sqlite3
 import textwrap
 import threading
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from orion.plan.service import PlanCommandError, plan_service_for
 from orion.plan.store import DB_NAME, PlanStore, PlanStoreError, RevisionConflict, Status
 from orion.plugins import make_plugin_manager
 from orion.runtime.runner import play
+from orion.statedb import TRACES_DB
 from orion.runtime.runtime import Runtime
 from orion.tools.executor import ToolContext, execute_call
 from orion_plugins.turn_systems import gate_request
@@ -142,7 +144,7 @@ def orion_yaml(workspace: Path, text: str) -> None:
 
 
 def trace_events(workspace: Path, kind: str) -> list[dict]:
-    with sqlite3.connect(workspace / ".orion" / DB_NAME) as db:
+    with sqlite3.connect(workspace / ".orion" / TRACES_DB) as db:
         rows = db.execute("SELECT name, attributes FROM trace_events WHERE kind = ? ORDER BY id",
                           (kind,)).fetchall()
     return [{"name": name, **json.loads(attributes)} for name, attributes in rows]
@@ -381,23 +383,26 @@ def test_after_a_revision_the_plan_is_the_store_not_the_conversation(session, wo
     assert json.dumps(s.service.lifecycle.snapshot()).find("detail") < 0
     s.runtime.close()  # flush the traces
     where = []
-    with sqlite3.connect(workspace / ".orion" / DB_NAME) as db:
-        tables = [name for (name,) in db.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table'")]
-        for table in tables:
-            columns = [c[1] for c in db.execute(f"PRAGMA table_info({table})")]
-            for column in columns:
-                for text in (long_v1, long_v2):
-                    found = db.execute(f"SELECT count(*) FROM {table} WHERE "
-                                       f"CAST({column} AS TEXT) LIKE '%' || ? || '%'",
-                                       (text,)).fetchone()[0]
-                    if found:
-                        where.append((table, column, text is long_v2, found))
+    for name in (DB_NAME, TRACES_DB):
+        with closing(sqlite3.connect(workspace / ".orion" / name)) as db:
+            tables = [t for (t,) in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")]
+            for table in tables:
+                columns = [c[1] for c in db.execute(f"PRAGMA table_info({table})")]
+                for column in columns:
+                    for text in (long_v1, long_v2):
+                        found = db.execute(f"SELECT count(*) FROM {table} WHERE "
+                                           f"CAST({column} AS TEXT) LIKE '%' || ? || '%'",
+                                           (text,)).fetchone()[0]
+                        if found:
+                            where.append((name, table, column, text is long_v2, found))
     # Each draft is in its plan's row (the old one in the superseded row, the canonical one in
-    # the active row) and once in the revisions, the history; nowhere else.
-    assert sorted(where) == [("plan_revisions", "markdown", False, 1),
-                             ("plan_revisions", "markdown", True, 1),
-                             ("plans", "markdown", False, 1), ("plans", "markdown", True, 1)]
+    # the active row) and once in the revisions, the history, in plans.db; nowhere else (the
+    # traces in orion.db included).
+    assert sorted(where) == [("plans.db", "plan_revisions", "markdown", False, 1),
+                             ("plans.db", "plan_revisions", "markdown", True, 1),
+                             ("plans.db", "plans", "markdown", False, 1),
+                             ("plans.db", "plans", "markdown", True, 1)]
 
 
 # == Invariant 4: the plan block in every request, through compaction and restarts ===============

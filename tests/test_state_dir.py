@@ -71,7 +71,8 @@ def layout(tmp_path):
 
 #: Each part of the state directory a repository could ship as a link out of the workspace.
 PARTS = [".orion", ".orion/backups", ".orion/undo", ".orion/orion.db", ".orion/write_sessions",
-         ".orion/rescued", ".orion/orion.db-wal"]
+         ".orion/rescued", ".orion/orion.db-wal", ".orion/plans.db", ".orion/plans.db-wal",
+         ".orion/plans.db-shm", ".orion/plans.db.setup.lock"]
 
 
 @pytest.mark.parametrize("part", PARTS)
@@ -81,7 +82,7 @@ def test_a_state_directory_part_linked_out_of_the_workspace_is_refused_by_orion_
     link = ws / part
     link.parent.mkdir(parents=True, exist_ok=True)
     target = outside / "planted"
-    if part.endswith(("orion.db", "-wal")):
+    if part.endswith((".db", "-wal", "-shm", ".lock")):
         target.write_bytes(b"")  # an empty file is a valid empty SQLite database
     else:
         target.mkdir()
@@ -161,16 +162,17 @@ def test_a_link_within_the_workspace_is_allowed(layout):
     assert backup.read_text() == "the user's old notes\n"
 
 
-def test_a_part_linked_to_a_workspace_file_is_refused(layout):
-    """A part of the state directory stays in it: ``orion.db`` linked to the user's own file
-    would let SQLite write into that file."""
+@pytest.mark.parametrize("database", ["orion.db", "plans.db"])
+def test_a_part_linked_to_a_workspace_file_is_refused(layout, database):
+    """A part of the state directory stays in it: ``orion.db`` or ``plans.db`` linked to the
+    user's own file would let SQLite write into that file."""
     ws, _, script = layout
     (ws / "empty.md").write_bytes(b"")
     (ws / ".orion").mkdir()
-    (ws / ".orion" / "orion.db").symlink_to("../empty.md")
+    (ws / ".orion" / database).symlink_to("../empty.md")
     done = orion("run", str(script), "--workspace", str(ws), cwd=ws)
     assert done.returncode == 2
-    assert "orion.db is a symbolic link to '../empty.md'" in done.stderr
+    assert f"{database} is a symbolic link to '../empty.md'" in done.stderr
     assert "outside the state directory" in done.stderr
     assert (ws / "empty.md").read_bytes() == b""
 

@@ -460,7 +460,7 @@ def test_case_8_in_a_terminal_quit_names_the_held_message_and_the_open_session(t
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed (apt-get install tmux)")
     from sse_server import SSEServer, begin_write, stream, text_stream
-    from test_chat_terminal import chat_in_terminal
+    from tmux_terminal import chat_in_terminal
 
     (tmp_path / "orion.yaml").write_text("settings:\n  write_session:\n    idle_ms: 600000\n")
     with SSEServer([begin_write("notes.md"), stream(text_stream("alpha\n")),
@@ -469,7 +469,8 @@ def test_case_8_in_a_terminal_quit_names_the_held_message_and_the_open_session(t
         try:
             terminal.wait_for("you>")
             terminal.keys("Write notes.md.", "Enter")
-            terminal.wait_for_prompt("alpha")
+            # The content is a preview while it streams; then the session waits for DONE.
+            terminal.wait_for_prompt("waiting notes.md: 1 line,")
             terminal.keys("Is it raining?", "Enter")
             terminal.wait_for_prompt("your message is held")
             terminal.keys("/quit", "Enter")

@@ -741,7 +741,8 @@ def test_a_rejected_plan_is_a_clear_tool_error_and_writes_nothing(run, tmp_path,
     after = files_under(tmp_path)
     changed = {path for path in before.keys() | after.keys()
                if before.get(path) != after.get(path)
-               and not path.startswith(("ws/.orion/orion.db", "script.yaml"))}
+               and not path.startswith(("ws/.orion/orion.db", "ws/.orion/plans.db",
+                                        "script.yaml"))}
     assert changed == {"ws/notes.md"}  # the seed, written by the runner before the run
     assert after["ws/notes.md"] == b"twice\nmiddle\ntwice\nend\n"
     assert not (played.state_dir / "write_sessions").exists() or \

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from orion.errors import ActionError, OrionError, TriggerNotAllowed
 from orion.plan import history
-from orion.plan.store import DamagedPlan, Plan, PlanStore, RevisionConflict, Status
+from orion.plan.store import DB_NAME, DamagedPlan, Plan, PlanStore, RevisionConflict, Status
 from orion.statechart.lifecycle import SNAPSHOT_FORMAT
 
 if TYPE_CHECKING:
@@ -81,12 +81,14 @@ class PlanService:
                 error = self._unavailable(exc)
                 self._failure = (time.monotonic(), error)
                 raise error from exc
+            if self._store.notice:  # plans moved from orion.db: said by the one that moved them
+                self.runtime.reporter.notice(self._store.notice)
         return self._store
 
     def _unavailable(self, exc: BaseException) -> PlanStoreUnavailable:
         reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
         return PlanStoreUnavailable(
-            f"plan work is unavailable: the plan store {self.runtime.state_dir}/orion.db "
+            f"plan work is unavailable: the plan store {self.runtime.state_dir}/{DB_NAME} "
             f"cannot be used ({reason})")
 
     def _warn_once(self, error: PlanStoreUnavailable) -> None:

@@ -1,4 +1,6 @@
-"""Plans in ``<state dir>/orion.db``: the one place a plan lives.
+"""Plans in ``<state dir>/plans.db``: the one place a plan lives. ``orion.db`` beside it holds
+the traces and no plan text; plans an earlier Orion kept there are moved here by the first
+store opened (:mod:`orion.plan.move`).
 
 The schema is the ``orion.plans`` migration set of :class:`sqlite_utils.Migrations`. A plan's
 Markdown is its only canonical content. The database itself enforces that at most one plan is
@@ -30,10 +32,10 @@ from typing import Any
 from sqlite_utils import Database, Migrations
 
 from orion.errors import OrionError
-from orion.statedb import setting_up
+from orion.statedb import PLANS_DB, TRACES_DB, setting_up
 
-DB_NAME = "orion.db"
-BUSY_TIMEOUT_MS = 5000  # a plan write waits for a trace batch; it never drops
+DB_NAME = PLANS_DB
+BUSY_TIMEOUT_MS = 5000  # a plan write waits for another session's; it never drops
 
 
 class Status(StrEnum):
@@ -59,12 +61,12 @@ class PlanStoreError(OrionError):
 class DamagedPlan(PlanStoreError):
     """A row of plan ``plan_id`` holds what Orion never stores (text that is not UTF-8, an
     unknown status, a revision that is not a number): someone or something edited
-    ``orion.db``. Only that plan is unusable; the message says what is wrong and how to drop
+    ``plans.db``. Only that plan is unusable; the message says what is wrong and how to drop
     it (``orion plan drop``)."""
 
     def __init__(self, plan_id: str, problem: str):
         self.plan_id, self.problem = plan_id, problem
-        super().__init__(f"plan {plan_id[:8]} is damaged in orion.db ({problem}); the other "
+        super().__init__(f"plan {plan_id[:8]} is damaged in {DB_NAME} ({problem}); the other "
                          f"plans are not affected. `orion plan drop {plan_id[:8]}` removes it "
                          "and its drafts")
 
@@ -79,6 +81,11 @@ class RevisionConflict(PlanStoreError):
 
 
 migrations = Migrations("orion.plans")
+#: Each plan's draft kept as its revision, from the table ``{plans}``: migration 002, and a move
+#: from an ``orion.db`` of before revisions were kept.
+LAST_DRAFTS = ("INSERT OR IGNORE INTO plan_revisions (plan_id, revision, title, markdown, "
+               "created_ms) SELECT id, revision, title, markdown, updated_ms FROM {plans} "
+               "WHERE markdown IS NOT NULL AND revision >= 1")
 
 
 @migrations(name="001_plans")
@@ -117,9 +124,7 @@ def _m002_plan_revisions(db: Database) -> None:
         )""")
     # A database from before revisions were kept has only each plan's last draft: that one
     # becomes its revision, the earlier ones are gone.
-    db.execute("INSERT OR IGNORE INTO plan_revisions (plan_id, revision, title, markdown, "
-               "created_ms) SELECT id, revision, title, markdown, updated_ms FROM plans "
-               "WHERE markdown IS NOT NULL AND revision >= 1")
+    db.execute(LAST_DRAFTS.format(plans="plans"))
 
 
 COLUMNS = ("id", "title", "markdown", "status", "revision", "supersedes", "active",
@@ -128,7 +133,7 @@ SELECT = f"SELECT {', '.join(COLUMNS)} FROM plans"
 
 
 class Garbled:
-    """A TEXT value of ``orion.db`` that is not UTF-8, as read (the connection's text factory
+    """A TEXT value of ``plans.db`` that is not UTF-8, as read (the connection's text factory
     returns it instead of failing the whole query, so one damaged row spoils only itself)."""
 
     __slots__ = ("raw", "reason")
@@ -253,14 +258,25 @@ LINE = """
 
 
 class PlanStore:
-    def __init__(self, path: str | Path):
+    """The plans of database ``path``. With ``moves_from`` (a state directory's ``orion.db``,
+    as :meth:`for_state_dir` gives it), plans an earlier Orion kept there are moved in first,
+    under the set-up lock; :attr:`notice` says what was done."""
+
+    def __init__(self, path: str | Path, *, moves_from: str | Path | None = None):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.db = Database(self.path)
         self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        #: What opening the store has to tell the user (plans moved from ``orion.db``, or why
+        #: they could not be), once; ``None``: nothing.
+        self.notice: str | None = None
         with setting_up(self.path):
             self.db.enable_wal()
             migrations.apply(self.db)
+            if moves_from is not None:
+                from orion.plan.move import move_plans  # it reads this module's schema
+
+                self.notice = move_plans(self.path, Path(moves_from))
         self._conn = self.db.conn
         # Text that is not UTF-8 comes back as Garbled instead of failing the query: one
         # damaged row is then one damaged plan (DamagedPlan), not an unusable database.
@@ -270,14 +286,21 @@ class PlanStore:
 
     @classmethod
     def for_state_dir(cls, state_dir: str | Path) -> PlanStore:
-        return cls(Path(state_dir) / DB_NAME)
+        """The store of a workspace: ``<state_dir>/plans.db``, with the plans ``orion.db``
+        still holds moved in."""
+        return cls(Path(state_dir) / DB_NAME, moves_from=Path(state_dir) / TRACES_DB)
 
     @classmethod
     def existing(cls, state_dir: str | Path) -> PlanStore | None:
-        """The store of ``state_dir`` if its ``orion.db`` exists, else ``None`` (for commands
-        that only read, such as ``orion plan show``: they must not create a state directory)."""
-        path = Path(state_dir) / DB_NAME
-        return cls(path) if path.is_file() else None
+        """The store of ``state_dir`` if it has plans (its ``plans.db`` exists, or its
+        ``orion.db`` holds plans to move), else ``None`` (for commands that only read, such as
+        ``orion plan show``: they must not create a state directory or a database)."""
+        from orion.plan.move import holds_plans  # it reads this module's schema
+
+        state = Path(state_dir)
+        if (state / DB_NAME).exists() or holds_plans(state / TRACES_DB):
+            return cls.for_state_dir(state)
+        return None
 
     def close(self) -> None:
         self.db.close()

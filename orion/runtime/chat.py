@@ -1,4 +1,11 @@
-"""``orion chat``: a REPL against a real OpenAI-compatible endpoint, in real time."""
+"""``orion chat``: a conversation with a real OpenAI-compatible endpoint, in real time.
+
+On a terminal the prompt is a line editor (:mod:`orion.runtime.prompt`) that stays at the
+bottom while replies stream above it. Otherwise (a script, a pipe) lines are read from stdin as
+they come, and end of input ends the chat. Either way Ctrl-C during a reply stops the reply,
+not the chat: the part that arrived stays in the conversation, marked as interrupted for the
+model, and an open write session is saved first.
+"""
 
 from __future__ import annotations
 
@@ -8,21 +15,27 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from rich.markup import escape
 
 from orion.clock import RealClock
 from orion.config import WorkspaceConfig
+from orion.console import is_terminal
 from orion.errors import OrionError
 from orion.models.base import ModelAuthError
 from orion.models.openai_compat import OpenAICompatibleModel
 from orion.plugins import PluginManager
-from orion.runtime.screen import ChatScreen
 from orion.runtime.runtime import CommandError, Runtime
+from orion.runtime.screen import ChatScreen
 from orion.runtime.stop_signals import CHAT_SIGNALS, until_stopped
 from orion.trace import events as trace_events
+from orion.write_session.manager import manager_for
 from orion.write_session.recovery import startup
+
+#: Where the chat's history of messages is kept, in the state directory (``.orion``).
+HISTORY_FILE = "chat_history"
 
 
 def make_model(config: WorkspaceConfig, *, base_url: str | None,
@@ -37,18 +50,164 @@ def make_model(config: WorkspaceConfig, *, base_url: str | None,
                                  temperature=settings.temperature)
 
 
-class _Keyboard:
-    """Lines from standard input, and Ctrl-C as an event: at the prompt it ends the chat at
-    once; during a reply it stops the reply. A terminal or a pipe is read by the event loop
-    when it has input (a thread blocked in ``readline`` would keep the program from ending
-    until Enter, and from exiting cleanly at all); a regular file by a thread, at once."""
+def on_terminal() -> bool:
+    """A person at a terminal: stdin is one, and so is stdout or stderr (for the prompt)."""
+    return is_terminal(sys.stdin) and (is_terminal(sys.stderr) or is_terminal(sys.stdout))
 
-    def __init__(self, screen: ChatScreen) -> None:
-        self.loop = asyncio.get_running_loop()
+
+async def run_chat(config: WorkspaceConfig, plugins: PluginManager, *, base_url: str | None,
+                   model_name: str | None) -> int:
+    """Read messages until ``/quit``, Ctrl-D or end of input. Returns the exit code: 1 when the
+    endpoint cannot be used (authentication), else 0."""
+    screen = ChatScreen(out=sys.stdout)
+    model = make_model(config, base_url=base_url, model_name=model_name)
+    runtime = Runtime(model=model, plugins=plugins, workspace=config.workspace, config=config,
+                      clock=RealClock(), reporter=screen)
+    screen.attach(runtime)
+    screen.notice(f"orion chat with {model.name} in {runtime.workspace}; /help lists commands")
+    chat = Chat(runtime, screen)
+    try:
+        async with model.session():  # one connection pool for the whole conversation
+            talk = chat.at_terminal() if on_terminal() else chat.from_lines()
+            return await until_stopped(talk, CHAT_SIGNALS)
+    finally:
+        screen.close()
+        runtime.close()  # a write session still open says what stays and how to finish it
+
+
+class Chat:
+    """The conversation loop: one message at a time, the reply that runs, and Ctrl-C."""
+
+    def __init__(self, runtime: Runtime, screen: ChatScreen) -> None:
+        self.runtime = runtime
         self.screen = screen
-        self.lines: asyncio.Queue[str | None] = asyncio.Queue()
-        self.reply: asyncio.Task[Any] | None = None
-        self.interrupted = False
+        self.reply: asyncio.Task[int | None] | None = None
+        self._stopping = False
+
+    # -- one reply -------------------------------------------------------------------------
+
+    async def turn(self, work: Coroutine[Any, Any, Any]) -> int | None:
+        """Run one reply (a message, a command, or the answer to a pending prompt); Ctrl-C
+        stops it, not the chat. Returns an exit code when the chat must end."""
+        self.reply = asyncio.ensure_future(_guarded(self.runtime, self.screen, work))
+        try:
+            return await self.reply
+        except asyncio.CancelledError:
+            if not self._stopping:
+                raise
+            self._stopping = False
+            self.screen.notice(stopped(self.runtime, kept=self._keep_what_arrived()))
+            return None
+        finally:
+            self.reply = None
+
+    def stop(self) -> bool:
+        """Stop the reply that runs; False when none does."""
+        if self.reply is None or self.reply.done():
+            return False
+        self._stopping = True
+        self.reply.cancel()
+        return True
+
+    def _keep_what_arrived(self) -> bool:
+        """The stopped reply's text joins the conversation as the model sent it, marked as
+        interrupted, when a request was answering the last message (a write's content is its
+        session's, and a stopped command leaves the conversation as it was). Returns whether
+        it did."""
+        said = self.screen.stop_message()
+        messages = self.runtime.conversation.messages
+        if said is None or not messages or messages[-1].role == "assistant":
+            return False
+        self.runtime.conversation.add_interrupted(said)
+        return True
+
+    # -- a person at a terminal ------------------------------------------------------------
+
+    async def at_terminal(self) -> int:
+        from orion.runtime.prompt import ChatPrompt
+
+        runtime, screen = self.runtime, self.screen
+        commands = runtime.plugins.registry.commands
+        editor = ChatPrompt(
+            terminal=sys.stderr if is_terminal(sys.stderr) else sys.stdout,
+            history=runtime.state_dir / HISTORY_FILE, workspace=runtime.workspace,
+            commands=lambda: {name: command.help for name, command in commands.items()},
+            footer=screen.footer, stop_reply=self.stop, notice=screen.notice)
+        screen.editor, screen.echo = editor, False
+        # The terminal stays in the prompt's mode for the whole chat: keys typed between two
+        # prompts are read by the next one, not echoed into the reply, and Ctrl-C is a key.
+        # SIGINT comes from `kill -INT` only, and does what the key does.
+        restore = _on_sigint(editor.interrupt)
+        try:
+            with editor.keys():
+                try:
+                    startup(runtime)  # orphaned write sessions: notices; --continue adopts one
+                    editor.start()
+                    return await self._messages(editor.read, editor.replying)
+                finally:
+                    await editor.close()
+        finally:
+            restore()
+            screen.editor, screen.echo = None, True
+
+    # -- lines from a pipe or a file -------------------------------------------------------
+
+    async def from_lines(self) -> int:
+        startup(self.runtime)  # orphaned write sessions: notices, and --continue adopts one
+        lines = _Lines()
+        restore = _on_sigint(lambda: self.stop() or lines.end())
+        try:
+            return await self._messages(lines.read, lambda replying: None)
+        finally:
+            restore()
+            lines.close()
+
+    async def _messages(self, read: Callable[[], Coroutine[Any, Any, str | None]],
+                        replying: Callable[[bool], None]) -> int:
+        runtime = self.runtime
+        work = runtime.pump() if runtime.pending else None  # an adopted session continues
+        while True:
+            if work is not None:
+                replying(True)
+                try:
+                    code = await self.turn(work)
+                finally:
+                    replying(False)
+                if code is not None:
+                    return code
+            if runtime.closing:
+                return 0
+            line = await read()
+            if line is None:
+                return 0
+            line = line.strip()
+            work = runtime.handle(line) if line else None
+
+
+def _on_sigint(handler: Callable[[], object]) -> Callable[[], None]:
+    """Route SIGINT to ``handler`` on the running loop; returns what undoes it."""
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGINT, handler)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+        return lambda: None
+
+    def restore() -> None:
+        try:
+            loop.remove_signal_handler(signal.SIGINT)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+    return restore
+
+
+class _Lines:
+    """Lines from standard input when it is not a terminal. A pipe is read by the event loop
+    when it has input (a thread blocked in ``readline`` would keep the program from ending);
+    a regular file by a thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.queue: asyncio.Queue[str | None] = asyncio.Queue()
         self._fd: int | None = None
         self._pending = ""
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -59,144 +218,85 @@ class _Keyboard:
         except (OSError, ValueError, NotImplementedError, AttributeError):
             threading.Thread(target=self._read_file, name="orion-chat-stdin",
                              daemon=True).start()
-        try:
-            self.loop.add_signal_handler(signal.SIGINT, self._interrupt)
-        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
-            pass
+
+    async def read(self) -> str | None:
+        return await self.queue.get()
+
+    def end(self) -> None:
+        """Ctrl-C while no reply runs: the chat ends now."""
+        self.queue.put_nowait(None)
 
     def _readable(self, fd: int) -> None:
         try:
             data = os.read(fd, 65536)
         except OSError:
             data = b""
-        if not data:  # end of input (Ctrl-D at the start of a line, a closed pipe)
+        if not data:  # end of input (a closed pipe, Ctrl-D)
             self.loop.remove_reader(fd)
             self._fd = None
             tail = self._pending + self._decoder.decode(b"", final=True)
             if tail:
-                self.lines.put_nowait(tail)
-            self.lines.put_nowait(None)
+                self.queue.put_nowait(tail)
+            self.queue.put_nowait(None)
             return
         *complete, self._pending = (self._pending + self._decoder.decode(data)).split("\n")
         for line in complete:
-            self.lines.put_nowait(line + "\n")
+            self.queue.put_nowait(line + "\n")
 
     def _read_file(self) -> None:
         for line in sys.stdin or ():  # no standard input at all: end of input
-            self.loop.call_soon_threadsafe(self.lines.put_nowait, line)
-        self.loop.call_soon_threadsafe(self.lines.put_nowait, None)
-
-    def _interrupt(self) -> None:
-        if self.reply is not None and not self.reply.done():
-            self.interrupted = True
-            self.reply.cancel()
-        else:
-            self.lines.put_nowait(None)  # at the prompt: the chat ends now
-
-    async def read_line(self, prompt: str) -> str | None:
-        if sys.stdin is not None and sys.stdin.isatty():
-            self.screen.ask(prompt)
-        try:
-            return await self.lines.get()
-        finally:
-            self.screen.answered()
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, line)
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, None)
 
     def close(self) -> None:
         if self._fd is not None:
             self.loop.remove_reader(self._fd)
-        try:
-            self.loop.remove_signal_handler(signal.SIGINT)
-        except (NotImplementedError, RuntimeError, ValueError):
-            pass
 
 
-async def run_chat(config: WorkspaceConfig, plugins: PluginManager, *, base_url: str | None,
-                   model_name: str | None) -> int:
-    """Read lines until ``/quit`` or end of input. Returns the exit code: 1 when the endpoint
-    cannot be used (authentication, connection), else 0."""
-    reporter = ChatScreen(out=sys.stdout)
-    model = make_model(config, base_url=base_url, model_name=model_name)
-    runtime = Runtime(model=model, plugins=plugins, workspace=config.workspace, config=config,
-                      clock=RealClock(), reporter=reporter)
-    reporter.notice(f"orion chat with {model.name} in {runtime.workspace}; /help lists commands")
-    try:
-        startup(runtime)  # orphaned write sessions: notices, and --continue adopts one
-        async with model.session():  # one connection pool for the whole conversation
-            return await until_stopped(_loop(runtime, reporter), CHAT_SIGNALS)
-    finally:
-        runtime.close()
+# -- what the user is told about open writes ----------------------------------------------------
 
 
-async def _loop(runtime: Runtime, reporter: ChatScreen) -> int:
-    keyboard = _Keyboard(reporter)
-    try:
-        if runtime.pending:  # an adopted write session asks the model to continue
-            code = await _reply(keyboard, runtime, reporter, runtime.pump())
-            if code is not None:
-                return code
-        while not runtime.closing:
-            line = await keyboard.read_line("you> ")
-            if line is None:
-                break
-            line = line.strip()
-            if not line:
-                continue
-            code = await _reply(keyboard, runtime, reporter, runtime.handle(line))
-            if code is not None:
-                return code
-        return 0
-    finally:
-        keyboard.close()
-        reporter.close()
-
-
-async def _reply(keyboard: _Keyboard, runtime: Runtime, reporter: ChatScreen,
-                 work) -> int | None:
-    """Run one reply; Ctrl-C stops it (not the chat) and says where an open write stands."""
-    keyboard.reply = asyncio.ensure_future(_guarded(runtime, reporter, work))
-    try:
-        return await keyboard.reply
-    except asyncio.CancelledError:
-        if not keyboard.interrupted:
-            raise
-        keyboard.interrupted = False
-        reporter.notice(_stopped(runtime))
-        return None
-    finally:
-        keyboard.reply = None
-
-
-def _stopped(runtime: Runtime) -> str:
-    """What Ctrl-C during a reply left behind, for the user."""
-    from orion.write_session.manager import manager_for
-
+def stopped(runtime: Runtime, *, kept: bool) -> str:
+    """What Ctrl-C during a reply left behind, for the user (``kept``: the reply's text joined
+    the conversation)."""
     session = manager_for(runtime).active
     if session is None:
-        return "reply stopped"
+        return ("reply stopped; what arrived stays in the conversation, marked as interrupted"
+                if kept else "stopped")
     session.checkpoint()
     journal, short = session.journal, session.id[:8]
+    held = _held(session.held_messages)
     if journal.degraded is not None:
         return (f"reply stopped; write session {short} holds {journal.lines} lines in memory "
-                f"only ({journal.degraded}): they are lost if this chat ends")
+                f"only ({journal.degraded}): they are lost if this chat ends{held}")
     return (f"reply stopped; write session {short} saved ({journal.lines} lines); it stays "
-            f"open here, and `orion sessions recover {short}` finishes it from another shell")
+            f"open here, and `orion sessions recover {short}` finishes it from another shell"
+            f"{held}")
 
 
-async def _guarded(runtime: Runtime, reporter: ChatScreen, work) -> int | None:
+def _held(messages: list[str]) -> str:
+    if not messages:
+        return ""
+    if len(messages) == 1:
+        return "; your message is held with it and sent once the file is written"
+    return f"; your {len(messages)} messages are held with it and sent once the file is written"
+
+
+async def _guarded(runtime: Runtime, screen: ChatScreen, work) -> int | None:
     """Run ``work``; report errors. Returns an exit code when the chat must end."""
     try:
         await work
     except CommandError as exc:
-        reporter.notice(str(exc))
+        screen.notice(str(exc))
     except OrionError as exc:
         runtime.tracer.emit(trace_events.error("orion chat", exc,
                                                at_ms=runtime.clock.now_ms(),
                                                conversation_id=runtime.conversation.id))
         if isinstance(exc, ModelAuthError):
-            reporter.say(f"[red]error:[/red] {escape(str(exc))}")
+            screen.say(f"[red]error:[/red] {escape(str(exc))}")
             return 1  # the key is refused: every further line would fail too
         # Anything else (the endpoint down, a 5xx after the SDK's retries) may pass: one line,
         # and the conversation (an open write session too) goes on with the next message.
-        reporter.say(f"[red]error:[/red] {escape(str(exc))}; the conversation is "
-                     "kept, type your next message or /quit")
+        screen.say(f"[red]error:[/red] {escape(str(exc))}; the conversation is "
+                   "kept, type your next message or /quit")
     return None

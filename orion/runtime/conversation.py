@@ -19,6 +19,9 @@ Role = Literal["user", "assistant", "tool"]
 _edits = 0
 
 
+#: What the model reads after a reply the user stopped: the reply as it arrived, then this line.
+INTERRUPTED_NOTE = "[The user interrupted this reply here.]"
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 #: Characters encoded at a time to look for a surrogate: a small temporary copy.
 _PROBE = 1 << 16
@@ -52,6 +55,7 @@ class Message:
     tool_call_id: str | None = None  # on tool results
     reasoning_content: str | None = None  # round-tripped for providers that send it
     injected: bool = False  # a prompt Orion added for the model, not the user's words
+    interrupted: bool = False  # a reply the user stopped: its content is what had arrived
     # Every request sends the whole conversation: each message's request form and size are
     # computed once, and again only after one of its fields changes.
     _openai: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
@@ -75,7 +79,10 @@ class Message:
         changes: callers must not modify it."""
         if self._openai is not None:
             return self._openai
-        message: dict[str, Any] = {"role": self.role, "content": self.content}
+        content = self.content
+        if self.interrupted:  # the content stays as the model sent it; the request says why
+            content = f"{content}\n\n{INTERRUPTED_NOTE}" if content else INTERRUPTED_NOTE
+        message: dict[str, Any] = {"role": self.role, "content": content}
         if self.tool_calls:
             message["tool_calls"] = self.tool_calls
         if self.tool_call_id is not None:
@@ -144,6 +151,11 @@ class Conversation:
         text, reasoning = _sendable(text), _sendable(reasoning)
         return self.add(Message("assistant", text or None if tool_calls else text,
                                 tool_calls=tool_calls or None, reasoning_content=reasoning))
+
+    def add_interrupted(self, text: str) -> Message:
+        """The part of a reply that arrived before the user stopped it, kept as sent; the
+        requests mark it as interrupted (:data:`INTERRUPTED_NOTE`)."""
+        return self.add(Message("assistant", _sendable(text), interrupted=True))
 
     def add_tool_result(self, call_id: str, content: str) -> Message:
         return self.add(Message("tool", content, tool_call_id=call_id))

@@ -1,211 +1,309 @@
-"""The chat's terminal: one place decides what goes where on the screen, so the model's streamed
-text, Orion's lines, the live progress line of a write and the ``you>`` prompt never garble each
-other.
+"""The chat's screen: one place decides what goes where, so the model's reply, Orion's lines,
+a write's progress and the ``you>`` prompt never garble each other.
 
-Three rules keep it readable:
+On a terminal (``orion chat`` typed by a person):
 
-- The live progress line is always the bottom line, and is drawn only at the start of a line.
-  While it shows, streamed text is written a whole line at a time above it (the unfinished line
-  is held back until its newline, or until the message ends).
-- Orion's own lines (notices, tool results) start on a line of their own: a half-written line of
-  model text is ended first.
-- Output that arrives while the prompt waits for the user (an idle prompt fired, the model
-  answered it) starts below the prompt, and the prompt is drawn again once the screen is quiet.
+- A reply is rendered as Markdown, word-wrapped at the terminal's width (rich). Each block
+  (a paragraph, a list, a code block: :mod:`orion.runtime.blocks`) is printed once, when it is
+  finished; the block still growing is drawn above the prompt and replaced as it grows.
+- A write's content is not printed: while it streams, a preview of its last few lines and one
+  live line (``writing notes.md: 120 lines, 4.1 KiB``) are drawn above the prompt; when the
+  write ends they go, and the write's report stays, with a short summary of what it changed
+  in an existing file (``+12 -3 lines``; ``orion sessions diff ID`` has the whole diff).
+- Orion's lines (notices, tool calls, its prompts to the model) start on lines of their own.
+- The prompt (:mod:`orion.runtime.prompt`) stays at the bottom: everything above is printed
+  above it; what the user typed shows once, on its line.
+
+Not on a terminal (a script, a pipe, a file), the reply's text goes to stdout unchanged, as it
+arrives, and everything else to stderr, one line at a time; progress is a plain line when the
+write's state changes and every 50 lines. With stdin not a terminal but stdout one, replies are
+still rendered, block by block, and the live line is the bottom line of the terminal.
 """
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
+import os
+from typing import TYPE_CHECKING, Any
 
+from orion.console import is_terminal
+from orion.runtime.blocks import MarkdownBlocks
+from orion.runtime.render import Renderer, WriteTail, live_line, write_word
 from orion.runtime.report import ConsoleReporter
-from orion.write_session.progress import Progress
+from orion.write_session.manager import manager_for
+
+if TYPE_CHECKING:
+    from orion.runtime.prompt import ChatPrompt
+    from orion.runtime.runtime import Runtime
+    from orion.write_session.progress import Progress
 
 CLEAR_LINE = "\r\x1b[2K"
 
-#: How long the screen must stay quiet before the prompt is drawn again under background output.
-PROMPT_REDRAW_S = 0.2
+#: The block still growing is previewed by its last lines: at most this share of the screen.
+PREVIEW_SHARE = 3
+#: ... rendered from at most this many of its last source lines (a long code block is not
+#: rendered whole at every chunk; it is, once, when it ends).
+PREVIEW_SOURCE_LINES = 40
 
 
 class ChatScreen(ConsoleReporter):
-    """The reporter of ``orion chat``: streamed text on ``out`` (stdout), everything else on the
-    console (stderr). When both are the same terminal the rules above apply; otherwise (output
-    piped to a file) text passes through as it arrives and only the prompt is managed."""
+    """The reporter of ``orion chat``: the reply on ``out`` (stdout), everything else on the
+    console (stderr). :meth:`attach` gives it the runtime (what a write session is doing is
+    read from there); ``editor`` is the terminal's prompt while it runs."""
 
     def __init__(self, console=None, *, out) -> None:
         super().__init__(console, stream=True, out=out)
-        isatty = getattr(out, "isatty", None)
-        self.shared = bool(self.console.is_terminal and isatty is not None and isatty())
-        self._at_line_start = True  # on the screen, across both streams
-        self._held = ""  # text of an unfinished line, held back under the live line
-        self._drawn = False  # the live progress line is on the screen now
-        self._prompt: str | None = None  # the prompt the user is answering, if any
-        self._prompt_shown = False  # ... and it is the last thing on the screen
+        self.markdown = is_terminal(out)  # replies are rendered on a terminal
+        self.terminal = bool(self.console.is_terminal)  # Orion's lines go to one
+        self.editor: ChatPrompt | None = None
+        self.echo = True  # say what the user sent (the prompt shows it itself)
+        self.runtime: Runtime | None = None
+        color = self.console.color_system if self.terminal else None
+        if self.markdown and not self.terminal:
+            from rich.console import Console
+
+            color = Console(file=out).color_system
+        self._renderer = Renderer(color)
         self._in_message = False  # the model is streaming a message
-        self._redraw: asyncio.TimerHandle | None = None
-        self._last_output = 0.0  # the event loop's time of the last output under the prompt
+        self._write = False  # ... which is a write's (a session was open when it started)
+        self._reply: list[str] = []  # the message's text as sent, unless it is a write's
+        self._blocks = MarkdownBlocks()
+        self._blocks_shown = False  # a block of this message was printed
+        self._tail: WriteTail | None = None  # the end of a write's text, for the preview
+        self._progress: tuple[str, Progress | None] = ("", None)  # a session's, by its id
+        self._preview: tuple[tuple[str, int, int], str] = (("", 0, 0), "")
+        self._live_drawn = False  # without a prompt: the live line is on the terminal
+        self._logged: tuple[str, str, int] | None = None  # not a terminal: the last progress
+        self._writes_seen = 0
 
-    # -- the prompt ------------------------------------------------------------------------
+    def attach(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self._writes_seen = len(manager_for(runtime).writes)
 
-    def ask(self, prompt: str) -> None:
-        """The chat waits for a line: show ``prompt`` (terminal input only)."""
-        self._prompt = prompt
-        self._settle(keep_live=False)  # a reply that ends with a write open said where it is
-        self._line_start()
-        self._show_prompt()
+    # -- where output goes -----------------------------------------------------------------
 
-    def answered(self) -> None:
-        """A line was read (the terminal echoed its newline)."""
-        self._prompt = None
-        self._prompt_shown = False
-        self._at_line_start = True
-        self._cancel_redraw()
+    def _width(self) -> int:
+        if self.editor is not None:
+            return self.editor.size()[0]
+        for stream in (self.out, self.console.file):
+            try:
+                return os.get_terminal_size(stream.fileno()).columns
+            except (OSError, ValueError, AttributeError):
+                continue
+        return 80
 
-    def _show_prompt(self) -> None:
-        self._err(self._prompt or "")
-        self._prompt_shown = True
-        self._at_line_start = False
-
-    def _cancel_redraw(self) -> None:
-        if self._redraw is not None:
-            self._redraw.cancel()
-            self._redraw = None
-
-    def _redraw_later(self) -> None:
-        """Output came while the prompt waits: draw the prompt again once it has stopped. One
-        timer at a time, which looks again when it fires (a streamed reply is many outputs)."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # no event loop: nobody will read the prompt's answer anyway
+    def _emit(self, text: str, *, err: bool) -> None:
+        """Whole lines that stay on the screen (escape codes allowed), to stderr or stdout."""
+        on_terminal = self.terminal if err else self.markdown
+        if self.editor is not None and on_terminal:
+            self.editor.print_above(text)
             return
-        self._last_output = loop.time()
-        if self._redraw is None:
-            self._redraw = loop.call_later(PROMPT_REDRAW_S, self._redraw_if_quiet)
-
-    def _redraw_if_quiet(self) -> None:
-        self._redraw = None
-        if self._prompt is None or self._prompt_shown:
-            return
-        loop = asyncio.get_running_loop()
-        quiet_for = loop.time() - self._last_output
-        if self._in_message or quiet_for < PROMPT_REDRAW_S:  # still going: look again later
-            delay = PROMPT_REDRAW_S if self._in_message else PROMPT_REDRAW_S - quiet_for
-            self._redraw = loop.call_later(delay, self._redraw_if_quiet)
-            return
-        self._settle(keep_live=False)
-        self._line_start()
-        self._show_prompt()
-
-    # -- where output starts ---------------------------------------------------------------
+        lift = self._live_drawn and on_terminal
+        if lift:
+            self._err(CLEAR_LINE)
+        stream = self.console.file if err else self.out
+        stream.write(text)
+        stream.flush()
+        if lift:
+            self._draw_live()
 
     def _err(self, text: str) -> None:
         self.console.file.write(text)
         self.console.file.flush()
 
-    def _write(self, text: str) -> None:
-        if not text:
-            return
-        self.out.write(text)
-        self.out.flush()
-        if self.shared:
-            self._at_line_start = text.endswith("\n")
+    def _changed(self) -> None:
+        """The lines drawn above the prompt changed."""
+        if self.editor is not None:
+            self.editor.invalidate()
+        elif self._live_drawn:
+            self._draw_live()
 
-    def _line_start(self) -> None:
-        if not self._at_line_start:
-            (self._write if self.shared else self._err)("\n")
-            self._at_line_start = True
-
-    def _before_output(self) -> None:
-        """Something is about to be printed: below the prompt if it shows."""
-        if self._prompt_shown:
-            self._prompt_shown = False
-            self._err("\n")
-            self._at_line_start = True
-        if self._prompt is not None:
-            self._redraw_later()
-
-    def _lift_live(self) -> None:
-        if self._drawn:
-            self._err(CLEAR_LINE)
-            self._drawn = False
-
-    def _drop_live(self) -> None:
-        if self._live is not None and self._at_line_start:
-            self._err(CLEAR_LINE + self._live.line())
-            self._drawn = True
-
-    # -- the reporter ----------------------------------------------------------------------
-
-    def text(self, delta: str) -> None:
-        self._before_output()
-        self._in_message = True
-        if not self.shared:
-            self._write(delta)
-            return
-        if self._live is None:
-            self._write(delta)
-            return
-        held = self._held + delta
-        cut = held.rfind("\n") + 1
-        if cut == 0:
-            if self._drawn:
-                self._held = held
-            else:  # the live line waits for this line of text to end
-                self._write(held)
-                self._held = ""
-            return
-        self._lift_live()
-        self._write(held[:cut])
-        self._held = held[cut:]
-        self._drop_live()
-
-    def message_end(self, finish: Any) -> None:
-        self._before_output()
-        self._in_message = False
-        if self._held:
-            self._lift_live()
-            self._write(self._held)
-            self._held = ""
-        if not self.shared:
-            self._write("\n")  # as text arrived: the message ends its line
-            return
-        self._line_start()
-        self._drop_live()
-
-    def progress(self, progress: Progress) -> None:
-        if not self.console.is_terminal:
-            super().progress(progress)
-            return
-        self._before_output()
-        self._live = progress
-        if self._drawn or self._at_line_start:
-            self._err(CLEAR_LINE + progress.line())
-            self._drawn = True
-            self._at_line_start = True  # the live line is rewritten, never continued
-
-    def progress_done(self) -> None:
-        self._settle()
-
-    def _settle(self, keep_live: bool = True) -> None:
-        """Put the live line away: the held text is written; the last progress line stays
-        unless ``keep_live`` is false."""
-        if self._held or not keep_live:
-            self._lift_live()
-            self._write(self._held)
-            self._held = ""
-        elif self._drawn:
-            self._err("\n")  # the last progress line stays on the screen
-            self._at_line_start = True
-        self._drawn = False
-        self._live = self._printed = None
+    # -- Orion's lines ---------------------------------------------------------------------
 
     def say(self, markup: str) -> None:
-        self._before_output()
-        self._lift_live()
-        self._line_start()
-        self.console.print(markup)
-        self._at_line_start = True
-        self._drop_live()
+        if self.terminal:  # a line of Orion's is one line, however long (replies are wrapped)
+            self._emit(self._renderer.render(markup, self._width(), wrap=False), err=True)
+        else:
+            self.console.print(markup)
+
+    def user(self, text: str) -> None:
+        if self.echo:
+            super().user(text)
+
+    def tool(self, outcome) -> None:
+        super().tool(outcome)
+        self._announce_writes()
+
+    def prompt(self, text: str) -> None:
+        super().prompt(text)
+        self._announce_writes()  # a write session's report is its prompt to the model
+
+    # -- the reply -------------------------------------------------------------------------
+
+    def text(self, delta: str) -> None:
+        if not self._in_message:
+            self._start_message()
+        if self._write:
+            if not self.markdown:
+                self.out.write(delta)  # not a terminal: the text as it arrives, unchanged
+                self.out.flush()
+            elif self._tail is not None:
+                self._tail.add(delta)  # drawn with the live line, which the session updates
+            return
+        self._reply.append(delta)
+        if not self.markdown:
+            self.out.write(delta)
+            self.out.flush()
+            return
+        for block in self._blocks.feed(delta):
+            self._show_block(block)
+        if self.editor is not None:
+            self.editor.invalidate()
+
+    def _start_message(self) -> None:
+        self._in_message = True
+        runtime = self.runtime
+        self._write = runtime is not None and manager_for(runtime).active is not None
+        self._reply = []
+        if self._write and self.markdown and self.editor is not None:
+            self._tail = WriteTail()
+
+    def _show_block(self, block: str) -> None:
+        if not block.strip():
+            return
+        rendered = self._renderer.markdown(block, self._width())
+        self._emit(("\n" if self._blocks_shown else "") + rendered, err=False)
+        self._blocks_shown = True
+
+    def message_end(self, finish: Any) -> None:
+        if self._in_message:
+            self.stop_message()
+        elif not self.markdown:
+            self.out.write("\n")  # as text arrived: the message ends its line
+            self.out.flush()
+
+    def stop_message(self) -> str | None:
+        """The message ends (or the user stopped it): what it said, as sent, or None when it
+        was a write's (the write session has that). What showed stays on the screen."""
+        if not self._in_message:
+            return ""
+        said = None if self._write else "".join(self._reply)
+        if not self.markdown:
+            self.out.write("\n")
+            self.out.flush()
+        elif not self._write:
+            self._show_block(self._blocks.end())
+        self._in_message = self._write = self._blocks_shown = False
+        self._reply, self._tail = [], None
+        self._changed()
+        return said
+
+    # -- a write ---------------------------------------------------------------------------
+
+    def progress(self, progress: Progress) -> None:
+        session = manager_for(self.runtime).active if self.runtime is not None else None
+        self._progress = (session.id if session is not None else "", progress)
+        if self.editor is not None:
+            self.editor.invalidate()
+        elif self.terminal:
+            self._draw_live()
+        else:
+            self._log_progress(progress)
+
+    def progress_done(self) -> None:
+        if self._live_drawn:
+            self._err(CLEAR_LINE)
+            self._live_drawn = False
+        self._changed()
+
+    def _live_text(self) -> str | None:
+        """The live line of the write session that is open, if any; the word comes from its
+        lifecycle's tags as it is now."""
+        session = manager_for(self.runtime).active if self.runtime is not None else None
+        if session is None:
+            return None
+        session_id, progress = self._progress
+        if session_id != session.id:  # none from this session yet (it began, or was adopted)
+            progress = session.progress()
+            self._progress = (session.id, progress)
+        return live_line(progress, write_word(session.lifecycle))
+
+    def _draw_live(self) -> None:
+        text = self._live_text()
+        if text is None:
+            if self._live_drawn:
+                self._err(CLEAR_LINE)
+                self._live_drawn = False
+            return
+        self._err(CLEAR_LINE + text[:self._width() - 1])
+        self._live_drawn = True
+
+    def _log_progress(self, progress: Progress) -> None:
+        text = self._live_text()
+        if text is None:
+            return
+        word = text.split(" ", 1)[0]
+        last = self._logged
+        if last is None or last[:2] != (word, progress.target) or \
+                progress.lines // self.PLAIN_EVERY_LINES > last[2] // self.PLAIN_EVERY_LINES:
+            self._logged = (word, progress.target, progress.lines)
+            from rich.markup import escape
+
+            self.console.print(escape(text), highlight=False)
+
+    def footer(self, width: int, height: int) -> str:
+        """The lines drawn above the prompt: the reply's block still growing, or a write's
+        last lines and its live line."""
+        lines = ""
+        if self._in_message and not self._write:
+            lines = self._growing_block(width, height)
+        elif self._tail is not None:
+            lines = "".join(self._renderer.dim(line, width) for line in self._tail.lines())
+        live = self._live_text()
+        if live is not None:
+            lines += self._renderer.render(f"[cyan]{_escape(live)}[/cyan]", width)
+        return lines
+
+    def _growing_block(self, width: int, height: int) -> str:
+        source = self._blocks.tail(PREVIEW_SOURCE_LINES)
+        if not source.strip():
+            return ""
+        key = (source, width, height)
+        if self._preview[0] != key:  # drawn again at every redraw: rendered once per change
+            rendered = self._renderer.markdown(source, width).splitlines(keepends=True)
+            keep = max(3, height // PREVIEW_SHARE)
+            self._preview = (key, "".join(rendered[-keep:]))
+        return self._preview[1]
+
+    def _announce_writes(self) -> None:
+        """After a write's report: what it changed in a file that existed."""
+        if self.runtime is None:
+            return
+        writes = manager_for(self.runtime).writes
+        new, self._writes_seen = writes[self._writes_seen:], len(writes)
+        for result in new:
+            if result.backup is not None:
+                self.notice(self._changed_lines(result))
+
+    def _changed_lines(self, result) -> str:
+        from orion.write_session.diff import changes
+
+        try:
+            summary = changes(result.backup.read_bytes(), result.path.read_bytes()).summary()
+        except OSError as exc:
+            return f"{result.relative}: what changed cannot be read ({exc.strerror or exc})"
+        try:
+            write_id = result.backup.relative_to(self.runtime.state_dir / "backups").parts[0]
+        except ValueError:  # not where backups are kept: no id to name
+            return f"{result.relative}: {summary}"
+        return f"{result.relative}: {summary}; `orion sessions diff {write_id[:8]}` shows them"
 
     def close(self) -> None:
-        self._cancel_redraw()
+        if self._live_drawn:
+            self._err(CLEAR_LINE)
+            self._live_drawn = False
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)

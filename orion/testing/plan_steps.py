@@ -2,11 +2,11 @@
 
 Loaded with the common steps (:mod:`orion.testing.steps`) by Orion's pytest plugin. The steps
 drive the real runtime of the scenario's :class:`~orion.testing.world.World` and read the real
-plan store (``orion.db``), conversation, model requests and traces. They use the conventions of
-the common steps (quoted fields with ``\\n``-style escapes; "since the last When step"), and
-their wording names the plan ("the plan ...", "plan work ...", "the model stores the plan
-draft ..."), so it does not collide with the common steps. Plan-mode scenarios also use common
-steps: ``Given plan work is active`` (``/plan on``), ``When the user types "/plan approve"``,
+plan store (``plans.db``), conversation, model requests and traces (``orion.db``). They use the
+conventions of the common steps (quoted fields with ``\\n``-style escapes; "since the last When
+step"), and their wording names the plan ("the plan ...", "plan work ...", "the model stores the
+plan draft ..."), so it does not collide with the common steps. Plan-mode scenarios also use
+common steps: ``Given plan work is active`` (``/plan on``), ``When the user types "/plan approve"``,
 ``Then the command answers "..."``, ``Then the tool "plan_get" is advertised``, ``Then the tool
 call is denied with a message containing "..."``, ``When Orion exits and starts again``.
 
@@ -34,6 +34,7 @@ from orion.config import load_config
 from orion.plan.service import plan_service_for
 from orion.plan.store import DB_NAME, Plan
 from orion.runtime.runtime import Runtime
+from orion.statedb import TRACES_DB
 from orion.testing.steps import unescape
 from orion.testing.world import World
 
@@ -179,19 +180,20 @@ def check_block(block: str, status: str | None = None) -> None:
         assert f", {status}, revision " in block.split(". ")[0], block
 
 
-def database_texts(world: World) -> list[tuple[str, str, str]]:
-    """Every text value in the workspace's ``orion.db`` (traces flushed first), as (table,
-    column, value)."""
+def database_texts(world: World) -> list[tuple[str, str, str, str]]:
+    """Every text value in the workspace's ``plans.db`` and ``orion.db`` (traces flushed
+    first), as (database, table, column, value)."""
     world.runtime.tracer.flush()
     found = []
-    with closing(sqlite3.connect(world.state_dir / DB_NAME)) as db:
-        tables = [name for (name,) in db.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table'")]
-        for table in tables:
-            for column in [c[1] for c in db.execute(f"PRAGMA table_info({table})")]:
-                for (value,) in db.execute(f"SELECT CAST({column} AS TEXT) FROM {table}"):
-                    if value:
-                        found.append((table, column, value))
+    for name in (DB_NAME, TRACES_DB):
+        with closing(sqlite3.connect(world.state_dir / name)) as db:
+            tables = [table for (table,) in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")]
+            for table in tables:
+                for column in [c[1] for c in db.execute(f"PRAGMA table_info({table})")]:
+                    for (value,) in db.execute(f"SELECT CAST({column} AS TEXT) FROM {table}"):
+                        if value:
+                            found.append((name, table, column, value))
     return found
 
 
@@ -264,7 +266,7 @@ def model_calls_other_tool(orion_world: World, tool: str) -> None:
 
 class _OtherSession:
     """The scenario's model, but while it answers the next request another Orion session in
-    the same workspace (a second ``orion chat``, with its own connection to ``orion.db``) does
+    the same workspace (a second ``orion chat``, with its own connection to ``plans.db``) does
     ``act`` first: after the request was built, before the model's reply runs."""
 
     def __init__(self, world: World, act: Callable[[Runtime], Awaitable[None]]):
@@ -314,7 +316,8 @@ def plan_draft_stored_elsewhere(orion_world: World, other: str, markdown: str) -
     model_stores_draft(orion_world, markdown)
 
 
-@given("the Markdown of the active plan is damaged in orion.db")
+@given("the Markdown of the active plan is damaged in plans.db")
+@given("the Markdown of the active plan is damaged in orion.db")  # its wording before plans.db
 def active_plan_damaged(orion_world: World) -> None:
     """Bytes that are not UTF-8 written into the active plan's row, as an editor of the
     database (or a failing disk) could leave them; Orion never stores such text."""
@@ -504,10 +507,13 @@ def draft_stored_only_in_plan(orion_world: World, name: str, which: str) -> None
     markdown = draft_text(orion_world, name)
     limit = orion_world.runtime.config.model.trace.max_text
     assert len(markdown) > limit, f"use a long draft: traces keep strings up to {limit} chars"
-    where = [(table, column) for table, column, value in database_texts(orion_world)
+    where = [(database, table, column)
+             for database, table, column, value in database_texts(orion_world)
              if markdown in value]
-    # Its plan's row, and the history of drafts (plan_revisions); no other table.
-    assert sorted(where) == [("plan_revisions", "markdown"), ("plans", "markdown")], where
+    # Its plan's row, and the history of drafts (plan_revisions); no other table, and nothing
+    # in orion.db (the traces).
+    assert sorted(where) == [(DB_NAME, "plan_revisions", "markdown"),
+                             (DB_NAME, "plans", "markdown")], where
     [row] = [row for row in plan_rows(orion_world) if row["markdown"] == markdown]
     if which == "active":
         assert row["active"] == 1, row

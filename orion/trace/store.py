@@ -1,9 +1,10 @@
-"""The SQLite trace store: ``<state_dir>/orion.db``, written in batches, never in the way.
+"""The SQLite trace store: ``<state_dir>/orion.db``, written in batches, never in the way. The
+file holds traces only (plans are in ``plans.db``: :mod:`orion.plan.store`).
 
 One :class:`TraceStore` per database file. Its schema is the ``orion.traces`` migration set of
-:class:`sqlite_utils.Migrations` (recorded in ``_sqlite_migrations``; the same file holds other
-sets), in WAL mode with ``synchronous=NORMAL`` (no fsync per commit; a power cut may lose the
-last batches, never the database) and a short busy timeout, so a lock is noticed quickly.
+:class:`sqlite_utils.Migrations` (recorded in ``_sqlite_migrations``), in WAL mode with
+``synchronous=NORMAL`` (no fsync per commit; a power cut may lose the last batches, never the
+database) and a short busy timeout, so a lock is noticed quickly.
 
 Tables:
 
@@ -53,14 +54,15 @@ from typing import Any
 
 from sqlite_utils import Database, Migrations
 
-from orion.statedb import setting_up
+from orion.statedb import TRACES_DB, setting_up
 
 from orion.trace.events import TraceEvent
 
 log = logging.getLogger("orion.trace")
 
-#: The database file inside a workspace's state directory.
-DB_NAME = "orion.db"
+#: The database file inside a workspace's state directory (traces only: plans are in
+#: ``plans.db``).
+DB_NAME = TRACES_DB
 
 #: Milliseconds a statement waits for another connection's lock before failing.
 BUSY_TIMEOUT_MS = 50

@@ -1,0 +1,219 @@
+"""What a finished write changed: the lines it added and removed, and the whole diff.
+
+``orion chat`` prints a one-line summary after a write that changed an existing file
+(``+12 -3 lines``), and ``orion sessions diff ID`` prints the unified diff those figures count:
+both come from :func:`changes`, so they always agree. The pre-image is the backup the write
+kept (``STATE_DIR/backups/<id>/``, named by its undo record); the after-image is the file as it
+is now.
+
+Lines are compared whole, bytes for bytes. The lines the two sides share at their start and
+end are set aside, a line found on one side only can match nothing (it is added or removed),
+and :class:`difflib.SequenceMatcher` (without its junk heuristic) matches the rest. A 1,000,000
+line file with a few lines edited takes about 0.5 s; rewritten entirely, about 1 s.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+Opcode = tuple[str, int, int, int, int]
+
+#: Lines of context around each change in the unified diff, as ``diff -u``.
+CONTEXT = 3
+
+
+@dataclass(frozen=True)
+class Changes:
+    """The edit from ``before`` to ``after``, as lists of lines (with their line breaks)."""
+
+    before: list[bytes]
+    after: list[bytes]
+    opcodes: list[Opcode]
+
+    @property
+    def added(self) -> int:
+        return sum(j2 - j1 for tag, _, _, j1, j2 in self.opcodes if tag in ("insert", "replace"))
+
+    @property
+    def removed(self) -> int:
+        return sum(i2 - i1 for tag, i1, i2, _, _ in self.opcodes if tag in ("delete", "replace"))
+
+    def summary(self) -> str:
+        """``+12 -3 lines``, or ``no line changed``."""
+        if not self.added and not self.removed:
+            return "no line changed"
+        return f"+{self.added} -{self.removed} lines"
+
+    def unified(self, before_name: str, after_name: str) -> Iterator[bytes]:
+        """The unified diff (``diff -u``), line by line."""
+        matcher = _Matched([], len(self.before), len(self.after))
+        matcher.opcodes = self.opcodes
+        groups = matcher.get_grouped_opcodes(CONTEXT)
+        first = True
+        for group in groups:
+            if first:
+                yield f"--- {before_name}\n".encode()
+                yield f"+++ {after_name}\n".encode()
+                first = False
+            a1, a2, b1, b2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
+            yield f"@@ -{_range(a1, a2)} +{_range(b1, b2)} @@\n".encode()
+            for tag, i1, i2, j1, j2 in group:
+                if tag == "equal":
+                    yield from _prefixed(b" ", self.before[i1:i2])
+                    continue
+                yield from _prefixed(b"-", self.before[i1:i2])
+                yield from _prefixed(b"+", self.after[j1:j2])
+
+
+def changes(before: bytes, after: bytes) -> Changes:
+    a, b = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    head = 0
+    while head < min(len(a), len(b)) and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    middle_a, middle_b = a[head:len(a) - tail], b[head:len(b) - tail]
+    # A line on one side only matches nothing: compare the others, then map them back.
+    shared = set(middle_a).intersection(middle_b)
+    keep_a = [i for i, line in enumerate(middle_a) if line in shared]
+    keep_b = [j for j, line in enumerate(middle_b) if line in shared]
+    matcher = difflib.SequenceMatcher(None, [middle_a[i] for i in keep_a],
+                                      [middle_b[j] for j in keep_b], autojunk=False)
+    blocks = [(0, 0, head)]
+    for i, j, size in matcher.get_matching_blocks()[:-1]:
+        for k in range(size):  # one-sided lines may sit between the lines of a run
+            _extend(blocks, keep_a[i + k] + head, keep_b[j + k] + head, 1)
+    _extend(blocks, len(a) - tail, len(b) - tail, tail)
+    return Changes(a, b, _Matched(blocks, len(a), len(b)).get_opcodes())
+
+
+def _extend(blocks: list[tuple[int, int, int]], i: int, j: int, size: int) -> None:
+    """Add a matching run, joined to the last one when it follows it on both sides."""
+    start_i, start_j, length = blocks[-1]
+    if start_i + length == i and start_j + length == j:
+        blocks[-1] = (start_i, start_j, length + size)
+    elif size:
+        blocks.append((i, j, size))
+
+
+class _Matched(difflib.SequenceMatcher):
+    """A SequenceMatcher whose matching runs are given: its opcodes and their grouping come
+    from those runs, as difflib computes them."""
+
+    def __init__(self, blocks: list[tuple[int, int, int]], size_a: int, size_b: int) -> None:
+        super().__init__(None, [], [])
+        self.matching_blocks = [difflib.Match(*block) for block in blocks if block[2]]
+        self.matching_blocks.append(difflib.Match(size_a, size_b, 0))
+
+
+def _range(start: int, stop: int) -> str:
+    length = stop - start
+    first = start + 1 if length else start
+    return str(first) if length == 1 else f"{first},{length}"
+
+
+def _prefixed(mark: bytes, lines: list[bytes]) -> Iterator[bytes]:
+    for line in lines:
+        if line.endswith(b"\n"):
+            yield mark + line
+        else:
+            yield mark + line + b"\n\\ No newline at end of file\n"
+
+
+# -- a finished write, by its undo record --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WriteDiff:
+    """A write's diff from its pre-image to the file as it is now, and what the reader must
+    know about it (the file changed since, was deleted, or the write was undone)."""
+
+    id: str
+    target: str
+    changes: Changes
+    notes: list[str]
+
+
+def write_diff(workspace: Path, state_dir: Path, session_id: str) -> WriteDiff:
+    """The diff of write ``session_id`` (an id or a unique start of one, as ``orion sessions
+    undo`` takes it). Raises :class:`~orion.write_session.recovery.RecoveryError` when there is
+    no such write or its record or backup cannot be read."""
+    from orion.write_session.recovery import RecoveryError
+
+    full, record = _record(state_dir, session_id.strip())
+    short = full[:8]
+    relative = record.get("target_file") if isinstance(record, dict) else None
+    if not isinstance(relative, str):
+        raise RecoveryError(f"the undo record of write {short} names no target file")
+    before = _before(record, relative, short)
+    after, notes = _after(workspace, record, relative, short)
+    if record.get("undone"):
+        notes.append(f"write {short} was undone (`orion sessions undo`)")
+    return WriteDiff(full, relative, changes(before, after), notes)
+
+
+def _record(state_dir: Path, prefix: str) -> tuple[str, Any]:
+    """The full id and the undo record of the write ``prefix`` names."""
+    from orion.write_session.recovery import AmbiguousSession, RecoveryError, SessionNotFound
+    from orion.write_session.undo import record_paths
+
+    paths = record_paths(state_dir)
+    matches = sorted(key for key in paths if prefix and key.startswith(prefix))
+    if len(matches) > 1 and prefix not in paths:
+        raise AmbiguousSession(prefix, matches)
+    if not matches or "/" in prefix:
+        known = ", ".join(sorted(key[:8] for key in paths)) or "none"
+        raise SessionNotFound(f"no finished write {prefix!r} in {state_dir / 'undo'} "
+                              f"(known: {known}); `orion sessions history` lists them")
+    full = prefix if prefix in paths else matches[0]
+    try:
+        return full, json.loads(paths[full].read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise RecoveryError(f"the undo record of write {full[:8]} cannot be read: "
+                            f"{exc}") from exc
+
+
+def _before(record: dict[str, Any], relative: str, short: str) -> bytes:
+    """The file before the write: its backup, or nothing for a file the write created."""
+    from orion.write_session.recovery import RecoveryError
+
+    backup = record.get("backup")
+    if isinstance(backup, str):
+        try:
+            return Path(backup).read_bytes()
+        except OSError as exc:
+            raise RecoveryError(f"the backup of {relative} from write {short} cannot be read "
+                                f"({exc.strerror or exc}); it was pruned or removed") from exc
+    if record.get("operation") != "create":
+        raise RecoveryError(f"the undo record of write {short} names no backup of {relative}")
+    return b""
+
+
+def _after(workspace: Path, record: dict[str, Any], relative: str,
+           short: str) -> tuple[bytes, list[str]]:
+    """The file now, and what the reader must know about it."""
+    import hashlib
+
+    from orion.workspace import PathOutsideWorkspace, resolve_inside
+    from orion.write_session.recovery import RecoveryError
+
+    try:
+        after = resolve_inside(workspace, relative).read_bytes()
+    except PathOutsideWorkspace as exc:
+        raise RecoveryError(f"the undo record of write {short} names {relative!r}, which is "
+                            f"not inside {workspace}: {exc}") from exc
+    except FileNotFoundError:
+        return b"", [f"{relative} was deleted since write {short}: the diff is against an "
+                     "empty file"]
+    except OSError as exc:
+        raise RecoveryError(f"cannot read {relative}: {exc.strerror or exc}") from exc
+    if hashlib.sha256(after).hexdigest() != record.get("sha256"):
+        return after, [f"{relative} changed since write {short}: the diff is against the "
+                       "file as it is now"]
+    return after, []
