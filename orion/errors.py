@@ -80,5 +80,20 @@ class ActionError(LifecycleError):
                          f"{type(cause).__name__}: {cause}")
 
 
+class RunawayStep(ActionError):
+    """One trigger set off more queued events than a lifecycle runs for one (a loop of
+    completion events or of triggers that actions send); the rest were discarded and the
+    lifecycle stays in the state it had reached."""
+
+    def __init__(self, lifecycle: str, trigger: str, limit: int, state: str,
+                 recent: list[str]):
+        self.trigger, self.limit, self.state, self.recent = trigger, limit, state, recent
+        LifecycleError.__init__(self, (
+            f"{lifecycle}: {trigger!r} set off more than {limit:,} events without waiting for "
+            f"another (the last: {', '.join(recent)}); the chart loops, and the lifecycle "
+            f"stopped in {state!r}"))
+        self.lifecycle, self.action, self.where, self.cause = lifecycle, "", "", self
+
+
 class SnapshotError(LifecycleError):
     """A snapshot cannot be taken or restored (wrong definition, unknown state, bad context)."""

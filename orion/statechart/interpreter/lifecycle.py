@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orion.clock import Clock, TimerHandle
-from orion.errors import ActionError, TriggerNotAllowed, UnknownTrigger
+from orion.errors import ActionError, RunawayStep, TriggerNotAllowed, UnknownTrigger
 from orion.statechart.interpreter import snapshot as snapshots
 from orion.statechart.interpreter.listeners import Listeners
 from orion.statechart.interpreter.semantics import (
@@ -32,6 +32,11 @@ if TYPE_CHECKING:
     from orion.statechart.interpreter.definition import Definition
 
 _NO_TAGS: frozenset[str] = frozenset()
+
+#: How many queued events (completion events, triggers actions send) one trigger may set off
+#: before the lifecycle stops them: a loop that no check could rule out (a guard that stays
+#: true) ends with :class:`RunawayStep` instead of spinning the process without end.
+MAX_MICROSTEPS = 10_000
 
 __all__ = ["SNAPSHOT_FORMAT", "Lifecycle", "Snapshot", "Step", "TimerSnapshot", "Transition"]
 
@@ -204,7 +209,13 @@ class Lifecycle:
         before = self.state
         try:
             step.taken = bool(first())
+            queued = 0
             while self._queue:
+                queued += 1
+                if queued > MAX_MICROSTEPS:
+                    recent = list(dict.fromkeys(f"{t.source} -> {t.dest} on {t.trigger!r}"
+                                                for t in step.transitions[-12:]))[-3:]
+                    raise RunawayStep(self.name, trigger, MAX_MICROSTEPS, self.state, recent)
                 self._queue.popleft()()
         except ActionError:
             while self._queue:
