@@ -27,7 +27,7 @@ from orion.statechart.model.schema import StatechartSpec
 from orion.yamlsource import SourceDocument
 
 __all__ = ["MAX_DEPTH", "MAX_STATES", "MAX_TRANSITIONS", "RULES", "YAML_SOURCE", "Names",
-           "Rule", "check", "coded"]
+           "Rule", "check", "coded", "limits"]
 
 # The rule modules register themselves on import; named here so that they are imported.
 _RULE_MODULES = (structure, settings, flow, names, contract, sources)

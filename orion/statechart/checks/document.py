@@ -39,7 +39,8 @@ MAX_TRANSITIONS = 200_000
 
 
 def limits(doc: SourceDocument) -> list[Diagnostic]:
-    """The depth and size limits, checked on the raw data (iteratively) before validation."""
+    """The depth and size limits, checked on the raw data (iteratively) before validation;
+    on an overlay, before it is merged (what it adds alone may pass them already)."""
     data = doc.data
     found: list[Diagnostic] = []
     count = 0
@@ -61,9 +62,11 @@ def limits(doc: SourceDocument) -> list[Diagnostic]:
                 continue  # one finding per too-deep branch
             if isinstance(state, dict):
                 pending.append((state.get("states"), (*here, "states"), depth + 1))
-    transitions = data.get("transitions")
+    transitions, where = data.get("transitions"), ("transitions",)
+    if isinstance(transitions, dict):  # an overlay: the transitions it inserts
+        transitions, where = transitions.get("insert"), ("transitions", "insert")
     if isinstance(transitions, list) and len(transitions) > MAX_TRANSITIONS:
-        found.append(doc.diagnostic(("transitions", MAX_TRANSITIONS),
+        found.append(doc.diagnostic((*where, MAX_TRANSITIONS),
                                     f"the chart has more than {MAX_TRANSITIONS} transitions",
                                     code=LIMITS))
     return found

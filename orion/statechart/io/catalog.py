@@ -250,6 +250,9 @@ class Catalog:
                 seen: tuple[Path, ...]) -> SourceDocument | list[Diagnostic]:
         """The overlay ``doc`` merged into the chart it extends, or the findings that stop
         it."""
+        too_big = checks.limits(doc)  # before the merge, whose cost grows with the overlay
+        if too_big:
+            return too_big
         base = self._base(source, doc, below)
         if isinstance(base, Diagnostic):
             return [base]
