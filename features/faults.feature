@@ -210,3 +210,68 @@ Feature: Faults of the environment
     And the console shows "Too many open files"
     And the console shows "The content is saved in write session"
     And the console does not show "Traceback"
+
+  @FS-11 @config
+  Scenario: A completion that enters its own final state again is refused before anything runs
+    Given the workspace has a file "charts/spin.yaml" containing:
+      """
+      extends: write_session
+      states:
+        session_active:
+          states:
+            spin:
+              tags: [open, receiving]
+              initial: f
+              states:
+                f: {final: true}
+      transitions:
+        insert:
+          - {id: to_spin, trigger: message_end, before: pause, source: session_active.awaiting_content, dest: session_active.spin}
+          - {trigger: done.state.session_active.spin, source: session_active.spin, dest: session_active.spin}
+      """
+    And the workspace's orion.yaml is:
+      """
+      statecharts: [charts/spin.yaml]
+      """
+    When the user runs "orion check"
+    Then the command fails with exit code 1
+    And the console shows "charts/spin.yaml:13:17: completion loop: session_active.spin -> session_active.spin"
+    When the user runs "orion run hello"
+    Then the command fails with exit code 2
+
+  @FS-11 @safety
+  Scenario: A loop no check can see ends, and the content that arrived stays in the journal
+    Given the workspace has a file "charts/spin.yaml" containing:
+      """
+      extends: write_session
+      states:
+        session_active:
+          states:
+            spin:
+              tags: [open, receiving]
+              initial: f
+              states:
+                f: {final: true}
+      transitions:
+        insert:
+          - {id: to_spin, trigger: message_end, before: pause, source: session_active.awaiting_content, dest: session_active.spin}
+          - {trigger: done.state.session_active.spin, source: session_active.spin, dest: session_active.spin, unless: model_asked}
+      """
+    And the workspace's orion.yaml is:
+      """
+      statecharts: [charts/spin.yaml]
+      """
+    When the user runs "orion run" with the script:
+      """
+      conversation:
+        - user: Write the notes.
+        - model:
+            tool_calls:
+              - name: WritePlanTool_begin
+                arguments: {intent: notes, target_file: notes.md, operation: create}
+        - model: {text: "first line\nsecond line\n"}
+      """
+    Then the command fails with exit code 1
+    And the console shows "set off more than 10,000 events without waiting for another"
+    And the journal of "notes.md" holds 2 lines on disk
+    And the console does not show "Traceback"

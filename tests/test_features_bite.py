@@ -1146,6 +1146,12 @@ def open_file_limit_unexpected(p: Patcher) -> None:
     p.replace("orion.write_session.journal:OPEN_LIMITS", frozenset())
 
 
+@variant("FS-11", "orion.statechart.checks.flow:_completion_edges",
+         "orion check sees no completion loop", keyword="refused_before_anything")
+def completion_loops_unseen(p: Patcher) -> None:
+    p.replace("orion.statechart.checks.flow:_completion_edges", lambda chart: {})
+
+
 # -- running the variants ---------------------------------------------------------------------
 
 def _import_orion() -> None:
