@@ -1112,6 +1112,8 @@ def split(text: str, cuts: list[int]) -> list[str]:
        cut=st.integers(0, len(DOCUMENT) - 1))
 # A cut after the first backtick of a fence line: the line sent again opens the block.
 @example(first=[], second=[], near_done=[], cut=DOCUMENT.index("```") + 1)
+# A cut right after "DONE" of the line "DONE not alone": the line is unfinished, not the end.
+@example(first=[], second=[], near_done=[], cut=DOCUMENT.index("DONE not") + 4)
 def test_any_chunking_writes_the_same_file(run, first, second, near_done, cut):
     """The same two messages (a part cut anywhere, then a continuation that sends the cut line
     again, as it is asked to, and ends with DONE and a remark), split into chunks anywhere,
