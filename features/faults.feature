@@ -235,7 +235,7 @@ Feature: Faults of the environment
       """
     When the user runs "orion check"
     Then the command fails with exit code 1
-    And the console shows "charts/spin.yaml:13:17: completion loop: session_active.spin -> session_active.spin"
+    And the console shows "charts/spin.yaml:13:17: 'done.state.session_active.spin' re-enters 'session_active.spin.f'"
     When the user runs "orion run hello"
     Then the command fails with exit code 2
 
@@ -272,6 +272,6 @@ Feature: Faults of the environment
         - model: {text: "first line\nsecond line\n"}
       """
     Then the command fails with exit code 1
-    And the console shows "set off more than 10,000 events without waiting for another"
+    And the console shows "did not come to rest within 10,000 microsteps"
     And the journal of "notes.md" holds 2 lines on disk
     And the console does not show "Traceback"

@@ -27,6 +27,10 @@ class Issue:
     code: str
     message: str
     context: str = ""
+    #: A rule the content breaks (a licence header it lacks), not bytes a repair could take
+    #: out: the model is asked to correct it like any issue, but when it is still there after
+    #: the last correction round the target is not written (docs/validation.md).
+    blocking: bool = False
 
     def __str__(self) -> str:
         return f"{self.line}:{self.column}: {self.code}: {self.message}"

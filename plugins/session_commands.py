@@ -70,6 +70,8 @@ def render_shown(shown) -> str:
              else "nothing set aside")
     out = [f"write session {shown.id[:8]} for {shown.target_file or '?'}: {shown.status}, "
            f"{aside}"]
+    for issue in shown.blocked:
+        out.append(f"blocked by: {issue}")
     for message in shown.held:
         out.append(f"held message: {message}")
     for part in shown.set_aside.parts:
@@ -149,6 +151,8 @@ def sessions_list(workspace: str, state_dir: str | None, as_json: bool) -> None:
             notes.append(f"only {orphan.bytes} of {orphan.received_bytes} bytes on disk")
         if orphan.rescued:
             notes.append(f"content rescued to {orphan.rescued}")
+        if orphan.blocked:
+            notes.append(f"blocked by: {'; '.join(orphan.blocked)}")
         if orphan.set_aside_lines:
             notes.append(f"{orphan.set_aside_lines} lines set aside (orion sessions show "
                          f"{orphan.short})")

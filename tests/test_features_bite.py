@@ -1146,10 +1146,10 @@ def open_file_limit_unexpected(p: Patcher) -> None:
     p.replace("orion.write_session.journal:OPEN_LIMITS", frozenset())
 
 
-@variant("FS-11", "orion.statechart.checks.flow:_completion_edges",
+@variant("FS-11", "orion.statechart.checks.loops:_completion_loops",
          "orion check sees no completion loop", keyword="refused_before_anything")
 def completion_loops_unseen(p: Patcher) -> None:
-    p.replace("orion.statechart.checks.flow:_completion_edges", lambda chart: {})
+    p.replace("orion.statechart.checks.loops:_completion_loops", lambda *args: iter(()))
 
 
 # -- running the variants ---------------------------------------------------------------------

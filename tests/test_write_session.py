@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from orion.cli import cli
@@ -1117,6 +1117,10 @@ def split(text: str, cuts: list[int]) -> list[str]:
        second=st.lists(st.integers(0, 10_000), max_size=30),
        near_done=st.lists(st.integers(-3, 6), max_size=4),
        cut=st.integers(0, len(DOCUMENT) - 1))
+# A cut after the first backtick of a fence line: the line sent again opens the block.
+@example(first=[], second=[], near_done=[], cut=DOCUMENT.index("```") + 1)
+# A cut right after "DONE" of the line "DONE not alone": the line is unfinished, not the end.
+@example(first=[], second=[], near_done=[], cut=DOCUMENT.index("DONE not") + 4)
 def test_any_chunking_writes_the_same_file(run, first, second, near_done, cut):
     """The same two messages (a part cut anywhere, then a continuation that sends the cut line
     again, as it is asked to, and ends with DONE and a remark), split into chunks anywhere,

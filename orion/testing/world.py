@@ -187,6 +187,9 @@ class World:
         self._logs = LogRecords()
         #: Free room for step libraries (e.g. what a scenario streamed so far).
         self.data: dict[str, Any] = {}
+        #: Called with the world before its first runtime starts, when the workspace is as
+        #: the scenario made it (Orion's pytest plugin checks the charts and plugins there).
+        self.before_start: list[Any] = []
 
     # -- the runtime ---------------------------------------------------------------------------
 
@@ -213,6 +216,9 @@ class World:
     def _start(self) -> None:
         plugins = self.plugins or make_plugin_manager(env=self.env)
         self.plugins = plugins
+        hooks, self.before_start = self.before_start, []
+        for hook in hooks:
+            hook(self)
         self._runtime = Runtime(model=self.model, plugins=plugins, workspace=self.workspace,
                                 config=load_config(self.workspace, env=self.env),
                                 clock=VirtualClock(start_ms=self._now_ms, boot=self._boot),

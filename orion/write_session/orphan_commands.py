@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from orion.clock import BootTime, kernel_boot_time
@@ -148,16 +148,20 @@ class Shown:
 
     id: str
     target_file: str | None
-    #: ``open`` (its journal is there: an orphan, or live in another process) or the status of
-    #: its finished write (``written``, ``written_with_set_aside``, ``incomplete``...).
+    #: ``live`` (its journal is owned by a running process), an orphan's status (``open``,
+    #: ``blocked``, ``resume``...; see :class:`Orphan`) or the status of its finished write
+    #: (``written``, ``written_with_set_aside``, ``incomplete``...).
     status: str
     set_aside: SetAside
     #: Messages the user typed while it was open, not sent yet (an open session only).
     held: list[str]
+    #: The issues that blocked its write (status ``blocked``).
+    blocked: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {"id": self.id, "target_file": self.target_file, "status": self.status,
                 "set_aside_lines": self.set_aside.lines, "held": list(self.held),
+                "blocked": list(self.blocked),
                 "parts": [dict(vars(part)) for part in self.set_aside.parts]}
 
 
@@ -172,8 +176,8 @@ def show(state_dir: str | os.PathLike[str], session_id: str) -> Shown:
     full = pick(session_id.strip(), {i: i for i in ids}, "write session", sessions_dir(state))
     orphan = journals.get(full)
     if orphan is not None:
-        return Shown(full, orphan.target_file, "live" if orphan.live else "open",
-                     SetAside.of_journal(orphan.directory), orphan.held)
+        return Shown(full, orphan.target_file, "live" if orphan.live else orphan.status,
+                     SetAside.of_journal(orphan.directory), orphan.held, orphan.blocked)
     record, _ = read_json(records[full]) if full in records else (None, None)
     if not isinstance(record, dict):  # an archive without a write: the session was abandoned
         record = {"status": "abandoned"}

@@ -100,6 +100,8 @@ class Orphan:
     rescued: str | None = None
     #: How many bytes the session had received when its journal failed (None: it did not).
     received_bytes: int | None = None
+    #: The issues that blocked its write (status ``blocked``), as ``line:col: code: message``.
+    blocked: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     #: Names in the session directory that are symbolic links, with where each leads (``.``:
     #: the directory itself). A journal never has one; Orion never follows them.
@@ -173,7 +175,7 @@ class Orphan:
             "corrections": self.corrections, "degraded": self.degraded,
             "rescued": self.rescued, "received_bytes": self.received_bytes,
             "set_aside_lines": self.set_aside_lines, "held": len(self.held),
-            "problems": list(self.problems)}
+            "blocked": list(self.blocked), "problems": list(self.problems)}
 
     @property
     def set_aside_lines(self) -> int:
@@ -277,12 +279,23 @@ def load(directory: Path, *, now_ms: float | None = None,
         orphan.status = "finalizing"
     elif orphan.degraded is not None:
         orphan.status = "degraded"  # its journal went memory-only: the notes say why
+    _load_blocked(orphan)
     if orphan.last_save_ms is None:
         orphan.last_save_ms = orphan.created_ms if orphan.created_ms is not None \
             else _mtime_ms(directory)
     orphan.age_ms = orphan.age_at(now_ms, now_boot)
     orphan.live = Journal.is_live(directory)
     return orphan
+
+
+def _load_blocked(orphan: Orphan) -> None:
+    """A session whose write a validator's rule blocked: the issues, and the status
+    ``blocked`` unless another status says more."""
+    blocked = orphan.saved_state.get("blocked")
+    if orphan.saved_state.get("status") == "blocked" and isinstance(blocked, list):
+        orphan.blocked = [str(issue) for issue in blocked]
+        if orphan.status == "open":
+            orphan.status = "blocked"
 
 
 def _load_status(orphan: Orphan) -> None:

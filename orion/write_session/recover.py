@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orion.validation import ValidationRequest, collect_issues
-from orion.write_session.journal import Journal, mark
+from orion.write_session.journal import CONTENT, Journal, mark
 from orion.write_session.operations import apply_operation, count_lines, execute
 from orion.write_session.plan import PlanRejected, WritePlan, check_plan
 from orion.write_session.repair import safe_replacement
@@ -113,6 +113,7 @@ def recover_finalize(workspace: str | os.PathLike[str], state_dir: str | os.Path
             if replaced:
                 issues = collect_issues(plugins, ValidationRequest(checked.relative, content,
                                                                    dict(settings)))
+        _refuse_blocked(orphan, checked.relative, issues, journal.directory / CONTENT)
         before = checked.target.read_bytes() if checked.exists else None
         after = apply_operation(checked, before, content)
         mark(journal.directory, "finalizing")
@@ -177,3 +178,14 @@ def workspace_settings(workspace: Path, plugins: PluginManager) -> dict[str, Any
     except (ConfigError, StatechartError):
         pass
     return {}
+
+
+def _refuse_blocked(orphan: Orphan, relative: str, issues: list[Any], content: Path) -> None:
+    """A validator's rule that the content still breaks keeps it from being written."""
+    blocking = [issue for issue in issues if issue.blocking]
+    if blocking:
+        raise RecoveryError(
+            f"write session {orphan.short} is blocked: {len(blocking)} issue(s) keep "
+            f"{relative} from being written ({'; '.join(map(str, blocking[:3]))}). Nothing "
+            f"written; fix {content} and recover again, or orion sessions discard "
+            f"{orphan.short}")

@@ -114,6 +114,9 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
         self._circular = False  # the current message started the file over
         self._commentary_message: Message | None = None  # the message whose DONE ended it
         self._marker_at_start: tuple | None = None  # the end marker before this message
+        #: The end marker just before the last message ended in content (in the middle of a
+        #: line, when it was cut there): a reply that sends that line again goes on from it.
+        self._marker_at_end: tuple | None = None
         self._quoted_at_start: Any = None  # the tail the prompt before this message quoted
         #: Messages the user typed while the session was open: sent once it ends, saved in the
         #: journal meanwhile (an adopted session brings its own back).

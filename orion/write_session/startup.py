@@ -203,6 +203,11 @@ def _startup_one(runtime: Runtime, manager: Any, orphan: Orphan, ttl: int,
         return StartupAction(orphan.id, "adopted",
                              f"continuing write session {orphan.short} for "
                              f"{orphan.describe(now, now_boot)} ({session.state})")
+    if orphan.blocked:
+        return StartupAction(orphan.id, "offered",
+                             f"write session {orphan.short} for {orphan.describe(now, now_boot)} was "
+                             f"blocked ({'; '.join(orphan.blocked[:3])}): fix its content, "
+                             f"then {_offer(orphan)}")
     if orphan.problems:
         return StartupAction(orphan.id, "offered",
                              f"damaged write session {orphan.short} "

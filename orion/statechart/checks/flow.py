@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from orion.statechart.checks.rules import Chart, Finding, rule
-from orion.statechart.model.events import DONE_PREFIX, answers, descriptors
 from orion.statechart.model.schema import WILDCARD, StatechartSpec
 from orion.statechart.model.tree import StateNode, lineage, settle
 
@@ -97,72 +96,3 @@ def dead_end(chart: Chart) -> Iterator[Finding]:
         if not leaves:
             yield Finding(node.loc, f"state {node.path!r} is not final but has no transition "
                                     "or timer that leaves it", key=True)
-
-
-def _completes(nodes: dict[str, StateNode], dest: str) -> str | None:
-    """The compound state whose completion event entering ``dest`` raises at once (its
-    ``initial`` children lead to a final child of that state), or None."""
-    leaf = settle(nodes, dest)
-    node = nodes[leaf]
-    return node.parent if node.spec.final and node.parent is not None else None
-
-
-def _completion_edges(chart: Chart) -> dict[str, list[tuple[int, str]]]:
-    """For each compound state X with a final child: the unguarded transitions that answer
-    ``done.state.X`` while X's final child is active, as (index, the state whose completion
-    taking it raises at once). Guarded ones are left out: a guard may end the loop."""
-    nodes = chart.nodes
-    completing = [n.path for n in nodes.values()
-                  if n.compound and any(nodes[c].spec.final for c in n.children)]
-    found: dict[str, list[tuple[int, str]]] = {}
-    for i, t in enumerate(chart.spec.transitions):
-        if t.guards or t.unless or t.dest is None or t.dest not in nodes:
-            continue
-        then = _completes(nodes, t.dest)
-        if then is None:
-            continue
-        wanted = set(descriptors(t.trigger))
-        for state in completing:
-            active = lineage(state)
-            if (WILDCARD in t.source or any(src in active for src in t.source)) \
-                    and answers(wanted, f"{DONE_PREFIX}{state}"):
-                found.setdefault(state, []).append((i, then))
-    return found
-
-
-@rule("SC303", "completion-loop", "completion events that answer each other without end: a "
-                                  "transition on 'done.state.X' that enters a final state again "
-                                  "at once (X itself, or a chain back to X)")
-def completion_loop(chart: Chart) -> Iterator[Finding]:
-    if not chart.well_formed:
-        return
-    edges = _completion_edges(chart)
-    for start, first in edges.items():
-        for index, then in first:
-            chain = _back_to(edges, then, start)
-            if chain is not None:
-                yield Finding(("transitions", index, "trigger"), (
-                    f"completion loop: {' -> '.join([start, *chain])}: each completion enters a "
-                    "final state again at once, so the lifecycle would take these transitions "
-                    "without end; send an event in between, or guard one of them"))
-
-
-def _back_to(edges: dict[str, list[tuple[int, str]]], origin: str,
-             goal: str) -> list[str] | None:
-    """The states from ``origin`` to ``goal`` along completions, or None if none leads back."""
-    came: dict[str, str | None] = {origin: None}
-    queue = [origin]
-    while queue:
-        state = queue.pop(0)
-        if state == goal:
-            chain = []
-            at: str | None = state
-            while at is not None:
-                chain.append(at)
-                at = came[at]
-            return chain[::-1]
-        for _, then in edges.get(state, ()):
-            if then not in came:
-                came[then] = state
-                queue.append(then)
-    return None
