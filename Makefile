@@ -39,6 +39,10 @@ test: $(STAMP)
 	@command -v tmux >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
 		(apt-get update -qq && apt-get install -y -qq tmux) >/dev/null 2>&1; } || \
 		echo "tmux is not installed: the terminal test of orion chat is skipped"
+	@# a wall clock stepped ahead is tested for real with libfaketime, from Debian's packages
+	@command -v faketime >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
+		(apt-get update -qq && apt-get install -y -qq faketime) >/dev/null 2>&1; } || \
+		echo "libfaketime is not installed: the real clock-step tests are skipped"
 	@# orion diagram draws pictures with Graphviz's dot program, from Debian's packages too
 	@command -v dot >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
 		(apt-get update -qq && apt-get install -y -qq graphviz) >/dev/null 2>&1; } || \

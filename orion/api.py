@@ -31,6 +31,7 @@ _WHERE = {
     "ActionError": "orion.errors", "ConfigError": "orion.errors", "Diagnostic": "orion.errors",
     "OrionError": "orion.errors", "PluginError": "orion.errors",
     "StatechartError": "orion.errors", "TriggerNotAllowed": "orion.errors",
+    "UnknownTag": "orion.errors",
     "ModelRequest": "orion.models.base",
     "Finish": "orion.models.events", "ReasoningDelta": "orion.models.events",
     "TextDelta": "orion.models.events", "ToolCall": "orion.models.events",
@@ -65,7 +66,7 @@ def __getattr__(name: str) -> Any:
 if TYPE_CHECKING:
     from orion.context import ContextBlock, ContextRequest, build_context
     from orion.errors import (ActionError, ConfigError, Diagnostic, OrionError, PluginError,
-                              StatechartError, TriggerNotAllowed)
+                              StatechartError, TriggerNotAllowed, UnknownTag)
     from orion.models.base import ModelRequest
     from orion.models.events import Finish, ReasoningDelta, TextDelta, ToolCall, Usage
     from orion.runtime.report import OpenWrite, Reporter
@@ -87,7 +88,8 @@ __all__ = [
     "FileReport", "Finish", "GateRequest", "Host", "Issue", "Kind", "LineView", "Lifecycle",
     "MARKDOWN_INFO", "ModelRequest", "OpenWrite", "OrionError", "PathOutsideWorkspace",
     "PluginError", "ReasoningDelta", "Reporter", "RunReport", "StatechartError", "TextDelta",
-    "ToolCall", "ToolContext", "ToolSpec", "TraceEvent", "Transition", "TriggerNotAllowed", "Usage", "ValidationRequest", "advertised",
+    "ToolCall", "ToolContext", "ToolSpec", "TraceEvent", "Transition", "TriggerNotAllowed", "UnknownTag", "Usage",
+    "ValidationRequest", "advertised",
     "build_context", "execute_call", "find_problems", "hookimpl", "host_of", "line_spans",
     "position", "resolve_inside", "trace_events", "write_session_of", "write_sessions",
 ]

@@ -53,20 +53,24 @@ class WorkspaceChartsInvalid(ConfigurationError):
 
 def _check_lifecycles(catalog: Catalog, config: WorkspaceConfig | None = None) -> None:
     """Before anything runs: each lifecycle a plugin or the workspace changed resolves and keeps
-    its contract, and the settings of every lifecycle are valid where the workspace and the
-    environment override them (a bad ``flush_lines: 0`` would otherwise surface mid-write as a
-    tool error); else exit 2 with the findings."""
+    its contract (one that runs migrated is a warning on stderr), and the settings of every
+    lifecycle are valid where the workspace and the environment override them (a bad
+    ``flush_lines: 0`` would otherwise surface mid-write as a tool error); else exit 2 with the
+    findings."""
     from orion.errors import ConfigError
     from orion.statechart.catalog import BUILTIN
     from orion.statechart.settings import resolve as resolve_settings
 
-    findings = []
+    findings, warnings = [], []
     for name in catalog.names():
         source = catalog.winner(name)
         if source.layer != BUILTIN:
             findings += catalog.resolve(source).diagnostics
+            warnings += catalog.resolve(source).warnings
     if findings:
         raise WorkspaceChartsInvalid([str(finding) for finding in findings])
+    for warning in warnings:  # a chart that runs migrated, for this release
+        click.echo(f"{warning} [{warning.code}]", err=True)
     if config is None:
         return
     for name in catalog.names():
@@ -85,6 +89,8 @@ def _loaded_for_check(workspace: str,
     """The workspace's configuration, plugins and catalog for ``orion check``; one that cannot
     be loaded is exit 2, and with ``--json`` a list with one finding for ``orion.yaml`` (a
     program reading the output always gets JSON)."""
+    from orion.check import located
+
     try:
         config = load_config(workspace)
         pm = load_plugins(config)
@@ -94,32 +100,10 @@ def _loaded_for_check(workspace: str,
             raise
         path = str(Path(workspace) / "orion.yaml")
         click.echo(json.dumps([{"path": path, "ok": False, "statechart": None, "origin": None,
-                                "errors": [_located(line, path)
+                                "errors": [located(line, path).to_json()
                                            for line in exc.format_message().splitlines()]}],
                               indent=2))
         sys.exit(exc.exit_code)
-
-
-def _workspace_problems(config: WorkspaceConfig, catalog: Catalog,
-                        pm: PluginManager) -> list[str]:
-    """What ``orion check`` finds in ``orion.yaml`` itself: settings for no statechart, a
-    pipeline in which no system replies."""
-    from orion.config import unknown_settings
-
-    pipeline = _pipeline_problem(pm, config)
-    return unknown_settings(config, catalog) + ([pipeline] if pipeline else [])
-
-
-def _located(text: str, path: str) -> dict[str, Any]:
-    """``{"line", "column", "message", "path"}`` of a ``path:line:col: message`` line (a line
-    without a position keeps ``path`` and no line)."""
-    import re
-
-    match = re.match(r"^(?P<path>.+?):(?P<line>\d+):(?P<column>\d+): (?P<message>.*)$", text)
-    if match is None:
-        return {"line": None, "column": None, "message": text, "path": path}
-    return {"line": int(match["line"]), "column": int(match["column"]),
-            "message": match["message"], "path": match["path"]}
 
 
 def _statechart_files(paths: tuple[str, ...]) -> list[Path]:
@@ -195,60 +179,125 @@ def cli() -> None:
 @click.argument("files", nargs=-1, type=click.Path(exists=True))
 @WORKSPACE
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
-def check(files: tuple[str, ...], workspace: str, as_json: bool) -> None:
+@click.option("--fix", is_flag=True,
+              help="Migrate each chart written for an older contract first (orion migrate).")
+def check(files: tuple[str, ...], workspace: str, as_json: bool, fix: bool) -> None:
     """Validate statecharts (default: the built-in ones and those in orion.yaml).
 
     Setting overrides from orion.yaml and the environment are checked too. Prints each finding
-    as path:line:col: message [code] (docs/statecharts.md lists the codes). Exits 1 when any
+    as path:line:col: message [code] (docs/statecharts.md lists the codes); a warning (a chart
+    that runs migrated, for now) as path:line:col: warning: message [code]. Exits 1 when any
     file has errors.
     """
-    from orion.errors import ConfigError
-    from orion.statechart.settings import resolve as resolve_settings
+    from orion.check import check_workspace
 
     config, pm, catalog = _loaded_for_check(workspace, as_json)
-    if files:
-        checked = [catalog.resolve_file(path) for path in _statechart_files(files)]
-    else:
-        checked = [catalog.resolve(source) for name in catalog.names()
-                   for source in catalog.sources[name]]
-    results: list[dict[str, Any]] = []
-    failed = 0
-    for resolved in checked:
-        path, spec = resolved.source.path, resolved.spec
-        errors = [{"line": d.line, "column": d.column, "message": d.message, "code": d.code,
-                   "text": f"{d} [{d.code}]", "path": d.path} for d in resolved.diagnostics]
-        winner = spec is not None and spec.statechart in catalog.sources and \
-            catalog.winner(spec.statechart) == resolved.source
-        if spec is not None and not errors and (winner or files):
-            try:
-                resolve_settings(spec, config.overrides(spec.statechart), os.environ,
-                                 origin=config.origin(spec.statechart))
-            except ConfigError as exc:  # the message names orion.yaml:line:col or the variable
-                errors.append({"line": None, "column": None, "message": str(exc),
-                               "path": str(config.path),
-                               "text": f"{exc} (overriding a setting of {path})"})
-        ok = spec is not None and not errors
-        failed += not ok
-        results.append({"path": str(path), "ok": ok,
-                        "statechart": spec.statechart if spec else None,
-                        "origin": catalog.describe(resolved.source),
-                        "errors": [{k: v for k, v in e.items() if k != "text"} for e in errors]})
-        if not as_json:
-            for error in errors:
-                click.echo(error["text"])
-            if ok:  # one line, however long: CI logs and editors read it
-                click.echo(f"ok {path} ({catalog.describe(resolved.source)})", err=True)
-    for problem in _workspace_problems(config, catalog, pm):
-        failed += 1
-        results.append({"path": str(config.path), "ok": False, "statechart": None,
-                        "origin": None, "errors": [_located(problem, str(config.path))]})
-        if not as_json:
-            click.echo(problem)
+    paths = _statechart_files(files) if files else []
+    report = check_workspace(config, pm, catalog, files=paths)
+    if fix:
+        migrated = [_migrate(catalog, f.resolved, quiet=as_json) for f in report.files
+                    if f.resolved is not None and f.resolved.migration is not None
+                    and _editable(f.resolved.source.path)]
+        if any(migrated):
+            catalog = _catalog(pm, config)
+            report = check_workspace(config, pm, catalog, files=paths)
     if as_json:
-        click.echo(json.dumps(results, indent=2))
-    elif failed:
-        say(f"[red]{failed} of {len(results)} file(s) failed[/red]")
-    sys.exit(1 if failed else 0)
+        click.echo(json.dumps(report.to_json(), indent=2))
+        sys.exit(1 if report.failed else 0)
+    for checked in report.files:
+        for finding in [*checked.errors, *checked.warnings]:
+            click.echo(finding.text)
+        if checked.ok and checked.resolved is not None:  # one line, however long: CI logs
+            click.echo(f"ok {checked.path} ({checked.origin})", err=True)
+    if report.failed:
+        say(f"[red]{len(report.failed)} of {len(report.files)} file(s) failed[/red]")
+    sys.exit(1 if report.failed else 0)
+
+
+def _editable(path: Path) -> bool:
+    """Whether ``orion check --fix`` may rewrite a chart: not one an installed package ships
+    (its source is the one to migrate; an editable install's is outside the environment)."""
+    installed = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
+    where = path.resolve()
+    if any(where.is_relative_to(prefix) for prefix in installed):
+        click.echo(f"{path} comes with an installed package: migrate its source with "
+                   "`orion migrate FILE`", err=True)
+        return False
+    return True
+
+
+def _migrate(catalog: Catalog, resolved: Resolved, *, quiet: bool = False,
+             dry_run: bool = False, backup: bool = True) -> bool:
+    """Write the migration of ``resolved``'s file (or, with ``dry_run``, print it as a
+    diff), saying each change; False when it cannot be made (the reason on stderr)."""
+    import difflib
+
+    from orion.errors import Diagnostic
+
+    migration = catalog.migration(resolved)
+    if isinstance(migration, Diagnostic):
+        click.echo(f"error: {migration}", err=True)
+        return False
+    path = migration.path
+    if dry_run:
+        click.echo("".join(difflib.unified_diff(
+            migration.text.splitlines(keepends=True), migration.migrated.splitlines(
+                keepends=True), str(path), f"{path} (migrated)")), nl=False)
+    else:
+        from orion.statechart.io.migrate import write_text
+
+        try:
+            if backup:
+                write_text(path.with_name(path.name + ".bak"), migration.text,
+                           mode=path.stat().st_mode)
+            migration.write()
+        except OSError as exc:
+            click.echo(f"error: cannot write {path}: {exc.strerror or exc}; it is as it was",
+                       err=True)
+            return False
+    if not quiet:
+        verb = "would migrate" if dry_run else "migrated"
+        click.echo(f"{verb} {path} to contract version {migration.version}: "
+                   f"{len(migration.changes)} change(s)", err=True)
+        for change in migration.changes:
+            click.echo(f"  {path}:{change.line}: {change.what}", err=True)
+        if backup and not dry_run:
+            click.echo(f"  the previous text is in {path.name}.bak", err=True)
+    return True
+
+
+@cli.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@WORKSPACE
+@click.option("--dry-run", is_flag=True, help="Print the changes as a diff; write nothing.")
+@click.option("--no-backup", is_flag=True, help="Do not keep the previous text in FILE.bak.")
+def migrate(file: Path, workspace: str, dry_run: bool, no_backup: bool) -> None:
+    """Bring chart FILE, written for an older version of the contract of the chart it
+    replaces, to the current one, in place: the tags and transitions that versions since
+    added, where that chart has them, and `contract: version:`. Comments and layout stay;
+    each change is listed. Then FILE is checked again."""
+    config = load_config(workspace)
+    pm = load_plugins(config)
+    catalog = _catalog(pm, config)
+    resolved = catalog.resolve_file(file)
+    if resolved.migration is None:
+        for finding in resolved.diagnostics:
+            click.echo(f"{finding} [{finding.code}]")
+        state = "has errors no migration adds; `orion check` lists them" \
+            if resolved.diagnostics or resolved.spec is None else "needs no migration"
+        click.echo(f"{file}: {state}", err=True)
+        sys.exit(1 if resolved.diagnostics or resolved.spec is None else 0)
+    if not _migrate(catalog, resolved, dry_run=dry_run, backup=not no_backup):
+        sys.exit(1)
+    if dry_run:
+        return
+    again = _catalog(pm, config).resolve_file(file)
+    for finding in [*again.diagnostics, *again.warnings]:
+        click.echo(f"{finding} [{finding.code}]")
+    if again.diagnostics or again.spec is None:
+        say(f"[red]{file} still has errors a migration does not fix[/red]")
+        sys.exit(1)
+    click.echo(f"ok {file}", err=True)
 
 
 @cli.command()
@@ -287,9 +336,13 @@ def diagram(name: str, highlight: str | None, fmt: str | None, output: Path | No
     pm = load_plugins(config)
     resolved = _resolve_chart(_catalog(pm, config), name)
     spec = resolved.spec
-    if spec is None or resolved.diagnostics:
-        click.echo("\n".join(map(str, resolved.diagnostics)), err=True)
+    findings = [*resolved.diagnostics, *resolved.warnings]
+    if spec is None or any(d.code in _UNDRAWABLE for d in resolved.diagnostics):
+        click.echo("\n".join(f"{d} [{d.code}]" for d in findings), err=True)
         sys.exit(1)
+    for finding in findings:  # drawn all the same, with the findings beside the chart
+        click.echo(f"{finding} [{finding.code}]", err=True)
+    notes = _notes(resolved, findings)
     nodes = flatten(spec)
     if highlight is not None and highlight not in nodes:
         raise click.BadParameter(f"{highlight!r} is not a state of {spec.statechart} "
@@ -301,9 +354,10 @@ def diagram(name: str, highlight: str | None, fmt: str | None, output: Path | No
         click.echo(str(exc), err=True)  # stdout carries only the diagram
         sys.exit(1)
     try:
-        drawn = mermaid(spec, highlight=highlight, settings=dict(settings)).encode() \
+        drawn = mermaid(spec, highlight=highlight, settings=dict(settings),
+                        notes=notes).encode() \
             if fmt == "mermaid" else picture(spec, format=fmt, highlight=highlight,
-                                             settings=dict(settings))
+                                             settings=dict(settings), notes=notes)
     except DiagramUnavailable as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
@@ -319,6 +373,32 @@ def diagram(name: str, highlight: str | None, fmt: str | None, output: Path | No
         click.echo(f"error: cannot write {output}: {exc.strerror or exc}", err=True)
         sys.exit(1)
     click.echo(f"wrote {output} ({fmt}, {len(drawn):,} bytes)", err=True)
+
+
+#: Findings that leave no chart to draw: states a transition, a timer or an initial names are
+#: not there. Any other (a contract the chart breaks, an unreachable state) is drawn beside it.
+_UNDRAWABLE = frozenset({"SC101", "SC102", "SC104", "SC201"})
+
+
+def _notes(resolved: Resolved, findings: list[Any]) -> list[tuple[str | None, str]]:
+    """Each finding, with the state it is about when it is at one (its name, tags, ...) in
+    the file (the chart that runs may be a merge or a migration of it)."""
+    from orion.yamlsource import YamlSourceError, load_yaml
+
+    states: dict[tuple[str, int, int], str] = {}
+    try:
+        doc = load_yaml(resolved.source.path)
+    except YamlSourceError:
+        doc = None
+    if doc is not None:
+        for table in (doc.key_positions, doc.positions):
+            for loc, (line, col) in table.items():
+                names = [str(loc[i + 1]) for i in range(0, len(loc) - 1, 2)
+                         if all(p == "states" for p in loc[0:i + 1:2])]
+                if names and loc[0] == "states":
+                    states.setdefault((doc.path, line, col), ".".join(names))
+    return [(states.get((d.path, d.line, d.column)), f"{d.message} [{d.code}]")
+            for d in findings]
 
 
 @cli.group()
@@ -428,6 +508,7 @@ def run(script: str, workspace: str, state_dir: str | None, as_json: bool) -> No
     from orion.errors import ConfigError
     from orion.runtime.report import ConsoleReporter, Reporter
     from orion.runtime.runner import RunResult, play
+    from orion.runtime.stop_signals import release_lost_outputs
 
     try:
         loaded, pm = _prepare_run(script, workspace, state_dir)
@@ -445,14 +526,21 @@ def run(script: str, workspace: str, state_dir: str | None, as_json: bool) -> No
                                   reporter=reporter))
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
-    if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
-    else:
-        for report in result.files:
-            say(f"[green]wrote[/green] {report.path} ({report.bytes} bytes)")
-        for error in result.errors:
-            say(f"[red]error:[/red] {escape(error)}")
-        say("[green]ok[/green]" if result.ok else "[red]failed[/red]")
+    try:
+        if as_json:
+            click.echo(json.dumps(result.to_json(), indent=2))
+        else:
+            for report in result.files:
+                say(f"[green]wrote[/green] {report.path} ({report.bytes} bytes)")
+            for error in result.errors:
+                say(f"[red]error:[/red] {escape(error)}")
+            say("[green]ok[/green]" if result.ok else "[red]failed[/red]")
+    except OSError:
+        if result.stopped is None:
+            raise  # a signal (SIGHUP: the terminal closed) may take the output with it
+    if result.stopped is not None:
+        release_lost_outputs()
+        sys.exit(128 + result.stopped)  # as a shell reports a process the signal ended
     sys.exit(0 if result.ok else 1)
 
 
@@ -475,26 +563,16 @@ def _prepare_run(script: str, workspace: str, state_dir: str | None) -> tuple[An
 def _startable(config: WorkspaceConfig, state_dir: str | None) -> PluginManager:
     """The plugins of a workspace that ``orion run`` or ``orion chat`` can start in: its
     charts valid, its pipeline one that asks a model, its state directory confined."""
+    from orion.check import pipeline_problem
     from orion.commands import state_path
 
     pm = load_plugins(config)
     _check_lifecycles(_catalog(pm, config), config)
-    problem = _pipeline_problem(pm, config)
+    problem = pipeline_problem(pm, config)
     if problem:
         raise ConfigurationError(f"{problem}; nothing was run")
     state_path(str(config.workspace), state_dir)
     return pm
-
-
-def _pipeline_problem(pm: PluginManager, config: WorkspaceConfig) -> str | None:
-    from orion.errors import ConfigError
-    from orion.runtime.pipeline import check_workspace_pipeline
-
-    try:
-        check_workspace_pipeline(config, pm.registry.systems)
-    except ConfigError as exc:
-        return str(exc)
-    return None
 
 
 @cli.command()
@@ -508,6 +586,7 @@ def chat(base_url: str | None, model_name: str | None, workspace: str) -> None:
 
     from orion.errors import ConfigError
     from orion.runtime.chat import run_chat
+    from orion.runtime.stop_signals import Stopped, release_lost_outputs
 
     config = load_config(workspace)
     pm = _startable(config, None)
@@ -515,6 +594,14 @@ def chat(base_url: str | None, model_name: str | None, workspace: str) -> None:
         code = asyncio.run(run_chat(config, pm, base_url=base_url, model_name=model_name))
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
+    except Stopped as exc:
+        # The chat closed first: the open write session is saved and its recover line shown.
+        try:
+            say(f"[red]orion chat {exc}[/red]")
+        except OSError:
+            pass  # SIGHUP: the terminal is gone
+        release_lost_outputs()
+        code = exc.exit_code
     sys.exit(code)
 
 

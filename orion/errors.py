@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 
@@ -11,16 +12,19 @@ class OrionError(Exception):
 
 @dataclass(frozen=True)
 class Diagnostic:
-    """One finding of a static check, printed as ``path:line:col: message``."""
+    """One finding of a static check, printed as ``path:line:col: message``; a warning (what
+    still runs, for now) as ``path:line:col: warning: message``."""
 
     path: str
     line: int
     column: int
     message: str
     code: str = "error"
+    severity: str = "error"  # or "warning"
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}:{self.column}: {self.message}"
+        label = "warning: " if self.severity == "warning" else ""
+        return f"{self.path}:{self.line}:{self.column}: {label}{self.message}"
 
 
 class StatechartError(OrionError):
@@ -71,6 +75,18 @@ class UnknownTrigger(TriggerNotAllowed):
         return str(self.args[0])
 
 
+class UnknownTag(LifecycleError, LookupError):
+    """A tag no state of the statechart has: asking ``has_tag`` about it is a mistake (a typo,
+    or a tag the chart lost), never a silent ``False``."""
+
+    def __init__(self, lifecycle: str, tag: str, tags: list[str]):
+        self.lifecycle, self.tag, self.tags = lifecycle, tag, tags
+        hint = difflib.get_close_matches(tag, tags, n=1)
+        super().__init__(f"{lifecycle}: unknown tag {tag!r} (the statechart's states have: "
+                         f"{', '.join(tags) or 'no tags'})"
+                         + (f"; did you mean {hint[0]!r}?" if hint else ""))
+
+
 class ActionError(LifecycleError):
     """A named action raised; the lifecycle stays in the state it had reached."""
 
@@ -78,6 +94,24 @@ class ActionError(LifecycleError):
         self.lifecycle, self.action, self.where, self.cause = lifecycle, action, where, cause
         super().__init__(f"{lifecycle}: action {action!r} failed {where}: "
                          f"{type(cause).__name__}: {cause}")
+
+
+class MacrostepLimit(LifecycleError):
+    """A trigger's run to completion processed more events than the engine allows
+    (:data:`orion.statechart.interpreter.lifecycle.MAX_MICROSTEPS`): events it raises or sends
+    lead back to themselves. The lifecycle stays in the last state it reached, consistent; the
+    events still queued are discarded."""
+
+    def __init__(self, lifecycle: str, trigger: str, state: str, limit: int,
+                 queued: list[str]):
+        self.lifecycle, self.trigger, self.state, self.limit = lifecycle, trigger, state, limit
+        self.queued = queued
+        shown = ", ".join(dict.fromkeys(queued)) or "none"
+        super().__init__(
+            f"{lifecycle}: trigger {trigger!r} did not come to rest within {limit:,} "
+            f"microsteps (state {state!r}; still queued: {shown}): events it raises or sends "
+            "lead back to themselves; the lifecycle stays where it is and the queued events "
+            "were discarded (`orion check` finds such loops when no guard is involved)")
 
 
 class SnapshotError(LifecycleError):

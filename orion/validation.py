@@ -27,6 +27,10 @@ class Issue:
     code: str
     message: str
     context: str = ""
+    #: A rule the content breaks (a licence header it lacks), not bytes a repair could take
+    #: out: the model is asked to correct it like any issue, but when it is still there after
+    #: the last correction round the target is not written (docs/validation.md).
+    blocking: bool = False
 
     def __str__(self) -> str:
         return f"{self.line}:{self.column}: {self.code}: {self.message}"
@@ -108,8 +112,8 @@ class StreamedLines:
         end = unchecked.rfind(b"\n") + 1
         if not end or self.failed:
             return
-        try:
-            issues = self._run(unchecked[:end])
+        try:  # whole lines already (the usual case): checked as they are, not copied
+            issues = self._run(unchecked if end == len(unchecked) else unchecked[:end])
         except Exception:
             self.failed = True
             return

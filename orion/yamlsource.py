@@ -7,6 +7,7 @@ them, with the line and column, instead of guessing. Every other error also carr
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,45 @@ YAML11_BOOLEANS = frozenset(
 )
 
 
+class LocTree:
+    """Locations as a tree, each under its parent (``("states", "a")`` under ``("states",)``):
+    the locations inside one are found in time proportional to their number, not to the
+    document's size."""
+
+    __slots__ = ("children",)
+
+    def __init__(self, locs: Iterable[Loc] = ()):
+        self.children: dict[Loc, dict[Loc, None]] = {}
+        for loc in locs:
+            self.add(loc)
+
+    def add(self, loc: Loc) -> None:
+        while loc:
+            parent = loc[:-1]
+            siblings = self.children.setdefault(parent, {})
+            if loc in siblings:
+                return
+            siblings[loc] = None
+            loc = parent
+
+    def under(self, loc: Loc) -> list[Loc]:
+        """``loc`` and every location inside it, parents before children."""
+        found, pending = [], [loc]
+        while pending:
+            here = pending.pop()
+            found.append(here)
+            pending.extend(reversed(self.children.get(here, ())))
+        return found
+
+    def prune(self, loc: Loc, *, keep: bool = False) -> None:
+        """Forget every location inside ``loc``, and ``loc`` itself unless ``keep``."""
+        for inner in self.under(loc)[1:]:
+            self.children.pop(inner, None)
+        self.children.pop(loc, None)
+        if not keep and loc:
+            self.children.get(loc[:-1], {}).pop(loc, None)
+
+
 @dataclass
 class SourceDocument:
     """A parsed YAML document: the plain data and where each part of it came from."""
@@ -32,6 +72,15 @@ class SourceDocument:
     data: Any
     positions: dict[Loc, tuple[int, int]] = field(default_factory=dict)
     key_positions: dict[Loc, tuple[int, int]] = field(default_factory=dict)
+    #: The locations of both tables as a tree, built on first use (documents are not changed
+    #: once read; a document being assembled keeps its own up to date).
+    tree: LocTree | None = field(default=None, repr=False, compare=False)
+
+    def under(self, loc: Loc) -> list[Loc]:
+        """``loc`` and every location inside it that has a position (of a value or a key)."""
+        if self.tree is None:
+            self.tree = LocTree([*self.positions, *self.key_positions])
+        return self.tree.under(tuple(loc))
 
     def position(self, loc: Loc, *, key: bool = False) -> tuple[int, int]:
         """Line and column (1-based) of ``loc``, or of its nearest ancestor that has one."""

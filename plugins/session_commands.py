@@ -70,6 +70,8 @@ def render_shown(shown) -> str:
              else "nothing set aside")
     out = [f"write session {shown.id[:8]} for {shown.target_file or '?'}: {shown.status}, "
            f"{aside}"]
+    for issue in shown.blocked:
+        out.append(f"blocked by: {issue}")
     for message in shown.held:
         out.append(f"held message: {message}")
     for part in shown.set_aside.parts:
@@ -128,12 +130,9 @@ def sessions() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the sessions as JSON.")
 def sessions_list(workspace: str, state_dir: str | None, as_json: bool) -> None:
     """List the write session directories, oldest save first."""
-    import time
-
     from orion.write_session.recovery import format_age, scan
 
-    now = time.time() * 1000.0
-    found = scan(state_path(workspace, state_dir), now_ms=now)
+    found = scan(state_path(workspace, state_dir))
     if as_json:
         click.echo(json.dumps([orphan.to_json() for orphan in found], indent=2))
         return
@@ -152,6 +151,8 @@ def sessions_list(workspace: str, state_dir: str | None, as_json: bool) -> None:
             notes.append(f"only {orphan.bytes} of {orphan.received_bytes} bytes on disk")
         if orphan.rescued:
             notes.append(f"content rescued to {orphan.rescued}")
+        if orphan.blocked:
+            notes.append(f"blocked by: {'; '.join(orphan.blocked)}")
         if orphan.set_aside_lines:
             notes.append(f"{orphan.set_aside_lines} lines set aside (orion sessions show "
                          f"{orphan.short})")
@@ -256,18 +257,15 @@ def sessions_discard(session_id: str, workspace: str, state_dir: str | None) -> 
 @STATE_DIR
 def sessions_clean(older_than: str, workspace: str, state_dir: str | None) -> None:
     """Remove old write sessions (never one a running process owns)."""
-    import time
-
     from orion.write_session.recovery import clean, parse_duration
 
     try:
         limit = parse_duration(older_than)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--older-than") from exc
-    now = time.time() * 1000.0
-    removed = clean(state_path(workspace, state_dir), limit, now)
+    removed = clean(state_path(workspace, state_dir), limit)
     for orphan in removed:
-        say(f"removed write session {orphan.short} for {escape(orphan.describe(now))}")
+        say(f"removed write session {orphan.short} for {escape(orphan.describe())}")
     say(f"{len(removed)} write session(s) removed")
 
 

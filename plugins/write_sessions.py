@@ -32,7 +32,7 @@ from orion.write_session.operations import execute
 from orion.write_session.plan import WritePlan, check_plan
 from orion.write_session.session import validate_write
 from orion.write_session.startup import startup
-from orion.write_session.undo import write_undo_record
+from orion.write_session.undo import prune_after_write, write_undo_record
 from orion_plugins.finalization import finalizer
 
 #: Content larger than this does not belong in tool-call JSON.
@@ -128,6 +128,8 @@ def execute_small(args: ExecuteArgs, context) -> str:
         write_undo_record(runtime.state_dir, session_id=write_id, relative=result.relative,
                           operation=plan.operation.value, sha256=result.sha256,
                           backup=result.backup, written_at_ms=runtime.clock.now_ms())
+        prune_after_write(runtime.state_dir, int(
+            runtime.definition("write_session").settings.get("keep_backups", 100)))
     except OSError as exc:
         return (f"{report}; its undo record could not be saved ({exc.strerror or exc}), so "
                 "orion sessions undo cannot undo it")
@@ -227,8 +229,7 @@ def runtime_started(runtime):
 def report_run(runtime):
     manager = manager_for(runtime)
     sessions, problems = [], []
-    for session in manager.sessions:
-        summary = session.summary()
+    for summary in manager.summaries():  # ended sessions beyond the newest are summaries
         sessions.append({"id": summary.id, "target_file": summary.target_file,
                          "operation": summary.operation, "status": summary.status,
                          "continuations": summary.continuations,
@@ -236,7 +237,7 @@ def report_run(runtime):
         if summary.status == "failed":
             outcome = "failed"
         elif summary.status == "incomplete":  # cut off, or no DONE after the idle prompts
-            why = session.lifecycle.context.get("incomplete_reason")
+            why = summary.incomplete_reason
             outcome = f"is incomplete: {why or 'the output was cut off'}"
         else:
             continue

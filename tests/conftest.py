@@ -6,6 +6,7 @@ guards through the ``register_*`` hooks and observes lifecycles through the obse
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -15,11 +16,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 import orion
 from orion.plugins import PluginManager, make_plugin_manager
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# In CI the property tests draw the same examples on every run, so a failure there is one
+# anybody can reproduce and not the luck of a draw; a local run explores new ones (and keeps
+# the failures it finds in .hypothesis/).
+settings.register_profile("ci", derandomize=True, database=None)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 STATECHARTS = ROOT / "statecharts"
 
 #: Actions the probe provides. Each one appends its name to ``probe.log`` and then runs the

@@ -486,6 +486,77 @@ def test_done_state_of_a_state_without_a_final_child_is_a_check_error(tmp_path):
         load_definition(path, env={})
 
 
+def test_a_completion_event_that_re_enters_its_own_state_is_a_check_error(tmp_path):
+    """`done.state.job: job -> job` enters job.finished again, which raises it again: the
+    trigger would never return (a chart of a team spun `orion run` at 100 % CPU)."""
+    path = tmp_path / "spin.yaml"
+    path.write_text(DONE.replace("{trigger: done.state.job, source: job, dest: review}",
+                                 "{trigger: done.state.job, source: job, dest: job.finished}\n"
+                                 "  - {trigger: look, source: job, dest: review}"),
+                    encoding="utf-8")
+    with pytest.raises(StatechartError) as info:
+        load_definition(path, env={})
+    [finding] = [d for d in info.value.diagnostics if d.code != "SC401"]  # `in`: the recorder's
+    assert (finding.code, finding.line, finding.column) == ("SC303", 14, 15)
+    assert finding.message.startswith("'done.state.job' re-enters 'job.finished', which raises "
+                                      "'done.state.job' again at once: the lifecycle would "
+                                      "never come to rest")
+
+
+def test_completion_events_that_lead_to_each_other_are_a_check_error(tmp_path):
+    path = tmp_path / "pair.yaml"
+    path.write_text(textwrap.dedent("""\
+        statechart: pair
+        initial: a
+        states:
+          a: {initial: x, states: {x: {}, ax: {final: true}}}
+          b: {initial: bx, states: {bx: {final: true}}}
+          c: {final: true}
+        transitions:
+          - {trigger: go, source: a.x, dest: a.ax}
+          - {trigger: done.state.a, source: a, dest: b}
+          - {trigger: done, source: b, dest: a.ax}
+          - {trigger: stop, source: a.x, dest: c}
+        """), encoding="utf-8")
+    with pytest.raises(StatechartError) as info:
+        load_definition(path, env={})
+    assert [(d.code, d.line) for d in info.value.diagnostics] == [("SC303", 10)]
+    assert "'done.state.a' enters 'b.bx', then 'done.state.b' enters 'a.ax'" in \
+        info.value.diagnostics[0].message
+
+
+def test_a_zero_ms_timer_that_re_enters_its_state_is_a_check_error(tmp_path):
+    path = tmp_path / "tick.yaml"
+    path.write_text("statechart: tick\ninitial: t\nstates:\n  t:\n    after:\n"
+                    "      - {ms: 0, dest: t}\n  u: {final: true}\n"
+                    "transitions:\n  - {trigger: stop, source: t, dest: u}\n", encoding="utf-8")
+    with pytest.raises(StatechartError, match=r"tick.yaml:6:14: the 0 ms timer 'timeout' of "
+                                              r"'t' re-enters 't'"):
+        load_definition(path, env={})
+    path.write_text(path.read_text().replace("ms: 0", "ms: 1"), encoding="utf-8")
+    assert load_definition(path, env={}).create(clock=VirtualClock()).state == "t"
+
+
+def test_a_guarded_completion_loop_passes_the_check_and_the_engine_stops_it(load, rec):
+    """A guard may end a loop, so the check lets it through; one that never ends is stopped
+    after MAX_MICROSTEPS events with a clear error, and the lifecycle stays usable."""
+    from orion.errors import MacrostepLimit
+    from orion.statechart.interpreter.lifecycle import MAX_MICROSTEPS
+
+    lc = load(DONE.replace("{trigger: done.state.job, source: job, dest: review}",
+                           "{trigger: done.state.job, source: job, dest: job.finished, "
+                           "guards: allow}\n  - {trigger: look, source: job, dest: review}"))
+    with pytest.raises(MacrostepLimit) as info:
+        lc.trigger("complete")
+    message = str(info.value)
+    assert message.startswith("done: trigger 'complete' did not come to rest within 10,000 "
+                              "microsteps (state 'job.finished'; still queued: done.state.job)")
+    assert len(rec.transitions) == MAX_MICROSTEPS + 1  # 'complete', then every microstep
+    assert rec.discarded == [("done.state.job", "the trigger did not come to rest")]
+    assert lc.state == "job.finished"
+    assert lc.trigger("look") and lc.state == "review"  # consistent, and it goes on
+
+
 # -- event descriptors (SCXML 3.12.1) --------------------------------------------------------------
 
 

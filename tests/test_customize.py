@@ -17,9 +17,10 @@ from click.testing import CliRunner
 import orion_statecharts
 from orion.cli import cli
 from orion.config import load_config
-from orion.errors import StatechartError
+from orion.errors import StatechartError, UnknownTag
 from orion.plugins import make_plugin_manager
 from orion.statechart.catalog import Catalog
+from write_harness import BEGIN_A_TXT
 
 REPO = Path(__file__).resolve().parent.parent
 BUILTIN_WRITE_SESSION = Path(orion_statecharts.__file__).parent / "write_session.yaml"
@@ -117,6 +118,61 @@ def test_an_overlay_changes_settings_context_initial_and_removes_transitions(tmp
     assert "handles trigger 'circular', which the runtime sends" in str(caught.value)
 
 
+def test_inserts_anchored_on_ids_keep_their_order_and_may_name_each_other(tmp_path):
+    """`before: x` twice puts both before x in the order written; `after: x` twice puts the
+    second right after x, so before the first; an insert may anchor on an earlier insert, and
+    `remove` comes first, so a removed id is no anchor."""
+    ws = workspace(tmp_path, {"o.yaml": """\
+        extends: write_session
+        transitions:
+          remove: [truncated_empty]
+          insert:
+            - {trigger: b1, source: idle, dest: done, before: discard}
+            - {trigger: b2, source: idle, dest: done, before: discard}
+            - {trigger: a1, source: idle, dest: done, after: valid}
+            - {trigger: a2, source: idle, dest: done, after: valid}
+            - {id: c1, trigger: b1, source: session_active, dest: done, after: a2}
+        """})
+    catalog = Catalog(make_plugin_manager(env={}), load_config(ws, env={}))
+    resolved = catalog.resolve(catalog.winner("write_session"))
+    assert resolved.diagnostics == []
+    ids = [t.id or t.trigger for t in resolved.spec.transitions]
+    assert ids[ids.index("corrections_used_up"):] == [
+        "corrections_used_up", "corrections_received", "valid", "a2", "c1", "a1", "b1", "b2",
+        "discard"]
+    assert "truncated_empty" not in ids
+    path = ws / "lifecycles" / "o.yaml"
+    # every inserted transition is located where the overlay wrote it
+    assert str(resolved.doc.diagnostic(("transitions", ids.index("c1"), "dest"), "x")) == \
+        f"{path}:9:59: x"
+
+
+def test_an_overlay_is_counted_against_the_state_limit_before_it_is_merged(tmp_path,
+                                                                           monkeypatch):
+    """The limit is 50,000 states; a chart that size takes seconds to write, so the test lowers
+    it to 20, with Orion's 9 states plus an overlay that adds 12."""
+    from orion.statechart.checks import document
+    from orion.statechart.io import overlay
+
+    for module in (document, overlay):
+        monkeypatch.setattr(module, "MAX_STATES", 20)
+    merged = []
+    monkeypatch.setattr(overlay._Builder, "__init__", lambda *a: merged.append(a))
+    states = "".join(f"  s{i}: {{}}\n" for i in range(12))
+    ws = workspace(tmp_path, {"big.yaml": f"extends: write_session\nstates:\n{states}"})
+    result = check(ws)
+    path = ws / "lifecycles" / "big.yaml"
+    assert result.exit_code == 1
+    assert (f"{path}:2:1: the overlay adds 12 states to the 9 of the chart it extends: more "
+            "than 20 [SC003]") in result.output
+    assert merged == []  # nothing was merged
+    many = "".join(f"  s{i}: {{}}\n" for i in range(21))
+    (ws / "lifecycles" / "big.yaml").write_text(f"extends: write_session\nstates:\n{many}")
+    result = check(ws)
+    assert f"{path}:23:3: the chart has more than 20 states [SC003]" in result.output
+    assert merged == []
+
+
 def test_overlay_mistakes_are_located_in_the_overlay_with_a_hint(tmp_path):
     overlay = """\
         extends: write_session
@@ -185,15 +241,8 @@ def test_statechart_show_resolved_and_diagram_use_the_workspace_overlay(tmp_path
 def test_the_runtime_runs_the_overlay(tmp_path):
     """The overlay is what a real run uses: DONE leads to `review`, and nothing is written."""
     ws = workspace(tmp_path, {"review.yaml": REVIEW_OVERLAY})
-    script = write(tmp_path / "script.yaml", """\
-        conversation:
-          - user: write it
-          - model:
-              tool_calls:
-                - name: WritePlanTool_begin
-                  arguments: {target_file: a.txt, operation: create, intent: a file}
-          - model: {text: "one\\ntwo\\nDONE\\n"}
-        """)
+    script = write(tmp_path / "script.yaml",
+                   BEGIN_A_TXT + '  - model: {text: "one\\ntwo\\nDONE\\n"}\n')
     result = orion("run", str(script), "--workspace", str(ws), "--json")
     assert not (ws / "a.txt").exists(), result.stdout + result.stderr
     sessions = orion("sessions", "list", "--workspace", str(ws), "--json")
@@ -287,6 +336,46 @@ def test_has_tag_sees_the_tags_of_the_state_and_its_ancestors():
     assert lifecycle.has_tag("open") and lifecycle.has_tag("receiving")
     assert not lifecycle.has_tag("finalizing")
     assert definition.state_tagged("finalizing") == "session_active.finalizing"
+
+
+def test_has_tag_of_a_tag_no_state_has_raises_with_the_tags_the_chart_has():
+    lifecycle = Catalog(make_plugin_manager(env={})).definition("write_session", env={}).create()
+    with pytest.raises(UnknownTag) as info:
+        lifecycle.has_tag("finalising")
+    message = str(info.value)
+    assert message.startswith("write_session: unknown tag 'finalising' (the statechart's "
+                              "states have: abandoned, continuing, correcting, finalizing, ")
+    assert message.endswith("; did you mean 'finalizing'?")
+    assert info.value.tag == "finalising" and "written" in info.value.tags
+    assert lifecycle.has_tag("not_started") and not lifecycle.has_tag("written")
+
+
+def _asked_tags(paths: list[Path]) -> set[str]:
+    """Every tag the code asks as a literal: ``has_tag("x")``, ``state_tagged("x")``."""
+    found = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr in ("has_tag", "state_tagged") and node.args and \
+                    isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                found.add(node.args[0].value)
+    return found
+
+
+def test_every_tag_orion_asks_about_is_in_the_contract_so_has_tag_never_raises_on_it():
+    """has_tag raises for a tag the chart lacks; the contract makes every chart that replaces
+    Orion's have the tags Orion's code, its plan service and its step library ask about."""
+    from orion.plan.service import TAG_OF
+    from orion.testing.steps import STATE_WORDS
+
+    catalog = Catalog(make_plugin_manager(env={}))
+    contract = {name: set(catalog.definition(name, env={}).spec.contract.tags)
+                for name in ("write_session", "plan_mode")}
+    code = [p for root in ("orion", "plugins") for p in (REPO / root).rglob("*.py")]
+    asked = _asked_tags(code) | set(STATE_WORDS.values())
+    assert asked and asked <= contract["write_session"] | contract["plan_mode"], asked
+    assert set(STATE_WORDS.values()) <= contract["write_session"]
+    assert set(TAG_OF.values()) | {"plan_off"} <= contract["plan_mode"]
 
 
 def _sent_triggers(paths: list[Path]) -> set[str]:
@@ -551,3 +640,199 @@ def test_overlays_that_extend_each_other_are_a_cycle(tmp_path):
     result = check(ws)
     assert result.exit_code == 1
     assert "'extends' makes a cycle" in result.output
+
+
+# -- findings at the author's own line ----------------------------------------------------------
+
+
+def test_a_misspelled_tag_in_a_plugins_overlay_is_reported_at_the_plugins_line(tmp_path):
+    """It was reported in Orion's installed chart (orion_statecharts/write_session.yaml:85:1),
+    where the team can do nothing about it."""
+    site = make_site(tmp_path / "site", {"acme-orion": SHIPS_REVIEW})
+    write(site / "review.yaml", REVIEW_OVERLAY.replace("    tags: review\n",
+                                                       "    tags: reveiw\n"))
+    result = orion("check", site=site, cwd=tmp_path)
+    assert result.returncode == 1
+    [finding] = [line for line in result.stdout.splitlines() if "[SC" in line]
+    assert finding == (f"{site / 'review.yaml'}:6:11: no state of 'write_session' has tag "
+                       "'review', which the runtime asks about (contract of acme-orion 1.0 "
+                       "write_session); state 'review' has 'reveiw': did you mean 'review'? "
+                       "[SC503]")
+
+
+def test_every_finding_about_an_overlay_is_in_the_overlay(tmp_path):
+    """What an overlay breaks in what it extends is reported at the overlay's own line (its
+    edit, else the nearest part it wrote, else its `extends`), naming the base line."""
+    overlay = """\
+        extends: write_session
+        contract:
+          version: 2
+        states:
+          done:
+            tags: [finished]
+          spin:
+            initial: end
+            states:
+              end: {final: true}
+        transitions:
+          remove: [discard, request_corrections]
+          insert:
+            - {trigger: done.state.spin, source: spin, dest: spin}
+            - {trigger: go, source: idle, dest: spin}
+        """
+    ws = workspace(tmp_path, {"o.yaml": overlay})
+    result = check(ws)
+    assert result.exit_code == 1
+    path = ws / "lifecycles" / "o.yaml"
+    findings = [line for line in result.stdout.splitlines() if "[SC" in line]
+    assert len(findings) == 4 and all(line.startswith(f"{path}:") for line in findings), \
+        findings
+    builtin = BUILTIN_WRITE_SESSION
+    assert (f"{path}:6:11: no state of 'write_session' has tag 'written', which the runtime "
+            "asks about (contract of built-in write_session); add `tags: [written]` to the "
+            "state that plays that part: 'done' has it in built-in write_session [SC503]") in \
+        findings
+    assert (f"{path}:12:12: no transition of 'write_session' handles trigger 'discard', which "
+            "the runtime sends (contract of built-in write_session); this overlay removes or "
+            "replaces the transitions that handled it [SC502]") in findings
+    at = line_of(builtin, "      needs_corrections:")
+    assert (f"{path}:12:21: state 'session_active.needs_corrections' is unreachable from the "
+            f"initial state 'idle' (at {builtin}:{at}:7, in the chart it extends) [SC301]") in \
+        findings
+    assert (f"{path}:14:17: 'done.state.spin' re-enters 'spin.end', which raises "
+            "'done.state.spin' again at once") in "\n".join(findings)
+
+
+def test_a_finding_the_overlay_wrote_nothing_near_is_at_its_extends_naming_the_base_line(
+        tmp_path):
+    ws = workspace(tmp_path, {"o.yaml": "extends: write_session\ninitial: abandoned\n"})
+    result = check(ws)
+    path = ws / "lifecycles" / "o.yaml"
+    idle = line_of(BUILTIN_WRITE_SESSION, "  idle:")
+    assert (f"{path}:1:1: state 'idle' is unreachable from the initial state 'abandoned' (at "
+            f"{BUILTIN_WRITE_SESSION}:{idle}:3, in the chart it extends) [SC301]") in result.stdout
+
+
+# -- failures up front ------------------------------------------------------------------------
+
+
+def team_project(tmp_path: Path, edit: dict[str, tuple[str, str]]) -> Path:
+    """A copy of the team-customization example with ``{file: (old, new)}`` edits."""
+    import shutil
+
+    project = tmp_path / "team"
+    shutil.copytree(REPO / "examples" / "team-customization", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name, (old, new) in edit.items():
+        path = project / name
+        assert old in path.read_text(), old
+        path.write_text(path.read_text().replace(old, new))
+    return project
+
+
+def run_features(project: Path, tests: str = "tests/test_review.py"
+                 ) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "ORION_LOAD_PLUGINS"}
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           tests], capture_output=True, text=True, env=env, cwd=project,
+                          timeout=300)
+
+
+def test_a_broken_overlay_fails_the_feature_run_once_with_orion_checks_findings(tmp_path):
+    project = team_project(tmp_path, {"team_review/statecharts/write_session.yaml": (
+        "    valid:\n", "    vaild:\n")})
+    result = run_features(project)
+    assert result.returncode == 1
+    chart = project / "team_review" / "statecharts" / "write_session.yaml"
+    finding = (f"{chart}:19:5: 'vaild' is not the id of a transition of 'write_session' (ids: "
+               "begin, pause, pause_after_continuation, ")
+    assert result.stdout.count(finding) == 1, result.stdout
+    assert "did you mean 'valid'? [SC602]\n" in result.stdout
+    assert "1 failed, 6 skipped" in result.stdout
+    assert "Orion's charts or plugins have errors; no scenario of theirs can run (orion " \
+           "check):\n" in result.stdout
+    assert "Traceback" not in result.stdout and "StatechartError" not in result.stdout
+    assert "\\n" not in result.stdout  # no finding inside an escaped string
+
+
+def test_a_broken_plugin_fails_the_feature_run_once_naming_its_file_and_line(tmp_path):
+    project = team_project(tmp_path, {"team_review/plugin.py": (
+        "def build_context(request):\n    runtime = request.runtime",
+        "def build_context(requst):\n    runtime = requst.runtime")})
+    result = run_features(project)
+    assert result.returncode == 1
+    plugin = project / "team_review" / "plugin.py"
+    line = line_of(plugin, "def build_context(requst)")
+    assert result.stdout.count(f"error: {plugin}:{line}: plugin 'team_review': build_context() "
+                               "takes no argument named 'requst' (did you mean 'request'?)") == 1
+    assert "1 failed, 6 skipped" in result.stdout
+    assert "Traceback" not in result.stdout and "The above exception" not in result.stdout
+
+
+def test_a_team_chart_that_runs_migrated_passes_its_features_with_a_warning(tmp_path):
+    """The team's overlay replaced the tags of `done` before the contract asked for `written`:
+    its features pass (the chart runs migrated), and the run warns, naming the command."""
+    project = team_project(tmp_path, {"team_review/statecharts/write_session.yaml": (
+        "states:\n", "states:\n  done:\n    tags: [finished]\n")})
+    result = run_features(project)
+    assert result.returncode == 0, result.stdout
+    assert "7 passed" in result.stdout and "OrionCheckWarning" in result.stdout
+    assert "`orion migrate " in result.stdout
+
+
+def test_orion_run_refuses_an_overlay_whose_completion_event_spins(tmp_path):
+    """It spun `orion run` at 100 % CPU; now the check refuses it before anything runs."""
+    ws = workspace(tmp_path, {"spin.yaml": """\
+        extends: write_session
+        states:
+          spin:
+            initial: end
+            states:
+              end: {final: true}
+        transitions:
+          insert:
+            - {trigger: begin, source: idle, dest: spin, before: begin}
+            - {trigger: done.state.spin, source: spin, dest: spin}
+            - {trigger: done, source: spin, dest: abandoned}
+        """})
+    script = write(tmp_path / "script.yaml", BEGIN_A_TXT)
+    result = orion("run", str(script), "--workspace", str(ws))
+    assert result.returncode == 2
+    path = ws / "lifecycles" / "spin.yaml"
+    assert (f"{path}:10:17: 'done.state.spin' re-enters 'spin.end', which raises "
+            "'done.state.spin' again at once") in result.stderr
+
+
+def test_a_chart_a_step_writes_into_the_workspace_is_checked_as_the_runtime_starts(tmp_path):
+    """The check runs where and when the scenario's runtime starts: a chart `orion_yaml` lists
+    and a Given step writes is there by then (a broken one fails that scenario, readably)."""
+    project = tmp_path / "project"
+    write(project / "conftest.py", """\
+        import pytest
+
+
+        @pytest.fixture
+        def orion_yaml():
+            return "statecharts: [lifecycles/mine.yaml]\\n"
+        """)
+    write(project / "features" / "mine.feature", '''\
+        Feature: a chart the scenario writes
+          Scenario: it is there when Orion starts
+            Given the workspace has a file "lifecycles/mine.yaml" containing:
+              """
+              extends: write_session
+              description: {description}
+              """
+            When the model streams 3 lines to "a.txt" and DONE
+            Then "a.txt" holds the generated lines 1 to 3
+        ''')
+    write(project / "test_mine.py", 'from pytest_bdd import scenarios\n\n'
+                                    'scenarios("features/mine.feature")\n')
+    feature = project / "features" / "mine.feature"
+    text = feature.read_text()
+    feature.write_text(text.replace("{description}", "ours"))
+    assert run_features(project, "test_mine.py").returncode == 0
+    feature.write_text(text.replace("{description}", "ours\n      initial: nowhere"))
+    result = run_features(project, "test_mine.py")
+    assert result.returncode == 1 and "1 failed" in result.stdout
+    assert "initial state 'nowhere' is not a top-level state" in result.stdout

@@ -623,9 +623,9 @@ def test_backups_beyond_keep_backups_are_pruned_and_history_lists_the_rest(tmp_p
             {"model": {"text": "Done."}}])
         play_in_process(ws, script)
     kept = records(ws / ".orion")
-    # each start prunes down to two; the fourth run then added its own
-    assert [Path(r.data["backup"]).read_text() for r in kept] == ["v3\n", "v2\n", "v1\n"]
-    assert len(list((ws / ".orion" / "backups").iterdir())) == 3
+    # pruned down to two as each write happens: never more than keep_backups are kept
+    assert [Path(r.data["backup"]).read_text() for r in kept] == ["v3\n", "v2\n"]
+    assert len(list((ws / ".orion" / "backups").iterdir())) == 2
     listed = orion("sessions", "history", "--workspace", str(ws), "--json", cwd=tmp_path)
     assert [row["id"] for row in json.loads(listed.stdout)] == [r.id for r in kept]
 

@@ -1096,6 +1096,62 @@ def damaged_row_spoils_all(p: Patcher) -> None:
     p.replace("orion.plan.store:_text", lambda raw: raw.decode("utf-8"))
 
 
+@variant("FS-7", "orion.runtime.stop_signals:until_stopped",
+         "a signal ends the command where it stands (the default action)")
+def signals_unhandled(p: Patcher) -> None:
+    async def until_stopped(work, signals=()):
+        return await work
+    p.replace("orion.runtime.stop_signals:until_stopped", until_stopped)
+
+
+@variant("FS-8", "orion.write_session.orphans:_age",
+         "a session's age is the wall clock's word alone")
+def wall_clock_age(p: Patcher) -> None:
+    p.replace("orion.write_session.orphans:_age",
+              lambda wall, boot, now_ms, now_boot: max(0.0, now_ms - wall))
+
+
+@variant("FS-8", "orion.write_session.startup:_expire",
+         "an orphan past its TTL is deleted with its content")
+def expired_sessions_deleted(p: Patcher) -> None:
+    from orion.write_session.journal import remove_session
+    from orion.write_session.startup import StartupAction
+
+    def _expire(runtime, orphan, ttl, now, now_boot):
+        remove_session(orphan.directory)
+        return StartupAction(orphan.id, "expired", "removed orphaned write session "
+                             f"{orphan.short}: older than 1 h")
+    p.replace("orion.write_session.startup:_expire", _expire)
+
+
+@variant("FS-9", "orion.write_session.journal:open_private",
+         "journal files are opened through links, with the umask's mode")
+def journal_follows_links(p: Patcher) -> None:
+    import os
+
+    p.replace("orion.write_session.journal:open_private",
+              lambda path, flags, mode=0o600: os.open(path, flags, 0o666))
+    p.replace("orion.write_session.journal:links_in", lambda directory: {})
+
+
+@variant("FS-10", "orion.write_session.journal:DEGRADING_ERRNOS",
+         "too many open files is an error the journal does not expect")
+def open_file_limit_unexpected(p: Patcher) -> None:
+    import errno
+
+    from orion.write_session import journal
+
+    p.replace("orion.write_session.journal:DEGRADING_ERRNOS",
+              journal.DEGRADING_ERRNOS - {errno.EMFILE, errno.ENFILE})
+    p.replace("orion.write_session.journal:OPEN_LIMITS", frozenset())
+
+
+@variant("FS-11", "orion.statechart.checks.loops:_completion_loops",
+         "orion check sees no completion loop", keyword="refused_before_anything")
+def completion_loops_unseen(p: Patcher) -> None:
+    p.replace("orion.statechart.checks.loops:_completion_loops", lambda *args: iter(()))
+
+
 # -- running the variants ---------------------------------------------------------------------
 
 def _import_orion() -> None:

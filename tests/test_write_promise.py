@@ -267,6 +267,26 @@ def test_case_6_a_last_line_without_a_line_break_is_asked_about_never_glued(run,
     assert status(played) == "written"
 
 
+@pytest.mark.parametrize("reply,content", [
+    ("DONE not alone\nlast\nDONE\n", "alpha\nDONE not alone\nlast\n"),
+    ("DONE\n", "alpha\n"),
+    ("DONE", "alpha\n")])
+def test_a_cut_right_after_done_is_an_unfinished_line_the_model_finishes(run, reply, content):
+    """A reply cut off (``length``) just after ``DONE``, before its line break: the line may be
+    the terminator or ``DONE not alone``. It is asked about as any unfinished line; the model's
+    answer decides, so neither the lines after it nor a DONE in the file are a guess."""
+    played = run([
+        {"user": "Write notes.md."}, begin("notes.md"),
+        say("alpha\nDONE", finish_reason="length"),
+        {"expect": "> DONE"},
+        say(reply),
+        {"expect": "Created notes.md"}, say("Done."),
+    ])
+    ok(played)
+    assert played.text("notes.md") == content
+    assert status(played) == "written"
+
+
 # -- 7. repeated terminator lines --------------------------------------------------------------
 
 

@@ -55,6 +55,17 @@ class Capture(Reporter):
         self.progress_lines.append(progress)
 
 
+
+#: A script whose model opens a write session for ``a.txt`` (create); append the replies.
+BEGIN_A_TXT = """\
+conversation:
+  - user: write it
+  - model:
+      tool_calls:
+        - name: WritePlanTool_begin
+          arguments: {target_file: a.txt, operation: create, intent: a file}
+"""
+
 @dataclass
 class Played:
     result: RunResult

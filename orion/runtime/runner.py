@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orion.clock import VirtualClock
+from orion.clock import VirtualClock, kernel_boot_time
 from orion.confined import PathSwapped, open_parent
 from orion.config import WorkspaceConfig, load_config
 from orion.errors import ConfigError, OrionError
@@ -29,6 +29,7 @@ from orion.plugins import PluginManager
 from orion.runtime.report import Reporter
 from orion.runtime.run_report import FileReport, RunReport
 from orion.runtime.runtime import Runtime
+from orion.runtime.stop_signals import RUN_SIGNALS, Stopped, until_stopped
 from orion.trace import events as trace_events
 
 __all__ = ["FileReport", "RunReport", "RunResult", "play", "seed_files", "with_script_settings"]
@@ -48,6 +49,8 @@ class RunResult:
     errors: list[str] = field(default_factory=list)
     #: The plugins' sections of the report (``report_run``), by key.
     sections: dict[str, Any] = field(default_factory=_sections)
+    #: The signal that stopped the run (SIGTERM, SIGHUP, SIGINT), if one did.
+    stopped: int | None = None
 
     @property
     def sessions(self) -> list[dict[str, Any]]:
@@ -111,35 +114,30 @@ async def play(script: Script, *, workspace: Path, plugins: PluginManager,
     config = with_script_settings(load_config(workspace), script)
     seed_files(workspace, script.files)
     cursor = script.cursor()
-    # Virtual time that starts now: timers fire without waiting, and trace times are real dates.
+    # Virtual time that starts now: timers fire without waiting, trace times are real dates,
+    # and the second clock starts at the kernel's (sessions of other processes compare with it).
     runtime = Runtime(model=ScriptedModel(cursor), plugins=plugins, workspace=workspace,
                       state_dir=state_dir, config=config,
-                      clock=VirtualClock(start_ms=time.time() * 1000.0), reporter=reporter)
+                      clock=VirtualClock(start_ms=time.time() * 1000.0, boot=kernel_boot_time()),
+                      reporter=reporter)
     errors: list[str] = []
+    stopped: Stopped | None = None
     try:
-        # A write session adopted at start (--continue) asked the model to go on: that request
-        # takes the script's first model entries.
-        await runtime.pump()
-        while not cursor.done:
-            entry = cursor.peek()
-            if entry is None:
-                break
-            if entry.kind == "user":
-                cursor.next()
-                await runtime.handle(entry.user)
-            elif entry.kind == "wait_ms":
-                cursor.next()
-                runtime.advance(entry.wait_ms)
-                await runtime.pump()
-            else:
-                raise ScriptError(f"{entry.where}: the script has a {entry.kind} entry next, but "
-                                  "no model request came for it (Orion was waiting for the "
-                                  "user or for time to pass)")
+        await until_stopped(_play_entries(runtime, cursor), RUN_SIGNALS)
+    except Stopped as exc:
+        # SIGTERM, SIGHUP or Ctrl-C: what follows (the runtime closing) saves the open write
+        # sessions and says how to go on; the command exits with 128 + the signal's number.
+        stopped = exc
+        errors.append(f"{exc}: the run did not finish")
     except OrionError as exc:
         errors.append(str(exc))
         runtime.tracer.emit(trace_events.error("orion run", exc, at_ms=runtime.clock.now_ms(),
                                                conversation_id=runtime.conversation.id))
-    result = RunResult(ok=False, errors=errors)
+    except BaseException:
+        runtime.close()  # whatever ended the run, open journals are flushed and released
+        raise
+    result = RunResult(ok=False, errors=errors,
+                       stopped=stopped.signum if stopped is not None else None)
     for report in plugins.hook.report_run(runtime=runtime):
         if not isinstance(report, RunReport):
             raise TypeError(f"a report_run implementation returned {report!r}, not a RunReport")
@@ -156,3 +154,25 @@ async def play(script: Script, *, workspace: Path, plugins: PluginManager,
     result.prompts = list(runtime.prompts)
     result.ok = not result.errors
     return result
+
+
+async def _play_entries(runtime: Runtime, cursor: Any) -> None:
+    """The script's entries, in order."""
+    # A write session adopted at start (--continue) asked the model to go on: that request
+    # takes the script's first model entries.
+    await runtime.pump()
+    while not cursor.done:
+        entry = cursor.peek()
+        if entry is None:
+            break
+        if entry.kind == "user":
+            cursor.next()
+            await runtime.handle(entry.user)
+        elif entry.kind == "wait_ms":
+            cursor.next()
+            runtime.advance(entry.wait_ms)
+            await runtime.pump()
+        else:
+            raise ScriptError(f"{entry.where}: the script has a {entry.kind} entry next, but "
+                              "no model request came for it (Orion was waiting for the "
+                              "user or for time to pass)")

@@ -4,8 +4,9 @@ Gherkin step library (docs/testing.md).
 Installing Orion registers this plugin with pytest, so a project's own ``.feature`` files can
 use the fixtures ``orion_world``, ``orion_plugins``, ``orion_yaml`` and ``orion_env`` and every
 step of ``orion.testing.steps`` (common and write-session steps) and
-``orion.testing.plan_steps`` (plan mode) and ``orion.testing.system_steps`` (the ``orion``
-command, links, disks, logs). The steps need pytest-bdd (the ``test`` extra:
+``orion.testing.plan_steps`` (plan mode), ``orion.testing.system_steps`` (the ``orion``
+command, links, disks, logs) and ``orion.testing.process_steps`` (signals, a stepped clock,
+resource limits). The steps need pytest-bdd (the ``test`` extra:
 ``pip install './orion[test]'`` from a clone); without it only the fixtures are loaded.
 """
 
@@ -17,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from orion.errors import OrionError
 from orion.plugins import PluginManager, make_plugin_manager
 from orion.testing.world import World
 
 #: The step libraries, loaded as pytest plugins when pytest-bdd is installed.
 STEP_MODULES = ["orion.testing.steps", "orion.testing.plan_steps",
-                "orion.testing.system_steps"]
+                "orion.testing.system_steps", "orion.testing.process_steps"]
 
 pytest_plugins = STEP_MODULES if importlib.util.find_spec("pytest_bdd") is not None else []
 
@@ -48,10 +50,26 @@ def orion_env() -> dict[str, str]:
     return {}
 
 
+class OrionCheckWarning(UserWarning):
+    """What ``orion check`` warns about the scenarios' charts (a chart that runs migrated)."""
+
+
+#: What the check found for each configuration of the scenarios, by its fingerprint: the
+#: nodeid of the scenario that reported it and its findings (``None``: it passed).
+CHECKED = pytest.StashKey[dict[tuple, tuple[str, str | None]]]()
+
+
 @pytest.fixture
-def orion_world(request: pytest.FixtureRequest, tmp_path: Path, orion_plugins: PluginManager,
-                orion_yaml: str | None, orion_env: dict[str, str]) -> Iterator[World]:
-    world = World(tmp_path, plugins=orion_plugins, env=orion_env)
+def orion_world(request: pytest.FixtureRequest, tmp_path: Path, orion_yaml: str | None,
+                orion_env: dict[str, str]) -> Iterator[World]:
+    checked = request.config.stash.setdefault(CHECKED, {})
+    plugins = _plugins(request, checked)
+    key = (orion_yaml, tuple(sorted(orion_env.items())),
+           tuple(sorted(name for name, _ in plugins.list_name_plugin())),
+           tuple((str(path), by) for path, by in plugins.registry.statecharts))
+    if key in checked and checked[key][1] is not None:  # reported by an earlier scenario
+        _report(request, checked, key, checked[key][1])
+    world = World(tmp_path, plugins=plugins, env=orion_env)
     # What Orion prints during the scenario, for `nothing Orion logged or printed ...`: file
     # descriptor capture from the start (a scenario that uses capsys itself goes without).
     try:
@@ -62,9 +80,62 @@ def orion_world(request: pytest.FixtureRequest, tmp_path: Path, orion_plugins: P
         world.data["capfd"] = None
     if orion_yaml is not None:
         (world.workspace / "orion.yaml").write_text(orion_yaml, encoding="utf-8")
+    if key not in checked:
+        world.before_start.append(lambda started: _report(request, checked, key,
+                                                          _findings(request, started)))
     request.node.stash[WORLD] = world
     yield world
     world.close()
+
+
+def _plugins(request: pytest.FixtureRequest,
+             checked: dict[tuple, tuple[str, str | None]]) -> PluginManager:
+    """The scenario's plugins; one that cannot be loaded fails the first scenario with the
+    reason, as every ``orion`` command gives it, and skips the others."""
+    try:
+        plugins: PluginManager = request.getfixturevalue("orion_plugins")
+    except OrionError as exc:
+        failed: OrionError | None = exc
+    else:
+        failed = None
+    if failed is not None:  # reported outside the handler: the failure is the whole story
+        _report(request, checked, ("plugins", str(failed)), f"error: {failed}")
+    return plugins
+
+
+def _findings(request: pytest.FixtureRequest, world: World) -> str | None:
+    """What ``orion check`` finds in the scenario's workspace, as the runtime is about to
+    start in it: its errors, one per line (``None``: none); its warnings become pytest
+    warnings."""
+    from orion.check import check_workspace
+    from orion.config import load_config
+    from orion.statechart.catalog import Catalog
+
+    plugins = world.plugins
+    assert plugins is not None
+    try:
+        config = load_config(world.workspace, env=world.env)
+        report = check_workspace(config, plugins, Catalog(plugins, config), env=world.env)
+    except OrionError as exc:
+        return f"error: {exc}"
+    for finding in report.findings:
+        if finding.severity == "warning":
+            request.node.warn(OrionCheckWarning(finding.text))
+    errors = [f.text for f in report.findings if f.severity != "warning"]
+    return "\n".join(errors) if errors else None
+
+
+def _report(request: pytest.FixtureRequest, checked: dict[tuple, tuple[str, str | None]],
+            key: tuple, findings: str | None) -> None:
+    """Record what the check found for ``key``; fail the scenario that found it, skip the
+    later ones of the same configuration."""
+    first = checked.setdefault(key, (request.node.nodeid, findings))[0]
+    if findings is None:
+        return
+    if first != request.node.nodeid:
+        pytest.skip(f"Orion's charts or plugins have errors (reported once, at {first})")
+    pytest.fail("Orion's charts or plugins have errors; no scenario of theirs can run "
+                f"(orion check):\n{findings}", pytrace=False)
 
 
 WORLD = pytest.StashKey[World]()

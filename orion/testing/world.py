@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from orion.clock import VirtualClock
+from orion.clock import BootTime, VirtualClock
 from orion.config import load_config
 from orion.errors import OrionError
 from orion.models.base import ModelRequest, ScriptError
@@ -175,6 +175,9 @@ class World:
         self.loop = asyncio.new_event_loop()
         self._runtime: Runtime | None = None
         self._now_ms = float(start_ms)  # the time while no runtime runs
+        #: The second clock (orion.clock.BootTime) while no runtime runs: a boot of the
+        #: scenario's own, which wall-clock steps do not move.
+        self._boot = BootTime("scenario", 0.0)
         self._task: asyncio.Task[Any] | None = None  # a conversation paused at a model request
         self.errors: list[OrionError] = []
         self.replies: list[str] = []  # what slash commands answered
@@ -184,6 +187,9 @@ class World:
         self._logs = LogRecords()
         #: Free room for step libraries (e.g. what a scenario streamed so far).
         self.data: dict[str, Any] = {}
+        #: Called with the world before its first runtime starts, when the workspace is as
+        #: the scenario made it (Orion's pytest plugin checks the charts and plugins there).
+        self.before_start: list[Any] = []
 
     # -- the runtime ---------------------------------------------------------------------------
 
@@ -210,9 +216,12 @@ class World:
     def _start(self) -> None:
         plugins = self.plugins or make_plugin_manager(env=self.env)
         self.plugins = plugins
+        hooks, self.before_start = self.before_start, []
+        for hook in hooks:
+            hook(self)
         self._runtime = Runtime(model=self.model, plugins=plugins, workspace=self.workspace,
                                 config=load_config(self.workspace, env=self.env),
-                                clock=VirtualClock(start_ms=self._now_ms),
+                                clock=VirtualClock(start_ms=self._now_ms, boot=self._boot),
                                 reporter=self.reporter, env=self.env)
         self.starts += 1
         # The runtime handled the write sessions a crashed process left behind as it started
@@ -230,6 +239,11 @@ class World:
     def now_ms(self) -> float:
         return self._runtime.clock.now_ms() if self._runtime is not None else self._now_ms
 
+    @property
+    def now_boot(self) -> BootTime:
+        """The second clock (see :mod:`orion.clock`) now."""
+        return self._runtime.clock.since_boot() if self._runtime is not None else self._boot
+
     def restart(self, after_ms: float = 0.0) -> None:
         """End the runtime as a process that exits does (journals flushed and released, traces
         flushed), let ``after_ms`` pass, and start a new one in the same workspace, as a new
@@ -241,9 +255,8 @@ class World:
                 from orion.write_session.manager import manager_for
                 manager_for(runtime).close()
             runtime.close()
-            self._now_ms = runtime.clock.now_ms()
-            self._runtime = None
-        self._now_ms += after_ms
+            self._stop_clock(runtime)
+        self._pass(after_ms)
         self.start()
 
     def crash(self) -> None:
@@ -265,14 +278,31 @@ class World:
                 with contextlib.suppress(OSError, ValueError, IndexError):
                     if int(lock.read_text(encoding="ascii").split()[0]) == os.getpid():
                         lock.write_text(f"{DEAD_PID}\n", encoding="ascii")
+        self._stop_clock(runtime)
+
+    def _stop_clock(self, runtime: Runtime) -> None:
         self._now_ms = runtime.clock.now_ms()
+        self._boot = runtime.clock.since_boot()
         self._runtime = None
+
+    def _pass(self, ms: float) -> None:
+        """``ms`` pass while no runtime runs: both clocks move."""
+        self._now_ms += ms
+        self._boot = BootTime(self._boot.boot, self._boot.ms + ms)
+
+    def step_wall_clock(self, ms: float) -> None:
+        """The wall clock jumps by ``ms`` (an NTP correction, a virtual machine resumed): the
+        second clock does not move."""
+        if self._runtime is not None:
+            self._runtime.clock.step(ms)
+        else:
+            self._now_ms += ms
 
     def start(self, after_ms: float = 0.0) -> None:
         """Start a runtime (after a crash: the new process), ``after_ms`` later."""
         if self._runtime is not None:
             return
-        self._now_ms += after_ms
+        self._pass(after_ms)
         self._start()
         if self.runtime.pending:  # an adopted session asks the model to continue
             self._drive(self.runtime.pump())

@@ -54,7 +54,7 @@ def validate_write(pm: Any, checked: CheckedPlan, content: bytes,
             line = issue.line - first + 1
             column = issue.column - shift if line == 1 else issue.column
             issues.append(Issue(line, max(1, column), issue.code, issue.message,
-                                issue.context))
+                                issue.context, issue.blocking))
             continue
         if before is None:
             old = collect_issues(pm, ValidationRequest(path, existing, settings))
@@ -66,7 +66,7 @@ def validate_write(pm: Any, checked: CheckedPlan, content: bytes,
             continue  # the file had it before this edit
         line = 1 if issue.line < first else count
         issues.append(Issue(line, 1, issue.code, f"{issue.message} (line {issue.line} of "
-                            f"{path} after the edit)", issue.context))
+                            f"{path} after the edit)", issue.context, issue.blocking))
     return sorted(issues, key=lambda i: (i.line, i.column, i.code))
 
 

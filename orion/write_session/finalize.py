@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING
 
 from orion.trace.events import Kind
 from orion.write_session.edit_validation import validate_write
-from orion.write_session.journal import mark
+from orion.write_session.journal import CONTENT, mark
 from orion.write_session.operations import TargetChanged, WriteResult, execute
 from orion.write_session.repair import (apply_corrections, correction_prompt, parse_corrections,
                                         safe_replacement)
-from orion.write_session.undo import write_undo_record
+from orion.write_session.undo import prune_after_write, write_undo_record
 
 if TYPE_CHECKING:
+    from orion.validation import Issue
     from orion.write_session.session import WriteSession
 
 #: A session that wrote its target with text set aside (``written`` means the file holds
@@ -74,6 +75,10 @@ class Finalizer:
                 self.issues, content, rounds + 1, limit, path=self.plan.relative)
             self._trigger("issues_found", issues=[
                 {"line": i.line, "column": i.column, "code": i.code} for i in self.issues])
+            return
+        blocking = [issue for issue in self.issues if issue.blocking]
+        if blocking:  # a rule, not bytes: no replacement makes it hold, so nothing is written
+            self._blocked(blocking, limit)
             return
         repaired, replaced = safe_replacement(content, self.lifecycle.settings.get(
             "safe_replacement", ""))
@@ -183,6 +188,8 @@ class Finalizer:
                               sha256=result.sha256, backup=result.backup,
                               written_at_ms=self.runtime.clock.now_ms(), status=self.status,
                               set_aside=self.aside.lines)
+            prune_after_write(self.runtime.state_dir,
+                              int(self.lifecycle.settings.get("keep_backups", 100)))
         except OSError as exc:
             self.runtime.reporter.notice(
                 f"{result.relative} is written, but its undo record could not be saved "
@@ -221,6 +228,33 @@ class Finalizer:
         self.runtime.reporter.notice(message)
         self._trace(Kind.ERROR, "write failed", {"orion.where": "write session",
                                                  "orion.error": str(cause)})
+        self.runtime.inject(self._with_news(message))
+        self._deliver_held()
+        self.journal.close()
+        self._detach()
+
+    def _blocked(self: WriteSession, blocking: list[Issue], rounds: int) -> None:
+        """Issues that block the write remain after the last correction round: the target is
+        not written, the content stays in the journal (``orion sessions`` lists the session as
+        ``blocked``, with the issues), and the model and the user are told why."""
+        self.status = "blocked"
+        shown = "; ".join(f"line {i.line}: {i.message} [{i.code}]" for i in blocking[:3])
+        more = f" (and {len(blocking) - 3} more)" if len(blocking) > 3 else ""
+        self.journal.flush({**self._journal_state(), "blocked": [str(i) for i in blocking]})
+        kept = self._keep_content()
+        where = (f"its content stays in write session {self.id[:8]} (`orion sessions list` "
+                 f"shows it; fix {self.journal.directory / CONTENT} and `orion sessions "
+                 f"recover {self.id[:8]} --finalize` writes it, or `orion sessions discard "
+                 f"{self.id[:8]}`)") if kept is None else self._unsaved("was blocked", kept)
+        message = (f"{self.plan.relative} was not written: {len(blocking)} issue(s) that block a "
+                   f"write remain after {rounds} correction rounds: {shown}{more}. The file is "
+                   f"as it was; {where}.")
+        if self.aside.pending:
+            message += self._set_aside_report()
+        self.runtime.reporter.notice(message)
+        self._trace(Kind.WRITE_REPORT, f"blocked {self.plan.relative}", {
+            "orion.target": self.plan.relative, "orion.status": "blocked",
+            "orion.issues": len(blocking), "orion.code": blocking[0].code})
         self.runtime.inject(self._with_news(message))
         self._deliver_held()
         self.journal.close()
@@ -288,15 +322,17 @@ class Finalizer:
         """The process ends with the session open: close the journal, so the next start sees
         an orphan; content the journal could not save goes to a rescue file, and the user is
         told where (or that it could not be saved anywhere)."""
-        self._take_batch()
-        if self.status == "active":
-            self.checkpoint()  # with the held messages
-            if self.journal.degraded is not None:
-                kept = self._keep_content()
-                if kept is not None:
-                    self.runtime.reporter.notice(self._unsaved("is still open as Orion ends",
-                                                                kept))
-        self.journal.close()
+        try:
+            self._take_batch()
+            if self.status == "active":
+                self.checkpoint()  # with the held messages
+                if self.journal.degraded is not None:
+                    kept = self._keep_content()
+                    if kept is not None:
+                        self.runtime.reporter.notice(
+                            self._unsaved("is still open as Orion ends", kept))
+        finally:
+            self.journal.close()
 
     def _unsaved(self: WriteSession, what: str, kept: str) -> str:
         where = (f"its content ({self.journal.lines} lines) was written to {kept}"

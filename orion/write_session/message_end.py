@@ -53,7 +53,8 @@ class MessageEnds:
             self._corrections("".join(self._message_text))
             return
         if self._mode == "content":
-            rest = self.marker.end_message()
+            self._marker_at_end = self.marker.save()
+            rest = self.marker.end_message(cut=_cut(finish) is not Cut.CLEAN)
             if rest:
                 self.journal.append(rest)
             if self._done_in_open_fence():

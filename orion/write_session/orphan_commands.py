@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from orion.clock import BootTime, kernel_boot_time
 from orion.confined import open_parent
 from orion.write_session.journal import Journal, mark, remove_session
-from orion.write_session.operations import backup_path
+from orion.write_session.operations import append_range_path, backup_path, read_append_range
 from orion.write_session.set_aside import SetAside, archived, archived_ids
 from orion.write_session.undo import record_paths, replace_json
 from orion.workspace import PathOutsideWorkspace, resolve_inside
@@ -34,7 +35,8 @@ def mark_resume(state_dir: str | os.PathLike[str], session_id: str, *,
                             f"{'; '.join(orphan.problems)}")
     orphan.plan()
     replace_json(orphan.directory / RESUME,
-                  {"marked_at_ms": wall_ms() if now_ms is None else now_ms})
+                 {"marked_at_ms": wall_ms() if now_ms is None else now_ms,
+                  "marked_at_boot": kernel_boot_time()})
     mark(orphan.directory, "resume")
     orphan.status = "resume"
     return orphan
@@ -51,12 +53,12 @@ def discard(state_dir: str | os.PathLike[str], session_id: str) -> Orphan:
 
 
 def clean(state_dir: str | os.PathLike[str], older_than_ms: float,
-          now_ms: float | None = None) -> list[Orphan]:
+          now_ms: float | None = None, now_boot: BootTime | None = None) -> list[Orphan]:
     """Remove every session that is not live and whose last save (or ``--continue`` mark) is
-    more than ``older_than_ms`` before ``now_ms``; return them."""
-    now = wall_ms() if now_ms is None else now_ms
+    more than ``older_than_ms`` ago (its age as :func:`scan` gives it, from ``now_ms`` and
+    ``now_boot``: the real clocks by default); return them."""
     removed = []
-    for orphan in scan(state_dir, now_ms=now):
+    for orphan in scan(state_dir, now_ms=now_ms, now_boot=now_boot):
         if orphan.live or orphan.age_ms is None or orphan.age_ms <= older_than_ms:
             continue
         if Journal.is_live(orphan.directory):  # taken over since the scan
@@ -101,7 +103,9 @@ def undo(workspace: str | os.PathLike[str], state_dir: str | os.PathLike[str],
                             f"not inside {workspace}: {exc}") from exc
     backup_name = record.get("backup")
     backup = None
-    if not (backup_name is None and record.get("operation") == "create"):
+    appended = read_append_range(append_range_path(state_dir, full_id)) \
+        if record.get("operation") == "append" else None
+    if appended is None and not (backup_name is None and record.get("operation") == "create"):
         backup = Path(backup_name) if isinstance(backup_name, str) else backup_path(
             state_dir=state_dir, session_id=full_id, relative=relative)
         if not backup.is_file():
@@ -116,7 +120,16 @@ def undo(workspace: str | os.PathLike[str], state_dir: str | os.PathLike[str],
             what = "was deleted" if current is None else "changed"
             raise UndoRefused(f"{relative} {what} since session {short} wrote it; nothing "
                               "undone")
-        if backup is None:
+        if appended is not None:  # the append is taken off the end again
+            pre = appended.pre_image(current)
+            info = parent.stat()
+            if pre is None or info is None:
+                raise UndoRefused(f"{relative} no longer starts with the bytes session {short} "
+                                  "appended to; nothing undone")
+            parent.replace(pre, mode=info.st_mode & 0o7777)
+            action, report = ("restored",
+                              f"restored {relative} as it was before session {short}")
+        elif backup is None:
             parent.unlink()
             action, report = "deleted", f"deleted {relative} (session {short} had created it)"
         else:
@@ -135,16 +148,20 @@ class Shown:
 
     id: str
     target_file: str | None
-    #: ``open`` (its journal is there: an orphan, or live in another process) or the status of
-    #: its finished write (``written``, ``written_with_set_aside``, ``incomplete``...).
+    #: ``live`` (its journal is owned by a running process), an orphan's status (``open``,
+    #: ``blocked``, ``resume``...; see :class:`Orphan`) or the status of its finished write
+    #: (``written``, ``written_with_set_aside``, ``incomplete``...).
     status: str
     set_aside: SetAside
     #: Messages the user typed while it was open, not sent yet (an open session only).
     held: list[str]
+    #: The issues that blocked its write (status ``blocked``).
+    blocked: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {"id": self.id, "target_file": self.target_file, "status": self.status,
                 "set_aside_lines": self.set_aside.lines, "held": list(self.held),
+                "blocked": list(self.blocked),
                 "parts": [dict(vars(part)) for part in self.set_aside.parts]}
 
 
@@ -159,8 +176,8 @@ def show(state_dir: str | os.PathLike[str], session_id: str) -> Shown:
     full = pick(session_id.strip(), {i: i for i in ids}, "write session", sessions_dir(state))
     orphan = journals.get(full)
     if orphan is not None:
-        return Shown(full, orphan.target_file, "live" if orphan.live else "open",
-                     SetAside.of_journal(orphan.directory), orphan.held)
+        return Shown(full, orphan.target_file, "live" if orphan.live else orphan.status,
+                     SetAside.of_journal(orphan.directory), orphan.held, orphan.blocked)
     record, _ = read_json(records[full]) if full in records else (None, None)
     if not isinstance(record, dict):  # an archive without a write: the session was abandoned
         record = {"status": "abandoned"}

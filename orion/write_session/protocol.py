@@ -189,16 +189,18 @@ class EndMarker:
             return ""
         return self._feed_lines(text)
 
-    def end_message(self) -> str:
+    def end_message(self, *, cut: bool = False) -> str:
         """The model message ended: resolve the held partial line and return what is content.
 
         A partial line that is the terminator (``"DONE"`` without a newline) ends the content:
-        ``done`` becomes True and ``""`` is returned. Any other held text is content. The next
-        message starts a new line for detection; the fence state carries over.
+        ``done`` becomes True and ``""`` is returned, unless the message was ``cut`` off: then
+        the line is unfinished (``DONE not alone`` may follow) and is content like any other
+        held text. The next message starts a new line for detection; the fence state carries
+        over.
         """
         if self._done:
             return ""
-        if self._tphase == self._tlen:
+        if self._tphase == self._tlen and not cut:
             self._done = True
             self._plain = False
             self._held = []
@@ -222,6 +224,15 @@ class EndMarker:
     def restore(self, saved: tuple) -> None:
         for name, value in zip(self.__slots__, saved):
             setattr(self, name, list(value) if isinstance(value, list) else value)
+
+    def reopen(self, saved: tuple) -> None:
+        """Go on with the line an earlier message stopped in the middle of, from ``saved``
+        (:meth:`save` just before that message's :meth:`end_message`): the next message sent
+        the line again, and only what follows the part already content is fed. What the line
+        held back went out as content at that end, so nothing is held now."""
+        self.restore(saved)
+        self._held = []
+        self._commentary = []
 
     # -- line handling -----------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orion.validation import ValidationRequest, collect_issues
-from orion.write_session.journal import Journal, mark
+from orion.write_session.journal import CONTENT, Journal, mark
 from orion.write_session.operations import apply_operation, count_lines, execute
 from orion.write_session.plan import PlanRejected, WritePlan, check_plan
 from orion.write_session.repair import safe_replacement
@@ -62,6 +62,14 @@ def recover_finalize(workspace: str | os.PathLike[str], state_dir: str | os.Path
     if orphan.live:
         raise SessionLive(f"write session {orphan.short} is owned by a running process; "
                           "finish it there (or stop that process first)")
+    if orphan.links:
+        name, target = next(iter(orphan.links.items()))
+        what = "its directory" if name == "." else f"its {name}"
+        raise RecoveryError(
+            f"write session {orphan.short} cannot be recovered: {what} is a symbolic link to "
+            f"{target!r}, and Orion never follows a link in a journal (it could make Orion copy "
+            f"a file from anywhere into the workspace). Nothing written; discard it with orion "
+            f"sessions discard {orphan.short}")
     plan = orphan.plan()
     now = wall_ms()
     if orphan.finalizing and already_written(orphan, workspace, state_dir, plugins):
@@ -105,6 +113,7 @@ def recover_finalize(workspace: str | os.PathLike[str], state_dir: str | os.Path
             if replaced:
                 issues = collect_issues(plugins, ValidationRequest(checked.relative, content,
                                                                    dict(settings)))
+        _refuse_blocked(orphan, checked.relative, issues, journal.directory / CONTENT)
         before = checked.target.read_bytes() if checked.exists else None
         after = apply_operation(checked, before, content)
         mark(journal.directory, "finalizing")
@@ -169,3 +178,14 @@ def workspace_settings(workspace: Path, plugins: PluginManager) -> dict[str, Any
     except (ConfigError, StatechartError):
         pass
     return {}
+
+
+def _refuse_blocked(orphan: Orphan, relative: str, issues: list[Any], content: Path) -> None:
+    """A validator's rule that the content still breaks keeps it from being written."""
+    blocking = [issue for issue in issues if issue.blocking]
+    if blocking:
+        raise RecoveryError(
+            f"write session {orphan.short} is blocked: {len(blocking)} issue(s) keep "
+            f"{relative} from being written ({'; '.join(map(str, blocking[:3]))}). Nothing "
+            f"written; fix {content} and recover again, or orion sessions discard "
+            f"{orphan.short}")

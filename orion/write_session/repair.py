@@ -361,7 +361,9 @@ def correction_prompt(issues: Iterable[Issue], content: bytes, round: int, max_r
                          "problem)")
         for columns, text, code in _entries(found):
             where = f"column {columns[0]}" if len(columns) == 1 else f"columns {_ranges(columns)}"
-            parts.append(f"  - {where}: {text} [{code}]")
+            rule = ", blocks the write" if any(i.blocking and i.code == code for i in found) \
+                else ""
+            parts.append(f"  - {where}: {text} [{code}{rule}]")
             if 1 <= line <= len(view) and len(cells) > MAX_PROMPT_LINE:
                 parts.append(f"    {_window(cells, columns[0], CONTEXT_WIDTH)}")
     parts += ["",
@@ -374,7 +376,9 @@ def correction_prompt(issues: Iterable[Issue], content: bytes, round: int, max_r
               "of the content as shown above."]
     if round >= max_rounds:
         parts.append("This is the last round: whatever is still invalid afterwards is removed "
-                     "automatically.")
+                     "automatically"
+                     + ("; while a problem that blocks the write remains, the file is not "
+                        "written at all." if any(i.blocking for i in issues) else "."))
     return "\n".join(parts) + "\n"
 
 

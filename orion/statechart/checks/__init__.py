@@ -2,9 +2,9 @@
 
 :func:`check` reads a document as :mod:`.document` says (a mapping, within the limits, valid
 against the schema), then runs every rule of :mod:`.structure`, :mod:`.settings`,
-:mod:`.flow` and :mod:`.names` on the validated chart. :mod:`.contract` and :mod:`.sources`
-hold the codes the catalog raises, for what depends on other charts. ``RULES`` lists them all;
-docs/statecharts.md documents each code.
+:mod:`.flow`, :mod:`.loops` and :mod:`.names` on the validated chart. :mod:`.contract` and
+:mod:`.sources` hold the codes the catalog raises, for what depends on other charts. ``RULES``
+lists them all; docs/statecharts.md documents each code.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from orion.errors import Diagnostic
-from orion.statechart.checks import contract, flow, names, settings, sources, structure
+from orion.statechart.checks import contract, flow, loops, names, settings, sources, structure
 from orion.statechart.checks.document import (
     MAX_DEPTH,
     MAX_STATES,
@@ -30,7 +30,7 @@ __all__ = ["MAX_DEPTH", "MAX_STATES", "MAX_TRANSITIONS", "RULES", "YAML_SOURCE",
            "Rule", "check", "coded"]
 
 # The rule modules register themselves on import; named here so that they are imported.
-_RULE_MODULES = (structure, settings, flow, names, contract, sources)
+_RULE_MODULES = (structure, settings, flow, loops, names, contract, sources)
 
 
 def check(doc: SourceDocument, names: Names | None = None) -> tuple[StatechartSpec | None,

@@ -62,11 +62,25 @@ def limits(doc: SourceDocument) -> list[Diagnostic]:
             if isinstance(state, dict):
                 pending.append((state.get("states"), (*here, "states"), depth + 1))
     transitions = data.get("transitions")
+    at: tuple = ("transitions",)
+    if isinstance(transitions, dict):  # an overlay's edits: what it inserts
+        transitions, at = transitions.get("insert"), ("transitions", "insert")
     if isinstance(transitions, list) and len(transitions) > MAX_TRANSITIONS:
-        found.append(doc.diagnostic(("transitions", MAX_TRANSITIONS),
+        found.append(doc.diagnostic((*at, MAX_TRANSITIONS),
                                     f"the chart has more than {MAX_TRANSITIONS} transitions",
                                     code=LIMITS))
     return found
+
+
+def state_count(states: object) -> int:
+    """How many states ``states`` (a ``states:`` mapping, raw data) holds, however deep."""
+    count, pending = 0, [states]
+    while pending:
+        here = pending.pop()
+        if isinstance(here, dict):
+            count += len(here)
+            pending.extend(s.get("states") for s in here.values() if isinstance(s, dict))
+    return count
 
 
 #: The model that a mapping at ``(..., field, name_or_index)`` is validated against.

@@ -120,6 +120,8 @@ class Definition:
         self.leaves = frozenset(p for p, n in self.nodes.items() if not n.compound)
         #: The active tags of each state (its own and its ancestors'): what ``has_tag`` reads.
         self.tags: dict[str, frozenset[str]] = tags_by_state(self.nodes)
+        #: Every tag some state has: ``has_tag`` of any other raises.
+        self.all_tags: frozenset[str] = frozenset().union(*self.tags.values())
         self.initial_leaf = settle(self.nodes, spec.initial)
         self.finals = frozenset(p for p, n in self.nodes.items()
                                 if n.spec.final and SEPARATOR not in p)
@@ -263,9 +265,13 @@ class Definition:
 
 def _canonical(spec: StatechartSpec) -> dict[str, Any]:
     """The spec as JSON data for the hash, without the default ``type: external`` of each
-    transition: a chart written before ``type`` existed keeps its hash, so its snapshots still
-    restore."""
+    transition and the contract's version and history: a chart written before they existed
+    keeps its hash, so its snapshots still restore."""
     data = spec.model_dump(mode="json")
+    # Which contract version a chart was written for, its contract's history and the settings
+    # it lists say nothing about how it runs: a chart that gains them keeps its hash.
+    for part in ("version", "history", "settings"):
+        data["contract"].pop(part)
     edges = list(data["transitions"])
     states = list(data["states"].values())
     while states:  # a loop, not recursion: nesting depth is bounded by the checks, not here

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orion.clock import Clock, TimerHandle
-from orion.errors import ActionError, TriggerNotAllowed, UnknownTrigger
+from orion.errors import (ActionError, MacrostepLimit, TriggerNotAllowed, UnknownTag,
+                          UnknownTrigger)
 from orion.statechart.interpreter import snapshot as snapshots
 from orion.statechart.interpreter.listeners import Listeners
 from orion.statechart.interpreter.semantics import (
@@ -32,6 +33,11 @@ if TYPE_CHECKING:
     from orion.statechart.interpreter.definition import Definition
 
 _NO_TAGS: frozenset[str] = frozenset()
+
+#: How many queued events (each a microstep: raised completion events, triggers sent by
+#: actions, listeners or timers) one trigger may process before it comes to rest. A chart whose
+#: events lead back to themselves would otherwise never return; docs/statecharts.md#limits.
+MAX_MICROSTEPS = 10_000
 
 __all__ = ["SNAPSHOT_FORMAT", "Lifecycle", "Snapshot", "Step", "TimerSnapshot", "Transition"]
 
@@ -141,8 +147,15 @@ class Lifecycle:
 
     def has_tag(self, tag: str) -> bool:
         """Whether the active state or an ancestor carries ``tag`` (XState's ``hasTag``). Code
-        asks this instead of comparing state names, so a chart may rename its states."""
-        return tag in self.definition.tags.get(self.state, ())
+        asks this instead of comparing state names, so a chart may rename its states.
+
+        Raises :class:`UnknownTag` for a tag no state of the chart has, as :meth:`trigger`
+        raises for an unknown trigger: a misspelled tag would otherwise be false forever."""
+        if tag in self.definition.tags.get(self.state, _NO_TAGS):
+            return True
+        if tag not in self.definition.all_tags:
+            raise UnknownTag(self.name, tag, sorted(self.definition.all_tags))
+        return False
 
     def allowed_triggers(self) -> list[str]:
         return [] if self.finished else self.definition.allowed_triggers(self.state)
@@ -204,12 +217,20 @@ class Lifecycle:
         before = self.state
         try:
             step.taken = bool(first())
-            while self._queue:
+            for _ in range(MAX_MICROSTEPS):
+                if not self._queue:
+                    break
                 self._queue.popleft()()
-        except ActionError:
+            else:
+                if self._queue:
+                    raise MacrostepLimit(self.name, trigger, self.state, MAX_MICROSTEPS,
+                                         [queued.args[1] for queued in self._queue])
+        except (ActionError, MacrostepLimit) as exc:
+            reason = "an action failed before it was processed" \
+                if isinstance(exc, ActionError) else "the trigger did not come to rest"
             while self._queue:
                 queued, name = self._queue.popleft().args  # type: ignore[attr-defined]
-                self._discard(name, queued.kwargs, "an action failed before it was processed")
+                self._discard(name, queued.kwargs, reason)
             raise
         finally:
             self._queue.clear()

@@ -15,20 +15,27 @@ import hashlib
 import os
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orion.errors import ConfigError, Diagnostic, PluginError, StatechartError
 from orion.statechart import checks
 from orion.statechart.io.builtin import builtin_statecharts
-from orion.statechart.checks.contract import check_contract, check_ids
+from orion.statechart.checks.contract import (
+    CONTRACT_VERSION,
+    check_contract,
+    check_ids,
+    migratable,
+)
 from orion.statechart.checks.sources import EXTENDS, UNUSED_CHART
-from orion.statechart.model.contract import Requirement, requirements
+from orion.statechart.model.contract import Requirement, requirements, written_for
 from orion.statechart.interpreter.definition import Definition, load_definition
+from orion.statechart.io.migrate import Migration, MigrationError, Needed, migrate
 from orion.statechart.io.overlay import is_overlay, merge
 from orion.statechart.model.schema import StatechartSpec
 from orion.statechart.interpreter.settings import resolve as resolve_settings
+from orion.sourcefile import CONFIG_LIMIT, NotReadable, read_regular
 from orion.yamlsource import SourceDocument, YamlSourceError, load_yaml
 
 if TYPE_CHECKING:
@@ -86,12 +93,17 @@ class ChartSource:
 
 @dataclass
 class Resolved:
-    """A chart as it runs: merged with what it extends, checked, with every finding."""
+    """A chart as it runs: merged with what it extends, checked, with every finding. A chart
+    that lacks only what a migration adds runs migrated (``spec`` is the migrated chart), with
+    a warning for each thing the migration adds."""
 
     source: ChartSource
     doc: SourceDocument | None
     spec: StatechartSpec | None
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    warnings: list[Diagnostic] = field(default_factory=list)
+    #: What a migration of the file adds (``orion migrate``), when it lacks some of it.
+    migration: Needed | None = None
 
     @property
     def ok(self) -> bool:
@@ -214,13 +226,20 @@ class Catalog:
                 del self.sources[source.name]
 
     def _resolve(self, source: ChartSource, seen: tuple[Path, ...]) -> Resolved:
-        registry = self.plugins.registry
-        names = checks.Names(registry.guards_for(source.name), registry.actions_for(source.name))
         try:
             doc = _load(source.path)
         except YamlSourceError as exc:
             return Resolved(source, None, None, checks.coded(exc.diagnostics,
                                                              checks.YAML_SOURCE))
+        resolved = self._resolve_document(source, doc, seen)
+        if resolved.migration is not None and not resolved.diagnostics:
+            return self._run_migrated(resolved, doc, seen)
+        return resolved
+
+    def _resolve_document(self, source: ChartSource, doc: SourceDocument,
+                          seen: tuple[Path, ...]) -> Resolved:
+        registry = self.plugins.registry
+        names = checks.Names(registry.guards_for(source.name), registry.actions_for(source.name))
         chain = self.sources.get(source.name, [source])
         below = chain[:chain.index(source)] if source in chain else []
         if is_overlay(doc.data):
@@ -238,14 +257,55 @@ class Catalog:
                 source.name, f"statechart {source.name!r} is not a lifecycle Orion or a "
                              "plugin runs, so nothing would use this chart", UNUSED_CHART))
         required: list[Requirement] = []
+        declaring: dict[str, StatechartSpec] = {}
         for lower in below:
             resolved = self.resolve(lower, seen)
             if resolved.spec is not None:
+                declaring[f"{lower.origin} {lower.name}"] = resolved.spec
                 required += requirements(resolved.spec, f"{lower.origin} {lower.name}")
-        required += requirements(spec, f"{source.origin} {source.name}")
-        diagnostics += list(check_contract(doc, spec, required))
-        return Resolved(source, doc, spec, sorted(diagnostics, key=lambda d: (d.path, d.line,
-                                                                              d.column)))
+        # A chart's own contract asks nothing of it that a migration could add.
+        required += [replace(r, since=None)
+                     for r in requirements(spec, f"{source.origin} {source.name}")]
+        version = written_for(spec)
+        found = list(check_contract(doc, spec, required, version))
+        diagnostics += [d for d in found if d.severity != "warning"]
+        warnings = _by_position([d for d in found if d.severity == "warning"])
+        movable = migratable(doc, spec, required, version)
+        needed = Needed(tuple(movable), declaring, max(
+            (written_for(s) for s in declaring.values()), default=version)) if movable else None
+        return Resolved(source, doc, spec, _by_position(diagnostics), warnings, needed)
+
+    def _run_migrated(self, resolved: Resolved, doc: SourceDocument,
+                      seen: tuple[Path, ...]) -> Resolved:
+        """A chart that lacks only what a migration adds runs migrated, for one release: the
+        migration of its file, made in memory, resolved again; the warnings say what it adds
+        and which command writes it."""
+        migration = self.migration(resolved, doc)
+        if isinstance(migration, Diagnostic):
+            return Resolved(resolved.source, resolved.doc, resolved.spec, [migration],
+                            resolved.warnings, resolved.migration)
+        again = self._resolve_document(resolved.source, load_yaml(
+            resolved.source.path, text=migration.migrated), seen)
+        if again.spec is None or again.diagnostics:  # the migration did not do what it meant
+            return Resolved(resolved.source, resolved.doc, resolved.spec, again.diagnostics,
+                            resolved.warnings, resolved.migration)
+        return Resolved(resolved.source, again.doc, again.spec, [], resolved.warnings,
+                        resolved.migration)
+
+    def migration(self, resolved: Resolved,
+                  doc: SourceDocument | None = None) -> Migration | Diagnostic:
+        """The migration of ``resolved``'s file (what ``orion migrate`` writes), or the
+        finding that says why it cannot be made."""
+        path = resolved.source.path
+        assert resolved.migration is not None
+        try:
+            doc = doc if doc is not None else _load(path)
+            text = read_regular(path, CONFIG_LIMIT).decode("utf-8")
+            return migrate(doc, text, resolved.migration)
+        except (MigrationError, NotReadable, OSError, UnicodeDecodeError,
+                YamlSourceError) as exc:
+            return Diagnostic(str(path), 1, 1, f"cannot migrate this chart: {exc}",
+                              CONTRACT_VERSION)
 
     def _merged(self, source: ChartSource, doc: SourceDocument, below: list[ChartSource],
                 seen: tuple[Path, ...]) -> SourceDocument | list[Diagnostic]:
@@ -306,6 +366,10 @@ class Catalog:
             return load_definition(source.path, plugins=self.plugins, overrides=overrides,
                                    env=env, overrides_origin=overrides_origin)
         return _compile(resolved, self.plugins, overrides, env, overrides_origin)
+
+
+def _by_position(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    return sorted(diagnostics, key=lambda d: (d.path, d.line, d.column))
 
 
 #: Resolved charts, per catalog fingerprint (files, their stat, the plugin manager), for the

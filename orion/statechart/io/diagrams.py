@@ -14,7 +14,7 @@ transition in file order, every ``*`` transition drawn from each top-level state
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from transitions.extensions.diagrams import HierarchicalGraphMachine, NestedGraphTransition
@@ -77,6 +77,10 @@ class _Mermaid(MermaidGraph):
         if active:
             out.append("    classDef active fill:#ffd54f,stroke:#e65100,stroke-width:3px")
             out.extend(f"    class {_id(name)} active" for name in active)
+        for state, text in machine.notes:  # beside the state it is about, else a comment
+            text = text.replace("\n", " ")
+            out.append(f"    note right of {_id(state)} : {text.replace(':', '#58;')}"
+                       if state is not None else f"    %% {text}")
         return DigraphMock("\n".join(out) + "\n")
 
     def _add_nested_nodes(self, states: list[dict[str, Any]], container: list[str],
@@ -142,8 +146,12 @@ class DiagramMachine(HierarchicalGraphMachine):
                   "active": {"color": "red", "fillcolor": "white", "style": "bold,rounded"}},
     }
 
-    def __init__(self, *, chart: str, description: str, engine: str, **kwargs: Any):
+    def __init__(self, *, chart: str, description: str, engine: str,
+                 notes: Sequence[tuple[str | None, str]] = (), **kwargs: Any):
         self.chart, self.description = chart, description
+        #: What to write beside the chart (``orion check``'s findings): ``(state, text)``,
+        #: ``state`` ``None`` for the chart as a whole.
+        self.notes = list(notes)
         #: The final states by path (a Mermaid diagram marks them itself, a picture by style).
         self.finals: dict[str, _State] = {}
         super().__init__(model=None, auto_transitions=False, show_conditions=False,
@@ -163,13 +171,18 @@ class DiagramMachine(HierarchicalGraphMachine):
         if highlight is not None:
             for path in lineage(highlight):
                 graph.set_node_style(path, "active")
-        return graph.get_graph(title=self.chart)
+        title = self.chart
+        if self.notes:  # a picture has them under its title, left-aligned
+            title += "\n" + "".join(f"{f'{state}: ' if state else ''}{text}\\l"
+                                     for state, text in self.notes)
+        return graph.get_graph(title=title)
 
 
 def diagram_machine(spec: StatechartSpec, *, settings: Mapping[str, Any] | None = None,
-                    engine: str = "mermaid") -> DiagramMachine:
+                    engine: str = "mermaid",
+                    notes: Sequence[tuple[str | None, str]] = ()) -> DiagramMachine:
     """The chart as a :class:`DiagramMachine`; timer labels read the delays in ``settings``
-    (default: the chart's defaults)."""
+    (default: the chart's defaults); ``notes`` go beside their states."""
     settings = settings or {name: s.default for name, s in spec.settings.items()}
     nodes = flatten(spec)
     states: dict[str, _State] = {}
@@ -181,6 +194,7 @@ def diagram_machine(spec: StatechartSpec, *, settings: Mapping[str, Any] | None 
         state.add_substates([states[child] for child in node.children])
         states[path] = state
     machine = DiagramMachine(chart=spec.statechart, description=spec.description, engine=engine,
+                             notes=notes,
                              states=[states[p] for p, n in nodes.items() if n.parent is None],
                              initial=spec.initial)
     machine.finals.update((p, states[p]) for p, n in nodes.items() if n.spec.final)
@@ -199,21 +213,26 @@ def diagram_machine(spec: StatechartSpec, *, settings: Mapping[str, Any] | None 
 
 
 def mermaid(spec: StatechartSpec, *, highlight: str | None = None,
-            settings: Mapping[str, Any] | None = None) -> str:
+            settings: Mapping[str, Any] | None = None,
+            notes: Sequence[tuple[str | None, str]] = ()) -> str:
     """The Mermaid ``stateDiagram-v2`` text. ``highlight`` (a state path) and its ancestors
-    are styled as active; an unknown path raises ``KeyError``."""
+    are styled as active; an unknown path raises ``KeyError``. ``notes`` (``orion check``'s
+    findings) are notes beside their states, or comments."""
     if highlight is not None and highlight not in flatten(spec):
         raise KeyError(highlight)
-    return diagram_machine(spec, settings=settings).graph(highlight).source
+    return diagram_machine(spec, settings=settings, notes=notes).graph(highlight).source
 
 
 def picture(spec: StatechartSpec, *, format: str = "svg", highlight: str | None = None,
-            settings: Mapping[str, Any] | None = None) -> bytes:
-    """The chart drawn by Graphviz as ``format`` (``svg``, ``png``, ``pdf``...). Raises
-    :class:`DiagramUnavailable` without the ``graphviz`` package or the ``dot`` program."""
+            settings: Mapping[str, Any] | None = None,
+            notes: Sequence[tuple[str | None, str]] = ()) -> bytes:
+    """The chart drawn by Graphviz as ``format`` (``svg``, ``png``, ``pdf``...), ``notes``
+    under its title. Raises :class:`DiagramUnavailable` without the ``graphviz`` package or
+    the ``dot`` program."""
     if highlight is not None and highlight not in flatten(spec):
         raise KeyError(highlight)
-    graph = diagram_machine(spec, settings=settings, engine="graphviz").graph(highlight)
+    graph = diagram_machine(spec, settings=settings, engine="graphviz",
+                            notes=notes).graph(highlight)
     try:
         return graph.pipe(format=format)
     except Exception as exc:  # graphviz.ExecutableNotFound, or dot failing on the format

@@ -124,14 +124,35 @@ class TransitionSpec(_Edge):
     source: SourceNames
 
 
+class ContractChange(_Strict):
+    """What one version of a contract added to the one before it."""
+
+    version: int = Field(ge=2, strict=True)
+    release: str = Field(default="", description="the release that brought it, for messages")
+    triggers: Identifiers = Field(default_factory=list)
+    tags: Tags = Field(default_factory=list)
+    settings: Identifiers = Field(default_factory=list)
+
+
 class ContractSpec(_Strict):
     """What the code that drives a lifecycle relies on. A chart that replaces or extends this
     one must keep it: ``orion check`` reports a trigger no transition handles or a tag no state
     carries."""
 
+    version: int | None = Field(
+        default=None, ge=1, strict=True,
+        description="the version of the contract of the chart this one replaces or extends "
+                    "that it was written for (a chart that others replace: its own); without "
+                    "it, 1, the first. `orion migrate` brings a chart to the current one")
     triggers: Identifiers = Field(default_factory=list,
                                   description="the triggers the runtime sends")
     tags: Tags = Field(default_factory=list, description="the state tags the runtime asks about")
+    settings: Identifiers = Field(default_factory=list,
+                                  description="the settings the runtime reads")
+    history: list[ContractChange] = Field(
+        default_factory=list,
+        description="what each version of this chart's contract added: `orion check` names "
+                    "what a chart written for an older version lacks, `orion migrate` adds it")
 
 
 class StatechartSpec(_Strict):
