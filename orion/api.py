@@ -36,7 +36,7 @@ _WHERE = {
     "TextDelta": "orion.models.events", "ToolCall": "orion.models.events",
     "Usage": "orion.models.events",
     "Reporter": "orion.runtime.report",
-    "Lifecycle": "orion.statechart.lifecycle", "Transition": "orion.statechart.lifecycle",
+    "Lifecycle": "orion.statechart.interpreter.lifecycle", "Transition": "orion.statechart.interpreter.lifecycle",
     "ToolContext": "orion.tools.executor", "execute_call": "orion.tools.executor",
     "Decision": "orion.tools.gating", "GateRequest": "orion.tools.gating",
     "advertised": "orion.tools.gating",
@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from orion.models.base import ModelRequest
     from orion.models.events import Finish, ReasoningDelta, TextDelta, ToolCall, Usage
     from orion.runtime.report import Reporter
-    from orion.statechart.lifecycle import Lifecycle, Transition
+    from orion.statechart.interpreter.lifecycle import Lifecycle, Transition
     from orion.tools.executor import ToolContext, execute_call
     from orion.tools.gating import Decision, GateRequest, advertised
     from orion.tools.spec import ToolSpec
@@ -118,7 +118,7 @@ class Host(Protocol):
 def host_of(source: Any) -> Host | None:
     """The host of a lifecycle (in a guard or an action), a request, a tool context or a
     turn; ``None`` when there is none (a lifecycle run on its own, as in tests)."""
-    from orion.statechart.lifecycle import Lifecycle
+    from orion.statechart.interpreter.lifecycle import Lifecycle
 
     if isinstance(source, Lifecycle):
         return source.host

@@ -20,7 +20,7 @@ from orion.commands import (STATE_DIR, WORKSPACE, ConfigurationError, escape, lo
 if TYPE_CHECKING:
     from orion.config import WorkspaceConfig
     from orion.plugins import PluginManager
-    from orion.statechart.catalog import Catalog, Resolved
+    from orion.statechart.io.catalog import Catalog, Resolved
 
 # Each command imports what it uses: `orion --help` and `orion --version` import little.
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 def _catalog(pm: PluginManager, config: WorkspaceConfig | None) -> Catalog:
     from orion.errors import PluginError
-    from orion.statechart.catalog import Catalog
+    from orion.statechart.io.catalog import Catalog
 
     try:
         return Catalog(pm, config)
@@ -57,8 +57,8 @@ def _check_lifecycles(catalog: Catalog, config: WorkspaceConfig | None = None) -
     environment override them (a bad ``flush_lines: 0`` would otherwise surface mid-write as a
     tool error); else exit 2 with the findings."""
     from orion.errors import ConfigError
-    from orion.statechart.catalog import BUILTIN
-    from orion.statechart.settings import resolve as resolve_settings
+    from orion.statechart.io.catalog import BUILTIN
+    from orion.statechart.interpreter.settings import resolve as resolve_settings
 
     findings = []
     for name in catalog.names():
@@ -203,7 +203,7 @@ def check(files: tuple[str, ...], workspace: str, as_json: bool) -> None:
     file has errors.
     """
     from orion.errors import ConfigError
-    from orion.statechart.settings import resolve as resolve_settings
+    from orion.statechart.interpreter.settings import resolve as resolve_settings
 
     config, pm, catalog = _loaded_for_check(workspace, as_json)
     if files:
@@ -276,8 +276,8 @@ def diagram(name: str, highlight: str | None, fmt: str | None, output: Path | No
     (svg, png, ...) with the diagrams extra (pip install 'orion-statecharts[diagrams]')."""
     from orion.errors import ConfigError
     from orion.statechart.io.diagrams import DiagramUnavailable, mermaid, picture
-    from orion.statechart.settings import resolve as resolve_settings
-    from orion.statechart.tree import flatten
+    from orion.statechart.interpreter.settings import resolve as resolve_settings
+    from orion.statechart.model.tree import flatten
 
     fmt = (fmt or (output.suffix[1:] if output is not None and output.suffix else "")
            or "mermaid").lower()

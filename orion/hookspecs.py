@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from orion.runtime.conversation import Budget, Message
     from orion.runtime.pipeline import System
     from orion.runtime.runtime import Runtime
-    from orion.statechart.lifecycle import Lifecycle, Transition
+    from orion.statechart.interpreter.lifecycle import Lifecycle, Transition
     from orion.tools.gating import Decision, GateRequest
     from orion.tools.spec import ToolCall, ToolSpec
     from orion.trace.events import TraceEvent

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 from orion.errors import ActionError, OrionError, TriggerNotAllowed
 from orion.plan import history
 from orion.plan.store import DB_NAME, DamagedPlan, Plan, PlanStore, RevisionConflict, Status
-from orion.statechart.lifecycle import SNAPSHOT_FORMAT
+from orion.statechart.interpreter.lifecycle import SNAPSHOT_FORMAT
 
 if TYPE_CHECKING:
     from orion.runtime.runtime import Runtime
-    from orion.statechart.definition import Definition
-    from orion.statechart.lifecycle import Lifecycle
+    from orion.statechart.interpreter.definition import Definition
+    from orion.statechart.interpreter.lifecycle import Lifecycle
 
 SERVICE = "plan"
 #: After the plan store failed to open, how long plan work stays unavailable before the next try.

@@ -14,7 +14,7 @@ from rich.console import Console
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from orion.statechart.lifecycle import Lifecycle
+    from orion.statechart.interpreter.lifecycle import Lifecycle
     from orion.write_session.progress import Progress
 
 #: How many of a write's last lines the preview shows while it streams.

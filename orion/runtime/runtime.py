@@ -24,10 +24,10 @@ from orion.plugins import PluginManager
 from orion.runtime.conversation import Budget, Conversation, Message
 from orion.runtime.pipeline import Turn, apply_edit, default_order, resolve
 from orion.runtime.report import Reporter
-from orion.statechart.catalog import Catalog
-from orion.statechart.definition import Definition
+from orion.statechart.io.catalog import Catalog
+from orion.statechart.interpreter.definition import Definition
 from orion.statechart.interpreter.listeners import Listeners, PluginHooks
-from orion.statechart.lifecycle import Lifecycle
+from orion.statechart.interpreter.lifecycle import Lifecycle
 from orion.trace.recorder import Recorder, capture_content
 from orion.workspace import state_directory
 

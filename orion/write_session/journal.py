@@ -48,6 +48,7 @@ virtual clock that does not move must not keep the content off the disk.
 
 from __future__ import annotations
 
+import builtins
 import codecs
 import errno
 import hashlib
@@ -701,7 +702,7 @@ class Journal:
                 start += os.write(self._fd, view[start:end])  # type: ignore[arg-type]
                 self._flushed = start
 
-    def _state_record(self) -> bytes:
+    def _state_record(self) -> builtins.bytes:
         self._seq += 1
         record = {"lines": self._lines, "bytes": self._size, "flushed_bytes": self._flushed,
                   "last_save_ms": self._last_save_ms, "degraded": self._degraded,
@@ -734,7 +735,7 @@ class Journal:
         self._log_bytes += len(data)
 
     @staticmethod
-    def _replace(path: Path, data: bytes) -> None:
+    def _replace(path: Path, data: builtins.bytes) -> None:
         tmp = path.with_name(path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:

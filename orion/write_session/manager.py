@@ -14,8 +14,8 @@ from orion.write_session.session import (SessionSummary, WriteSession, lifecycle
 
 if TYPE_CHECKING:
     from orion.runtime.runtime import Runtime
-    from orion.statechart.definition import Definition
-    from orion.statechart.lifecycle import Lifecycle
+    from orion.statechart.interpreter.definition import Definition
+    from orion.statechart.interpreter.lifecycle import Lifecycle
     from orion.write_session.recovery import Orphan
 
 SERVICE = "write_sessions"

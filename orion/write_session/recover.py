@@ -158,7 +158,7 @@ def workspace_settings(workspace: Path, plugins: PluginManager) -> dict[str, Any
     applied), or ``{}`` when the statechart cannot be loaded."""
     from orion.config import load_config
     from orion.errors import ConfigError, StatechartError
-    from orion.statechart.catalog import Catalog
+    from orion.statechart.io.catalog import Catalog
 
     try:
         config = load_config(workspace)
