@@ -28,7 +28,6 @@ from typing import Any
 import pytest
 from pytest_bdd import given, parsers, then, when
 
-from orion import hookimpl
 from orion.testing.steps import PATH, TEXT, ContentOn, _book, lines_of, unescape
 from orion.testing.world import World
 
