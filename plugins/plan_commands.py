@@ -3,6 +3,8 @@ diffs and history."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import functools
 import json
 from collections.abc import Callable
@@ -14,8 +16,11 @@ from orion.api import hookimpl
 from orion.commands import (STATE_DIR, WORKSPACE, CommandGroup, escape, say, show,
                             state_path)
 
+if TYPE_CHECKING:
+    from orion.plan.store import PlanStore
 
-def _plan_store(workspace: str, state_dir: str | None):
+
+def _plan_store(workspace: str, state_dir: str | None) -> PlanStore | None:
     from orion.plan.store import PlanStore
 
     # None when nothing was recorded yet: don't create a database just to look.

@@ -7,6 +7,8 @@ counts it, which ``orion traces stats`` shows.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pathlib import Path
 
 from orion import hookimpl
@@ -14,6 +16,10 @@ from orion.trace.store import TraceStore
 
 DATABASE = "orion.db"
 _stores: dict[Path, TraceStore] = {}
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from orion.api import TraceEvent
 
 
 _by_dir: dict[Path, TraceStore] = {}
@@ -33,5 +39,6 @@ def store_for(state_dir: Path) -> TraceStore:
 
 
 @hookimpl
-def store_traces(events, blobs, state_dir):
+def store_traces(events: Sequence[TraceEvent], blobs: Mapping[str, str],
+                 state_dir: Path) -> None:
     store_for(state_dir).write(events, blobs)

@@ -22,6 +22,8 @@ runs it on the content in pieces while it streams.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import itertools
 import re
 import string
@@ -58,6 +60,9 @@ _VERB = r"(?:keep|keeping|retain|preserve|leave|insert|add|put|paste|include|cop
 _COUNT = r"\d(?:[\d,.]*\d)?k?"
 _GONE = (r"(?:omitted|elided|truncated|trimmed|shortened|abbreviated|removed|skipped|hidden|"
          r"left out|not shown|cut|snipped)")
+
+if TYPE_CHECKING:
+    from orion.api import ValidationRequest
 
 
 @dataclass(frozen=True)
@@ -378,7 +383,7 @@ def _lines_to_examine(data: bytes) -> list[tuple[int, bytes]]:
 
 
 @hookimpl
-def validate_lines(request):
+def validate_lines(request: ValidationRequest) -> list[Issue] | None:
     data = request.content
     if b"\r" in data:  # lines end at \r\n, \n and \r: the same lines, ending at \n
         data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")

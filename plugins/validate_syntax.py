@@ -19,6 +19,8 @@ Disable with ``plugins: {disable: [orion_plugins.validate_syntax]}`` in ``orion.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import json
 import re
 import tomllib
@@ -31,6 +33,9 @@ import yaml
 from orion.api import Issue, LineView, hookimpl, position
 
 Found = tuple[int, int, str] | None  # line, column, message
+
+if TYPE_CHECKING:
+    from orion.api import ValidationRequest
 
 
 def check_json(text: str) -> Found:
@@ -120,7 +125,7 @@ CHECKS: dict[str, Callable[[str], Found]] = {
 
 
 @hookimpl
-def validate_content(request):
+def validate_content(request: ValidationRequest) -> list[Issue] | None:
     check = CHECKS.get(PurePosixPath(request.path.replace("\\", "/")).suffix.lower())
     if check is None:
         return None

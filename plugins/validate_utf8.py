@@ -28,6 +28,8 @@ scan, as before.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from orion.api import Issue, LineView, find_problems, hookimpl
 
 #: Bytes decoded per call in the quick check (a chunk stays in the CPU cache).
@@ -37,6 +39,9 @@ CHUNK = 1 << 18
 _SUSPECT_BYTES = bytes(c for c in range(0x20) if c not in b"\t\n\r") + b"\x7f\xef"
 _OTHER_BYTES = bytes(c for c in range(256) if c not in _SUSPECT_BYTES)
 _REPLACEMENT = "\ufffd".encode()
+
+if TYPE_CHECKING:
+    from orion.api import ValidationRequest
 
 
 def is_clean(content: bytes) -> bool:
@@ -69,7 +74,7 @@ def is_clean(content: bytes) -> bool:
 
 
 @hookimpl
-def validate_lines(request):
+def validate_lines(request: ValidationRequest) -> list[Issue] | None:
     if is_clean(request.content):
         return None
     problems = find_problems(request.content)

@@ -13,11 +13,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import uuid
 
 from pydantic import BaseModel, Field
 
-from orion.api import ContextBlock, OrionError, ToolSpec, hookimpl, write_session_of
+from orion.api import ContextBlock, OrionError, ToolSpec, hookimpl, host_of
 from orion.write_session.manager import manager_for
 from orion.write_session.operations import execute
 from orion.write_session.plan import WritePlan, check_plan
@@ -41,6 +43,11 @@ KEEP_DESCRIPTION = (
     "your continuation did not send again). Give the part's number; no content.")
 KEEP = "WritePlanTool_keep"
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from orion.api import ContextRequest, GateRequest, Host, Lifecycle, ToolContext, Transition, Turn
+    from typing import Any
+
 
 #: The longest target path, and the longest marker or search text, the tools accept. Only the
 #: content of WritePlanTool_execute may be longer (up to EXECUTE_MAX_CONTENT): no other
@@ -49,7 +56,7 @@ MAX_PATH_CHARS = 1024
 MAX_MARKER_CHARS = 1024
 
 
-def _bounded(name: str, limit: int, **more):
+def _bounded(name: str, limit: int, **more: Any) -> Any:
     field = WritePlan.model_fields[name]
     return Field(default=field.default, description=field.description, max_length=limit,
                  **more)
@@ -81,7 +88,7 @@ class KeepArgs(BaseModel):
     part: int = Field(ge=1, le=1_000_000, description="the number of the part, as Orion said it")
 
 
-def keep(args: KeepArgs, context) -> str:
+def keep(args: KeepArgs, context: ToolContext) -> str:
     session = manager_for(context.runtime).active
     if session is None:
         raise OrionError("no write session is open: text set aside by a finished session is "
@@ -90,11 +97,11 @@ def keep(args: KeepArgs, context) -> str:
     return session.keep(args.part)
 
 
-def begin(args: BeginArgs, context) -> dict:
+def begin(args: BeginArgs, context: ToolContext) -> dict[str, Any]:
     return manager_for(context.runtime).begin(WritePlan.model_validate(args.model_dump()))
 
 
-def execute_small(args: ExecuteArgs, context) -> str:
+def execute_small(args: ExecuteArgs, context: ToolContext) -> str:
     runtime = context.runtime
     content = args.content.encode("utf-8", "surrogatepass")
     if len(content) > EXECUTE_MAX_CONTENT:
@@ -127,7 +134,7 @@ class WriteSessionSystem:
 
     name = "write_session"
 
-    async def run(self, turn) -> None:
+    async def run(self, turn: Turn) -> None:
         runtime = turn.runtime
         session = manager_for(runtime).active
         if turn.finish is None:
@@ -144,14 +151,14 @@ class WriteSessionSystem:
 
 
 @hookimpl
-def register_tools(register):
+def register_tools(register: Callable[[ToolSpec], None]) -> None:
     register(ToolSpec("WritePlanTool_begin", BEGIN_DESCRIPTION, BeginArgs, begin))
     register(ToolSpec("WritePlanTool_execute", EXECUTE_DESCRIPTION, ExecuteArgs, execute_small))
     register(ToolSpec(KEEP, KEEP_DESCRIPTION, KeepArgs, keep))
 
 
 @hookimpl
-def gate_tools(tools, request):
+def gate_tools(tools: Sequence[ToolSpec], request: GateRequest) -> list[str] | None:
     """``WritePlanTool_keep`` only while a session is open: nothing else can be put back."""
     runtime = request.runtime
     if runtime is None or manager_for(runtime).active is None:
@@ -160,12 +167,12 @@ def gate_tools(tools, request):
 
 
 @hookimpl
-def register_systems(register):
+def register_systems(register: Callable[[Any], None]) -> None:
     register(WriteSessionSystem())
 
 
 @hookimpl
-def build_context(request):
+def build_context(request: ContextRequest) -> ContextBlock | None:
     runtime = request.runtime
     session = manager_for(runtime).active if runtime is not None else None
     if session is None:
@@ -189,28 +196,29 @@ def build_context(request):
 
 
 @hookimpl
-def conversation_reset(runtime):
+def conversation_reset(host: Host) -> None:
     """``/reset``: a session still open belongs to the old conversation. Its content is kept
     (journal closed, not deleted) for ``orion sessions recover``; the new conversation's text
     is not captured."""
-    session = manager_for(runtime).active
+    session = manager_for(host).active
     if session is not None:
         session.set_aside("the conversation was reset")
 
 
 @hookimpl
-def runtime_closing(runtime):
+def runtime_closing(host: Host) -> None:
     """The process ends (``/quit``, the end of input or of a script) with a session open: say
     where its content and the user's held messages are, and how to go on. The journal keeps
     both (the session manager releases it when the runtime closes its services)."""
-    session = manager_for(runtime).active
+    session = manager_for(host).active
     if session is not None:
-        runtime.reporter.notice(session.open_notice())
+        host.reporter.notice(session.open_notice())
 
 
 @hookimpl
-def finalize(lifecycle, transition):
+def finalize(lifecycle: Lifecycle, transition: Transition) -> Any:
     if lifecycle.name != "write_session":
         return None
-    session = write_session_of(lifecycle)
+    host = host_of(lifecycle)
+    session = manager_for(host).get(lifecycle.id) if host is not None else None
     return session.write() if session is not None else None

@@ -121,7 +121,7 @@ class Runtime:
                                conversation=lambda: self.conversation.id)
         self._turn_lock = asyncio.Lock()
         self._catalog: Catalog | None = None
-        plugins.hook.runtime_started(runtime=self)
+        plugins.hook.runtime_started(host=self, runtime=self)
 
     # -- lifecycles ---------------------------------------------------------------------------
 
@@ -268,13 +268,13 @@ class Runtime:
         """``/reset``: a new, empty conversation; plugins end what belonged to the old one."""
         self.conversation.reset()
         self._pending = False
-        self.plugins.hook.conversation_reset(runtime=self)
+        self.plugins.hook.conversation_reset(host=self, runtime=self)
         self.deliver_prompts()
 
     def close(self) -> None:
         """Record the open turn, flush what is still batched for the trace stores, and close
         the services (the write sessions' journals, the plan store)."""
-        self.plugins.hook.runtime_closing(runtime=self)
+        self.plugins.hook.runtime_closing(host=self, runtime=self)
         self.tracer.close()
         for service in self.services.values():
             close = getattr(service, "close", None)
