@@ -53,8 +53,8 @@ _WHERE = {
     "Issue": "orion.validation", "ValidationRequest": "orion.validation",
     "PathOutsideWorkspace": "orion.workspace", "resolve_inside": "orion.workspace",
     "MARKDOWN_INFO": "orion.write_session.protocol",
-    "LineView": "orion.write_session.repair", "find_problems": "orion.write_session.repair",
-    "line_spans": "orion.write_session.repair", "position": "orion.write_session.repair",
+    "LineView": "orion.validation", "find_problems": "orion.validation",
+    "line_spans": "orion.validation", "position": "orion.validation",
     "WriteSessionView": "orion.write_session.view", "WriteStatus": "orion.write_session.view",
 }
 
@@ -91,10 +91,10 @@ if TYPE_CHECKING:
     from orion.tools.spec import ToolSpec
     from orion.trace import events as trace_events
     from orion.trace.events import Kind, TraceEvent
-    from orion.validation import Issue, ValidationRequest
+    from orion.validation import (Issue, LineView, ValidationRequest, find_problems, line_spans,
+                                  position)
     from orion.workspace import PathOutsideWorkspace, resolve_inside
     from orion.write_session.protocol import MARKDOWN_INFO
-    from orion.write_session.repair import LineView, find_problems, line_spans, position
     from orion.write_session.view import WriteSessionView, WriteStatus
 
 __all__ = [
