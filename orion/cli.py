@@ -377,7 +377,7 @@ def plugins(as_json: bool, workspace: str) -> None:
     config = load_config(workspace)
     pm = load_plugins(config)
     _catalog(pm, config)  # two plugins shipping one statechart is an error here too
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, plugin in sorted(pm.list_name_plugin()):
         origin = pm.origins.get(name)
         rows.append({

@@ -215,7 +215,8 @@ def invalid_spans(content: bytes) -> list[tuple[int, int]]:
     """The ``(start, end)`` byte offsets of every maximal invalid subpart, as Python's UTF-8
     decoder delimits them (each becomes one U+FFFD with ``errors="replace"``)."""
     saved = getattr(_recording, "spans", None)
-    _recording.spans = spans = []
+    spans: list[tuple[int, int]] = []
+    _recording.spans = spans
     try:
         content.decode("utf-8", _HANDLER)
     finally:

@@ -72,7 +72,7 @@ def watch(directory: str, mark: str, user: int | None = None) -> dict:
             handles.append(os.open(name, os.O_RDONLY | os.O_NONBLOCK, dir_fd=dir_fd))
             seen["opened"] += 1
         except OSError as exc:
-            seen["refused"].append(errno.errorcode.get(exc.errno, str(exc.errno)))
+            seen["refused"].append(errno.errorcode.get(exc.errno or 0, str(exc.errno)))
 
     def modified(name: str) -> None:
         if name in waiting:
