@@ -178,7 +178,7 @@ def lifecycle_finished(lifecycle, host):
         _note(end=_status("VmHWM"))
 
 @hookimpl
-def runtime_closing(runtime):
+def runtime_closing(host):
     _note(closing=_status("VmHWM"))
 """
 
