@@ -98,14 +98,15 @@ if TYPE_CHECKING:
     from orion.write_session.view import WriteSessionView, WriteStatus
 
 __all__ = [
-    "ActionError", "Budget", "ConfigError", "ContextBlock", "ContextRequest", "Decision", "Diagnostic",
-    "Finish", "GateRequest", "Host", "Issue", "Kind", "LineView", "Lifecycle", "Listener", "MARKDOWN_INFO",
-    "Message", "ModelRequest", "OrionError", "ParsedCall", "PathOutsideWorkspace", "PluginError", "ReasoningDelta",
-    "Reporter", "StatechartError", "Step", "TextDelta", "ToolCall", "ToolContext", "ToolSpec",
-    "TraceEvent", "Transition", "Turn", "TriggerNotAllowed", "Usage", "ValidationRequest",
-    "WriteSessionView", "WriteStatus", "advertised",
-    "build_context", "execute_call", "find_problems", "hookimpl", "host_of", "line_spans",
-    "position", "resolve_inside", "trace_events", "write_session_of", "write_sessions",
+    "ActionError", "Budget", "ConfigError", "ContextBlock", "ContextRequest", "Decision",
+    "Diagnostic", "Finish", "GateRequest", "Host", "Issue", "Kind", "Lifecycle", "LineView",
+    "Listener", "MARKDOWN_INFO", "Message", "ModelRequest", "OrionError", "ParsedCall",
+    "PathOutsideWorkspace", "PluginError", "ReasoningDelta", "Reporter", "StatechartError", "Step",
+    "TextDelta", "ToolCall", "ToolContext", "ToolSpec", "TraceEvent", "Transition",
+    "TriggerNotAllowed", "Turn", "Usage", "ValidationRequest", "WriteSessionView", "WriteStatus",
+    "advertised", "build_context", "execute_call", "find_problems", "hookimpl", "host_of",
+    "line_spans", "position", "resolve_inside", "trace_events", "write_session_of",
+    "write_sessions",
 ]
 
 

@@ -59,7 +59,8 @@ def lifecycle_started(lifecycle: Lifecycle, host: Host | None) -> None:
 
 
 @hookspec
-def lifecycle_transition(lifecycle: Lifecycle, transition: Transition, host: Host | None) -> None:
+def lifecycle_transition(lifecycle: Lifecycle, transition: Transition,
+                         host: Host | None) -> None:
     """A transition was taken. ``transition`` records the trigger, the active state before
     (``source``) and after (``dest``), the payload, the start time (``at_ms``, from the
     lifecycle's clock) and ``duration_ms`` (guards, exit, actions and entry, measured with a

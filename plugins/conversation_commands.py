@@ -8,6 +8,7 @@ from orion.api import hookimpl
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
     from orion.api import Host
 
 

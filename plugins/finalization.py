@@ -8,6 +8,7 @@ from orion.api import OrionError, hookimpl
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
     from orion.api import Lifecycle, Transition
 
 

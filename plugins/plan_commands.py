@@ -3,12 +3,10 @@ diffs and history."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import functools
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 

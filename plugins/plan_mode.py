@@ -21,9 +21,7 @@ store: its actions do nothing and ``finalize`` leaves it to other plugins.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,14 +35,15 @@ from orion.plan.service import (
 )
 from orion.plan.store import Status
 
-PLAN_TOOLS = ("plan_set_content", "plan_get")
-
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+
     from orion.api import (ContextRequest, GateRequest, Host, Lifecycle, ParsedCall, ToolContext,
                            Transition)
     from orion.plan.service import PlanService
     from orion.plan.store import Plan
+
+PLAN_TOOLS = ("plan_set_content", "plan_get")
 
 
 class SetContentArgs(BaseModel):

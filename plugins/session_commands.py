@@ -3,10 +3,9 @@ left in the workspace (which ``orion sessions`` recovers)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,17 +13,18 @@ from orion.api import OrionError, hookimpl
 from orion.commands import (STATE_DIR, WORKSPACE, CommandGroup, escape, fail, load_config,
                             load_plugins, say, state_path)
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from orion.api import Host
+    from orion.write_session.recovery import Shown
+
 # The write-session machinery is imported where it is used: `orion --help` loads this plugin to
 # list `orion sessions`, and should not pay for the statechart engine to do it.
 
 USAGE = ("/sessions lists write sessions; /sessions recover ID writes one a crash left "
          "behind, /sessions discard ID deletes it, /sessions undo ID undoes a write, "
          "/sessions show ID prints the text a session set aside")
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from orion.api import Host
-    from orion.write_session.recovery import Shown
 
 
 def sessions_command(runtime: Host, args: str) -> str:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import json
 import sys
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -14,9 +13,9 @@ from orion.commands import (STATE_DIR, WORKSPACE, CommandGroup, escape, say, sho
                             state_path)
 
 if TYPE_CHECKING:
-    from orion.trace.store import TraceStore
     from rich.tree import Tree
-    from typing import Any
+
+    from orion.trace.store import TraceStore
 
 
 def _trace_store(workspace: str, state_dir: str | None) -> TraceStore:

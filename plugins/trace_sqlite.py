@@ -7,19 +7,19 @@ counts it, which ``orion traces stats`` shows.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orion import hookimpl
 from orion.trace.store import TraceStore
 
-DATABASE = "orion.db"
-_stores: dict[Path, TraceStore] = {}
-
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+
     from orion.api import TraceEvent
+
+DATABASE = "orion.db"
+_stores: dict[Path, TraceStore] = {}
 
 
 _by_dir: dict[Path, TraceStore] = {}

@@ -4,15 +4,15 @@ own, and the ``trace`` system of the pipeline flushes the batch after every mode
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from orion.api import Kind, hookimpl
 from orion.api import trace_events as events
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
     from orion.api import Host, Lifecycle, Transition, Turn
-    from typing import Any
 
 
 @hookimpl

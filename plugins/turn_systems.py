@@ -5,9 +5,8 @@ Each is an ordinary plugin system: a team can replace any of them by name in ``o
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import json
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from orion.api import (ContextRequest, Finish, GateRequest, Kind, ModelRequest,
@@ -16,8 +15,8 @@ from orion.api import (ContextRequest, Finish, GateRequest, Kind, ModelRequest,
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
     from orion.api import Host, Turn
-    from typing import Any
 
 
 def gate_request(runtime: Host) -> GateRequest:

@@ -22,15 +22,17 @@ runs it on the content in pieces while it streams.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import itertools
 import re
 import string
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from orion.api import Issue, LineView, hookimpl
+
+if TYPE_CHECKING:
+    from orion.api import ValidationRequest
 
 #: Longer lines are not placeholders.
 MAX_LINE = 160
@@ -60,9 +62,6 @@ _VERB = r"(?:keep|keeping|retain|preserve|leave|insert|add|put|paste|include|cop
 _COUNT = r"\d(?:[\d,.]*\d)?k?"
 _GONE = (r"(?:omitted|elided|truncated|trimmed|shortened|abbreviated|removed|skipped|hidden|"
          r"left out|not shown|cut|snipped)")
-
-if TYPE_CHECKING:
-    from orion.api import ValidationRequest
 
 
 @dataclass(frozen=True)

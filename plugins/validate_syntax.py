@@ -19,23 +19,22 @@ Disable with ``plugins: {disable: [orion_plugins.validate_syntax]}`` in ``orion.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import json
 import re
 import tomllib
 import warnings
 from collections.abc import Callable
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
 import yaml
 
 from orion.api import Issue, LineView, hookimpl, position
 
-Found = tuple[int, int, str] | None  # line, column, message
-
 if TYPE_CHECKING:
     from orion.api import ValidationRequest
+
+Found = tuple[int, int, str] | None  # line, column, message
 
 
 def check_json(text: str) -> Found:

@@ -32,6 +32,9 @@ from typing import TYPE_CHECKING
 
 from orion.api import Issue, LineView, find_problems, hookimpl
 
+if TYPE_CHECKING:
+    from orion.api import ValidationRequest
+
 #: Bytes decoded per call in the quick check (a chunk stays in the CPU cache).
 CHUNK = 1 << 18
 #: What the quick check looks for after a clean decode: the reported control characters (C0
@@ -39,9 +42,6 @@ CHUNK = 1 << 18
 _SUSPECT_BYTES = bytes(c for c in range(0x20) if c not in b"\t\n\r") + b"\x7f\xef"
 _OTHER_BYTES = bytes(c for c in range(256) if c not in _SUSPECT_BYTES)
 _REPLACEMENT = "\ufffd".encode()
-
-if TYPE_CHECKING:
-    from orion.api import ValidationRequest
 
 
 def is_clean(content: bytes) -> bool:

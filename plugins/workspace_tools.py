@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import errno
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from orion.api import OrionError, ToolSpec, hookimpl, resolve_inside
 
-HIDDEN = {".git", ".orion"}
-MAX_ENTRIES = 500
-
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from orion.api import ToolContext
     from pathlib import Path
-    from typing import Any
+
+    from orion.api import ToolContext
+
+HIDDEN = {".git", ".orion"}
+MAX_ENTRIES = 500
 
 
 class ReadFileArgs(BaseModel):

@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING
 
 from orion.api import hookimpl
 
-DONE_PROMPT = "If you're finished, reply with DONE on its own line; otherwise continue."
-
 if TYPE_CHECKING:
     from collections.abc import Callable
+
     from orion.api import Lifecycle, Transition
+
+DONE_PROMPT = "If you're finished, reply with DONE on its own line; otherwise continue."
 
 
 def _prompt(lifecycle: Lifecycle, text: str) -> None:

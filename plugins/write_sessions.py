@@ -13,9 +13,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import uuid
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -25,6 +24,11 @@ from orion.write_session.operations import execute
 from orion.write_session.plan import WritePlan, check_plan
 from orion.write_session.session import validate_write
 from orion.write_session.undo import write_undo_record
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from orion.api import ContextRequest, GateRequest, Host, Lifecycle, ToolContext, Transition, Turn
 
 #: Content larger than this does not belong in tool-call JSON.
 EXECUTE_MAX_CONTENT = 4096
@@ -42,11 +46,6 @@ KEEP_DESCRIPTION = (
     "Orion says which part it set aside and why (text beside a tool call, an unfinished line "
     "your continuation did not send again). Give the part's number; no content.")
 KEEP = "WritePlanTool_keep"
-
-if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
-    from orion.api import ContextRequest, GateRequest, Host, Lifecycle, ToolContext, Transition, Turn
-    from typing import Any
 
 
 #: The longest target path, and the longest marker or search text, the tools accept. Only the
