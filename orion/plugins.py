@@ -13,7 +13,7 @@ import sys
 import traceback
 from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pluggy
 
@@ -168,7 +168,7 @@ class PluginManager(pluggy.PluginManager):
         report = self.report_failure
         if impl.wrapper or impl.hookwrapper:
             def guarded_wrapper(*args: Any, **kwargs: Any) -> Any:
-                gen: Generator[None, Any, Any] = function(*args, **kwargs)
+                gen = cast(Generator[None, Any, Any], function(*args, **kwargs))
                 try:
                     next(gen)
                 except StopIteration:
