@@ -27,7 +27,7 @@ $(STAMP): $(BIN)/python $(SOURCES)
 demo: $(STAMP)
 	$(BIN)/orion demo
 
-# `orion check` first, then every test, including the Gherkin features (tests/bdd binds all of
+# `orion check` first, mypy and ruff (pyproject.toml configures both), then every test, including the Gherkin features (tests/bdd binds all of
 # features/), with their cucumber JSON report in $(CUCUMBER_JSON) (reports/ is git-ignored);
 # then the team-customization example, a project of its own (its pytest settings, its report).
 # CI gates on the exit codes: the first failure stops make with it.
@@ -48,6 +48,9 @@ test: $(STAMP)
 		(apt-get update -qq && apt-get install -y -qq graphviz) >/dev/null 2>&1; } || \
 		echo "Graphviz is not installed: the tests that draw a picture are skipped"
 	$(BIN)/orion check
+	@# types (strict on orion.api, orion.hookspecs and plugins/), then style and complexity
+	$(BIN)/mypy
+	$(BIN)/ruff check orion plugins
 	@mkdir -p $(dir $(CUCUMBER_JSON))
 	$(BIN)/pytest --cucumber-json=$(CUCUMBER_JSON) $(PYTEST_ARGS)
 	$(BIN)/pytest $(TEAM_EXAMPLE) --rootdir=$(TEAM_EXAMPLE) \

@@ -193,7 +193,7 @@ def lifecycle_finished(lifecycle, host):
         _note(end=_status("VmHWM"), rss=_status("VmRSS"))
 
 @hookimpl
-def runtime_closing(runtime):
+def runtime_closing(host):
     _note(closing=_status("VmHWM"))
 """
 

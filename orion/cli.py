@@ -20,7 +20,7 @@ from orion.commands import (STATE_DIR, WORKSPACE, ConfigurationError, escape, lo
 if TYPE_CHECKING:
     from orion.config import WorkspaceConfig
     from orion.plugins import PluginManager
-    from orion.statechart.catalog import Catalog, Resolved
+    from orion.statechart.io.catalog import Catalog, Resolved
 
 # Each command imports what it uses: `orion --help` and `orion --version` import little.
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 def _catalog(pm: PluginManager, config: WorkspaceConfig | None) -> Catalog:
     from orion.errors import PluginError
-    from orion.statechart.catalog import Catalog
+    from orion.statechart.io.catalog import Catalog
 
     try:
         return Catalog(pm, config)
@@ -58,8 +58,8 @@ def _check_lifecycles(catalog: Catalog, config: WorkspaceConfig | None = None) -
     ``flush_lines: 0`` would otherwise surface mid-write as a tool error); else exit 2 with the
     findings."""
     from orion.errors import ConfigError
-    from orion.statechart.catalog import BUILTIN
-    from orion.statechart.settings import resolve as resolve_settings
+    from orion.statechart.io.catalog import BUILTIN
+    from orion.statechart.interpreter.settings import resolve as resolve_settings
 
     findings, warnings = [], []
     for name in catalog.names():
@@ -325,8 +325,8 @@ def diagram(name: str, highlight: str | None, fmt: str | None, output: Path | No
     (svg, png, ...) with the diagrams extra (pip install 'orion-statecharts[diagrams]')."""
     from orion.errors import ConfigError
     from orion.statechart.io.diagrams import DiagramUnavailable, mermaid, picture
-    from orion.statechart.settings import resolve as resolve_settings
-    from orion.statechart.tree import flatten
+    from orion.statechart.interpreter.settings import resolve as resolve_settings
+    from orion.statechart.model.tree import flatten
 
     fmt = (fmt or (output.suffix[1:] if output is not None and output.suffix else "")
            or "mermaid").lower()
@@ -457,7 +457,7 @@ def plugins(as_json: bool, workspace: str) -> None:
     config = load_config(workspace)
     pm = load_plugins(config)
     _catalog(pm, config)  # two plugins shipping one statechart is an error here too
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, plugin in sorted(pm.list_name_plugin()):
         origin = pm.origins.get(name)
         rows.append({

@@ -6,24 +6,32 @@ the ``finalize`` hook."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from orion.api import OrionError, hookimpl
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from orion.api import Lifecycle, Transition
 
 
 class NothingFinalized(OrionError):
     """No plugin handled a lifecycle's finalization."""
 
 
-def finalize(lifecycle, transition) -> None:
+def finalize(lifecycle: Lifecycle, transition: Transition) -> None:
     _finalized(lifecycle, transition,
                lifecycle.plugins.hook.finalize(lifecycle=lifecycle, transition=transition))
 
 
-def finalizer(carry_out):
+def finalizer(carry_out: Callable[[Lifecycle, Transition], Any]
+              ) -> Callable[[Lifecycle, Transition], None]:
     """The ``finalize`` action of one chart, made of ``carry_out(lifecycle, transition)``: what
     it returns is the transition's ``result``. It runs as the ``finalize`` hook's first
     implementation, so the hook's wrappers (the trace's finalize span) wrap it; when it returns
     ``None`` the hook's other implementations are asked."""
-    def finalize(lifecycle, transition) -> None:
+    def finalize(lifecycle: Lifecycle, transition: Transition) -> None:
         hook = lifecycle.plugins.hook.finalize
         _finalized(lifecycle, transition,
                    hook.call_extra([carry_out], {"lifecycle": lifecycle,
@@ -32,7 +40,7 @@ def finalizer(carry_out):
     return finalize
 
 
-def _finalized(lifecycle, transition, result) -> None:
+def _finalized(lifecycle: Lifecycle, transition: Transition, result: Any) -> None:
     if result is None:
         raise NothingFinalized(f"no plugin finalizes lifecycle {lifecycle.name!r}; "
                                "implement the finalize hook for it")
@@ -40,5 +48,5 @@ def _finalized(lifecycle, transition, result) -> None:
 
 
 @hookimpl
-def register_actions(register):
+def register_actions(register: Callable[..., None]) -> None:
     register("finalize", finalize)

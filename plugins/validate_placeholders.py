@@ -27,8 +27,12 @@ import re
 import string
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from orion.api import Issue, LineView, hookimpl
+
+if TYPE_CHECKING:
+    from orion.api import ValidationRequest
 
 #: Longer lines are not placeholders.
 MAX_LINE = 160
@@ -337,7 +341,8 @@ def _fits(data: bytes, start: int, end: int) -> bool:
     without a copy of it: a line of a gigabyte is not sliced three times over to be looked at."""
     if end - start <= _CORE:
         return True
-    lead = _WHITE_RUN.match(data, start, end).end()
+    run = _WHITE_RUN.match(data, start, end)
+    lead = run.end() if run is not None else start
     # What stays after strip() starts at ``lead`` and ends by ``lead + _CORE``; white space
     # follows it up to the end. Its characters take at most 3 bytes, so one of the next three
     # positions starts one (or the end).
@@ -401,7 +406,7 @@ def _lines_to_examine(data: bytes) -> list[tuple[int, bytes]]:
 
 
 @hookimpl
-def validate_lines(request):
+def validate_lines(request: ValidationRequest) -> list[Issue] | None:
     data = request.content
     if b"\r" in data:  # lines end at \r\n, \n and \r: the same lines, ending at \n
         data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")

@@ -21,11 +21,12 @@
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from orion.api import (ContextBlock, FileReport, OpenWrite, OrionError, RunReport, ToolSpec,
-                       hookimpl, write_session_of)
+                       hookimpl, host_of)
 from orion.write_session.diff import changes
 from orion.write_session.manager import manager_for
 from orion.write_session.operations import execute
@@ -33,7 +34,12 @@ from orion.write_session.plan import WritePlan, check_plan
 from orion.write_session.session import validate_write
 from orion.write_session.startup import startup
 from orion.write_session.undo import prune_after_write, write_undo_record
-from orion_plugins.finalization import finalizer
+from .finalization import finalizer
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from orion.api import ContextRequest, GateRequest, Host, Lifecycle, ToolContext, Transition, Turn
 
 #: Content larger than this does not belong in tool-call JSON.
 EXECUTE_MAX_CONTENT = 4096
@@ -60,7 +66,7 @@ MAX_PATH_CHARS = 1024
 MAX_MARKER_CHARS = 1024
 
 
-def _bounded(name: str, limit: int, **more):
+def _bounded(name: str, limit: int, **more: Any) -> Any:
     field = WritePlan.model_fields[name]
     return Field(default=field.default, description=field.description, max_length=limit,
                  **more)
@@ -92,7 +98,7 @@ class KeepArgs(BaseModel):
     part: int = Field(ge=1, le=1_000_000, description="the number of the part, as Orion said it")
 
 
-def keep(args: KeepArgs, context) -> str:
+def keep(args: KeepArgs, context: ToolContext) -> str:
     session = manager_for(context.runtime).active
     if session is None:
         raise OrionError("no write session is open: text set aside by a finished session is "
@@ -101,11 +107,11 @@ def keep(args: KeepArgs, context) -> str:
     return session.keep(args.part)
 
 
-def begin(args: BeginArgs, context) -> dict:
+def begin(args: BeginArgs, context: ToolContext) -> dict[str, Any]:
     return manager_for(context.runtime).begin(WritePlan.model_validate(args.model_dump()))
 
 
-def execute_small(args: ExecuteArgs, context) -> str:
+def execute_small(args: ExecuteArgs, context: ToolContext) -> str:
     runtime = context.runtime
     content = args.content.encode("utf-8", "surrogatepass")
     if len(content) > EXECUTE_MAX_CONTENT:
@@ -141,7 +147,7 @@ class WriteSessionSystem:
 
     name = "write_session"
 
-    async def run(self, turn) -> None:
+    async def run(self, turn: Turn) -> None:
         runtime = turn.runtime
         session = manager_for(runtime).active
         if turn.finish is None:
@@ -158,14 +164,14 @@ class WriteSessionSystem:
 
 
 @hookimpl
-def register_tools(register):
+def register_tools(register: Callable[[ToolSpec], None]) -> None:
     register(ToolSpec("WritePlanTool_begin", BEGIN_DESCRIPTION, BeginArgs, begin))
     register(ToolSpec("WritePlanTool_execute", EXECUTE_DESCRIPTION, ExecuteArgs, execute_small))
     register(ToolSpec(KEEP, KEEP_DESCRIPTION, KeepArgs, keep))
 
 
 @hookimpl
-def gate_tools(tools, request):
+def gate_tools(tools: Sequence[ToolSpec], request: GateRequest) -> list[str] | None:
     """``WritePlanTool_keep`` only while a session is open: nothing else can be put back."""
     runtime = request.runtime
     if runtime is None or manager_for(runtime).active is None:
@@ -174,17 +180,17 @@ def gate_tools(tools, request):
 
 
 @hookimpl
-def register_actions(register):
+def register_actions(register: Callable[..., None]) -> None:
     register("finalize", finalizer(write), chart="write_session")
 
 
 @hookimpl
-def register_systems(register):
+def register_systems(register: Callable[[Any], None]) -> None:
     register(WriteSessionSystem())
 
 
 @hookimpl
-def build_context(request):
+def build_context(request: ContextRequest) -> ContextBlock | None:
     runtime = request.runtime
     session = manager_for(runtime).active if runtime is not None else None
     if session is None:
@@ -208,27 +214,28 @@ def build_context(request):
 
 
 @hookimpl
-def conversation_reset(runtime):
+def conversation_reset(host: Host) -> None:
     """``/reset``: a session still open belongs to the old conversation. Its content is kept
     (journal closed, not deleted) for ``orion sessions recover``; the new conversation's text
     is not captured."""
-    session = manager_for(runtime).active
+    session = manager_for(host).active
     if session is not None:
         session.set_aside("the conversation was reset")
 
 
 @hookimpl
-def runtime_started(runtime):
+def runtime_started(host: Host) -> None:
     """Every runtime (``orion run``, ``orion chat``, a test's world), before its first turn:
     what earlier runs left behind. A session marked for ``--continue`` is adopted and asks the
     model to go on; whoever drives the runtime answers that prompt (``runtime.pump()``)."""
-    manager_for(runtime).at_start = startup(runtime)
+    manager_for(host).at_start = startup(manager_for(host).runtime)
 
 
 @hookimpl
-def report_run(runtime):
-    manager = manager_for(runtime)
-    sessions, problems = [], []
+def report_run(host: Host) -> RunReport:
+    manager = manager_for(host)
+    sessions: list[dict[str, Any]] = []
+    problems: list[str] = []
     for summary in manager.summaries():  # ended sessions beyond the newest are summaries
         sessions.append({"id": summary.id, "target_file": summary.target_file,
                          "operation": summary.operation, "status": summary.status,
@@ -250,9 +257,9 @@ def report_run(runtime):
 
 
 @hookimpl
-def reply_stopped(runtime):
+def reply_stopped(host: Host) -> str | None:
     """The reply was a write's content: it is saved, and the session stays open."""
-    session = manager_for(runtime).active
+    session = manager_for(host).active
     if session is None:
         return None
     session.checkpoint()
@@ -275,13 +282,13 @@ def _held(messages: list[str]) -> str:
 
 
 @hookimpl
-def runtime_closing(runtime):
+def runtime_closing(host: Host) -> None:
     """The process ends (``/quit``, the end of input or of a script) with a session open: say
     where its content and the user's held messages are, and how to go on. The journal keeps
     both (the session manager releases it when the runtime closes its services)."""
-    session = manager_for(runtime).active
+    session = manager_for(host).active
     if session is not None:
-        runtime.reporter.notice(session.open_notice())
+        host.reporter.notice(session.open_notice())
 
 
 #: The word ``orion chat``'s live line uses for a write session, by the first of its
@@ -291,7 +298,7 @@ WRITE_WORDS = (("correcting", "correcting"), ("finalizing", "checking"),
                ("continuing", "continuing"), ("paused", "waiting"), ("receiving", "writing"))
 
 
-def write_word(lifecycle) -> str:
+def write_word(lifecycle: Lifecycle) -> str:
     """What a write session is doing, in a word a user understands: writing, continuing,
     checking, correcting or waiting."""
     for tag, word in WRITE_WORDS:
@@ -301,21 +308,21 @@ def write_word(lifecycle) -> str:
 
 
 @hookimpl
-def open_write(runtime):
-    session = manager_for(runtime).active
+def open_write(host: Host) -> OpenWrite | None:
+    session = manager_for(host).active
     if session is None:
         return None
     return OpenWrite(session.id, write_word(session.lifecycle), session.progress)
 
 
-def _say_changes(runtime, results) -> None:
+def _say_changes(runtime: Any, results: list[Any]) -> None:
     """What each write changed in a file that existed, for a reporter that shows it."""
     for result in results:
         if result.backup is not None:
             runtime.reporter.changed(lambda result=result: _changed_lines(runtime, result))
 
 
-def _changed_lines(runtime, result) -> str:
+def _changed_lines(runtime: Any, result: Any) -> str:
     try:
         summary = changes(result.backup.read_bytes(), result.path.read_bytes()).summary()
     except OSError as exc:
@@ -327,9 +334,10 @@ def _changed_lines(runtime, result) -> str:
     return f"{result.relative}: {summary}; `orion sessions diff {write_id[:8]}` shows them"
 
 
-def write(lifecycle, transition):
+def write(lifecycle: Lifecycle, transition: Transition) -> Any:
     """The ``finalize`` of a write session: the plan, executed once."""
-    session = write_session_of(lifecycle)
+    host = host_of(lifecycle)
+    session = manager_for(host).get(lifecycle.id) if host is not None else None
     if session is None:
         return None
     writes = manager_for(session.runtime).writes

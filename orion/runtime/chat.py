@@ -259,7 +259,7 @@ def stopped(runtime: Runtime, *, kept: bool) -> str:
     """What Ctrl-C during a reply left behind, for the user (``kept``: the reply's text joined
     the conversation); a plugin whose work the reply was (a write session's content) says what
     it saved (``reply_stopped``)."""
-    said = [line for line in runtime.plugins.hook.reply_stopped(runtime=runtime) if line]
+    said = [line for line in runtime.plugins.hook.reply_stopped(host=runtime) if line]
     if said:
         return "; ".join(said)
     return ("reply stopped; what arrived stays in the conversation, marked as interrupted"

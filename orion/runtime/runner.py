@@ -138,7 +138,7 @@ async def play(script: Script, *, workspace: Path, plugins: PluginManager,
         raise
     result = RunResult(ok=False, errors=errors,
                        stopped=stopped.signum if stopped is not None else None)
-    for report in plugins.hook.report_run(runtime=runtime):
+    for report in plugins.hook.report_run(host=runtime):
         if not isinstance(report, RunReport):
             raise TypeError(f"a report_run implementation returned {report!r}, not a RunReport")
         result.sections.update(report.sections)

@@ -24,10 +24,10 @@ from orion.plugins import PluginManager
 from orion.runtime.conversation import Budget, Conversation, Message
 from orion.runtime.pipeline import Turn, apply_edit, default_order, resolve
 from orion.runtime.report import Reporter
-from orion.statechart.catalog import Catalog
-from orion.statechart.definition import Definition
+from orion.statechart.io.catalog import Catalog
+from orion.statechart.interpreter.definition import Definition
 from orion.statechart.interpreter.listeners import Listeners, PluginHooks
-from orion.statechart.lifecycle import Lifecycle
+from orion.statechart.interpreter.lifecycle import Lifecycle
 from orion.trace.recorder import Recorder, capture_content
 from orion.workspace import state_directory
 
@@ -126,7 +126,7 @@ class Runtime:
                                conversation=lambda: self.conversation.id)
         self._turn_lock = asyncio.Lock()
         self._catalog: Catalog | None = None
-        plugins.hook.runtime_started(runtime=self)
+        plugins.hook.runtime_started(host=self, runtime=self)
 
     # -- lifecycles ---------------------------------------------------------------------------
 
@@ -281,7 +281,7 @@ class Runtime:
         """``/reset``: a new, empty conversation; plugins end what belonged to the old one."""
         self.conversation.reset()
         self._pending = False
-        self.plugins.hook.conversation_reset(runtime=self)
+        self.plugins.hook.conversation_reset(host=self, runtime=self)
         self.deliver_prompts()
 
     def close(self) -> None:
@@ -289,7 +289,7 @@ class Runtime:
         the services (the write sessions' journals, the plan store). Each step runs even when
         one before it failed (a terminal that went away with SIGHUP fails every notice): the
         first failure is raised once all have run."""
-        steps = [lambda: self.plugins.hook.runtime_closing(runtime=self), self.tracer.close]
+        steps = [lambda: self.plugins.hook.runtime_closing(host=self, runtime=self), self.tracer.close]
         steps += [close for service in self.services.values()
                   if callable(close := getattr(service, "close", None))]
         failure: Exception | None = None

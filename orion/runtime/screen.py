@@ -84,7 +84,7 @@ class ChatScreen(ConsoleReporter):
         runtime = self.runtime
         if runtime is None:
             return None
-        return runtime.plugins.hook.open_write(runtime=runtime)
+        return runtime.plugins.hook.open_write(host=runtime)
 
     # -- where output goes -----------------------------------------------------------------
 

@@ -81,7 +81,8 @@ async def until_stopped(work: Awaitable[T], signals: Iterable[int] = CHAT_SIGNAL
     except asyncio.CancelledError:
         if handlers is None or handlers.received is None:
             raise
-        task.uncancel()
+        if task is not None:
+            task.uncancel()
         raise Stopped(handlers.received) from None
     finally:
         if handlers is not None and handlers.received is None:

@@ -109,7 +109,7 @@ def _findings(request: pytest.FixtureRequest, world: World) -> str | None:
     warnings."""
     from orion.check import check_workspace
     from orion.config import load_config
-    from orion.statechart.catalog import Catalog
+    from orion.statechart.io.catalog import Catalog
 
     plugins = world.plugins
     assert plugins is not None

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,8 @@ def _int(value: str | None) -> int | None:
     return None if value is None else int(value)
 
 
-INT = {name: _int for name in ("count", "line", "ms", "amount", "size", "repeat", "first",
+# pytest-bdd types a converter as taking a str; an optional group passes None, which _int keeps.
+INT: dict[str, Callable[[str], object]] = {name: _int for name in ("count", "line", "ms", "amount", "size", "repeat", "first",
                                "last")}
 
 DONE_PROMPT = "If you're finished, reply with DONE on its own line; otherwise continue."

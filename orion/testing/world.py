@@ -31,8 +31,7 @@ from orion.models.events import ModelEvent, TextDelta
 from orion.models.script import ModelReply
 from orion.models.scripted import stream_reply
 from orion.plugins import PluginManager, make_plugin_manager
-from orion.runtime.report import Reporter
-from orion.write_session.progress import Progress
+from orion.runtime.report import Progress, Reporter
 from orion.runtime.runtime import Runtime
 from orion.workspace import state_dir_path
 
@@ -242,7 +241,7 @@ class World:
     @property
     def now_boot(self) -> BootTime:
         """The second clock (see :mod:`orion.clock`) now."""
-        return self._runtime.clock.since_boot() if self._runtime is not None else self._boot
+        return _virtual(self._runtime).since_boot() if self._runtime is not None else self._boot
 
     def restart(self, after_ms: float = 0.0) -> None:
         """End the runtime as a process that exits does (journals flushed and released, traces
@@ -282,7 +281,7 @@ class World:
 
     def _stop_clock(self, runtime: Runtime) -> None:
         self._now_ms = runtime.clock.now_ms()
-        self._boot = runtime.clock.since_boot()
+        self._boot = _virtual(runtime).since_boot()
         self._runtime = None
 
     def _pass(self, ms: float) -> None:
@@ -294,7 +293,7 @@ class World:
         """The wall clock jumps by ``ms`` (an NTP correction, a virtual machine resumed): the
         second clock does not move."""
         if self._runtime is not None:
-            self._runtime.clock.step(ms)
+            _virtual(self._runtime).step(ms)
         else:
             self._now_ms += ms
 
@@ -459,3 +458,10 @@ class World:
         self.loop.run_until_complete(self.loop.shutdown_asyncgens())
         self.loop.close()
         self._logs.close()
+
+
+def _virtual(runtime: Runtime) -> VirtualClock:
+    """The world's runtime runs on the virtual clock the world gave it."""
+    clock = runtime.clock
+    assert isinstance(clock, VirtualClock), clock
+    return clock

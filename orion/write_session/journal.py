@@ -48,6 +48,7 @@ virtual clock that does not move must not keep the content off the disk.
 
 from __future__ import annotations
 
+import builtins
 import codecs
 import errno
 import hashlib
@@ -845,7 +846,7 @@ class Journal:
                 start += os.write(self._fd, view[start:end])  # type: ignore[arg-type]
                 self._flushed = start
 
-    def _state_record(self) -> bytes:
+    def _state_record(self) -> builtins.bytes:
         self._seq += 1
         record = {"lines": self._lines, "bytes": self._size, "flushed_bytes": self._flushed,
                   "last_save_ms": self._last_save_ms,
@@ -878,7 +879,7 @@ class Journal:
             view = view[os.write(self._log_fd, view):]
         self._log_bytes += len(data)
 
-    def _replace(self, path: Path, data: bytes) -> None:
+    def _replace(self, path: Path, data: builtins.bytes) -> None:
         """``path`` replaced by ``data`` atomically (a temp file made anew, then renamed: a
         link in either name is replaced, never followed)."""
         tmp = path.with_name(path.name + ".tmp")

@@ -14,9 +14,10 @@ from orion.write_session.session import (SessionSummary, WriteSession, lifecycle
                                          session_dir)
 
 if TYPE_CHECKING:
+    from orion.api import Host
     from orion.runtime.runtime import Runtime
-    from orion.statechart.definition import Definition
-    from orion.statechart.lifecycle import Lifecycle
+    from orion.statechart.interpreter.definition import Definition
+    from orion.statechart.interpreter.lifecycle import Lifecycle
     from orion.write_session.recovery import Orphan
 
 SERVICE = "write_sessions"
@@ -212,7 +213,14 @@ def instruction(target: str, terminator: str) -> str:
             "output is cut off, Orion saves what arrived and asks you to continue.")
 
 
-def manager_for(runtime: Runtime) -> SessionManager:
+def manager_for(host: Host) -> SessionManager:
+    """The SessionManager of ``host``, made on first use. Write sessions run in Orion's runtime
+    (they start lifecycles and read the stream), so a host of another kind is a TypeError."""
+    from orion.runtime.runtime import Runtime
+
+    if not isinstance(host, Runtime):
+        raise TypeError(f"write sessions run in Orion's runtime, not in {type(host).__name__}")
+    runtime = host
     manager = runtime.services.get(SERVICE)
     if manager is None:
         manager = runtime.services[SERVICE] = SessionManager(runtime)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from orion.clock import BootTime, kernel_boot_time
 from orion.confined import open_parent
@@ -77,16 +78,9 @@ class UndoResult:
     report: str
 
 
-def undo(workspace: str | os.PathLike[str], state_dir: str | os.PathLike[str],
-         session_id: str, *, now_ms: float | None = None) -> UndoResult:
-    """Put the target back as it was before the session wrote it, if nothing changed it since:
-    restore the backup atomically, or delete a file the session created. Refuses with
-    :class:`UndoRefused` otherwise."""
-    workspace, state_dir = Path(workspace).resolve(), Path(state_dir).resolve()
-    path = pick(session_id.strip(), record_paths(state_dir), "undo record of a write session",
-                 state_dir / "undo")
-    full_id = path.stem if path.name != "undo.json" else path.parent.name
-    short = full_id[:8]
+def _undo_record(path: Path, short: str,
+                 workspace: Path) -> tuple[dict[str, Any], str, Path]:
+    """The undo record at ``path``, the target it names and where that is, or the refusal."""
     record, problem = read_json(path)
     if problem or not isinstance(record, dict):
         raise RecoveryError(f"the undo record of session {short} is damaged: "
@@ -101,6 +95,20 @@ def undo(workspace: str | os.PathLike[str], state_dir: str | os.PathLike[str],
     except PathOutsideWorkspace as exc:
         raise RecoveryError(f"the undo record of session {short} names {relative!r}, which is "
                             f"not inside {workspace}: {exc}") from exc
+    return record, relative, target
+
+
+def undo(workspace: str | os.PathLike[str], state_dir: str | os.PathLike[str],
+         session_id: str, *, now_ms: float | None = None) -> UndoResult:
+    """Put the target back as it was before the session wrote it, if nothing changed it since:
+    restore the backup atomically, or delete a file the session created. Refuses with
+    :class:`UndoRefused` otherwise."""
+    workspace, state_dir = Path(workspace).resolve(), Path(state_dir).resolve()
+    path = pick(session_id.strip(), record_paths(state_dir), "undo record of a write session",
+                 state_dir / "undo")
+    full_id = path.stem if path.name != "undo.json" else path.parent.name
+    short = full_id[:8]
+    record, relative, target = _undo_record(path, short, workspace)
     backup_name = record.get("backup")
     backup = None
     appended = read_append_range(append_range_path(state_dir, full_id)) \

@@ -42,7 +42,7 @@ from orion.write_session.set_aside import SetAside
 if TYPE_CHECKING:
     from orion.runtime.conversation import Message
     from orion.runtime.runtime import Runtime
-    from orion.statechart.lifecycle import Lifecycle
+    from orion.statechart.interpreter.lifecycle import Lifecycle
 
 __all__ = ["KeepRefused", "SessionSummary", "WriteSession", "lifecycle_key", "session_dir",
            "validate_write"]

@@ -142,7 +142,7 @@ class Catalog:
 
     def _fingerprint(self) -> tuple:
         """What resolving depends on: every file and what ``stat`` says of it, the plugins."""
-        files = []
+        files: list[tuple[ChartSource, int | None, int | None]] = []
         for chain in self.sources.values():
             for source in chain:
                 try:
