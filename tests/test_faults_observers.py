@@ -67,6 +67,7 @@ def operations_with_damaged(database: str, damage: str, tmp_path: Path,
     return workspace, said
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", list(DAMAGE))
 def test_a_damaged_orion_db_stops_neither_the_run_nor_a_write_nor_plan_work(damage, tmp_path,
                                                                              healthy):
@@ -84,6 +85,7 @@ def test_a_damaged_orion_db_stops_neither_the_run_nor_a_write_nor_plan_work(dama
     assert [plan["status"] for plan in plans_of(state)] == ["COMPLETED", "SUPERSEDED"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", list(DAMAGE))
 def test_a_damaged_plans_db_stops_neither_the_run_nor_a_write_nor_traces(damage, tmp_path,
                                                                           healthy):
@@ -95,6 +97,7 @@ def test_a_damaged_plans_db_stops_neither_the_run_nor_a_write_nor_traces(damage,
     assert trace_count(workspace) > 10
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("database", ["orion.db", "plans.db"])
 @pytest.mark.parametrize("damage", list(DAMAGE))
 @pytest.mark.parametrize("command", [["traces"], ["traces", "stats"], ["plan", "show"],
@@ -117,6 +120,7 @@ def test_reading_commands_answer_a_damaged_database_with_one_error_line(database
         lines
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("database", ["orion.db", "plans.db"])
 def test_a_database_locked_by_another_process_stops_no_write(database, tmp_path, healthy):
     # Another process holds an exclusive transaction on the database for the whole run.
@@ -138,6 +142,7 @@ def test_a_database_locked_by_another_process_stops_no_write(database, tmp_path,
     assert files_of(workspace) == healthy
 
 
+@pytest.mark.slow
 def test_the_run_after_the_damage_is_moved_aside_records_again(tmp_path, healthy):
     # The error message's advice works: move the file aside, and traces and plans come back.
     workspace = tmp_path / "ws"
@@ -152,6 +157,7 @@ def test_the_run_after_the_damage_is_moved_aside_records_again(tmp_path, healthy
     assert traces.returncode == 0 and traces.stdout.strip(), traces.stderr
 
 
+@pytest.mark.slow
 def test_two_runs_starting_at_once_in_a_fresh_workspace_both_record(tmp_path):
     # Both set up orion.db (WAL, migrations) at the same moment; SQLite refuses one of two
     # schema writers at once, so the set-up is serialized. Bounded: six pairs.

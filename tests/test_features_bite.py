@@ -694,16 +694,16 @@ def eacces_is_fatal(p: Patcher) -> None:
     p.wrap("orion.write_session.journal:Journal._disk_failed", make)
 
 
-@variant("SR-8", "orion.runtime.runner:startup (as orion run calls it)",
+@variant("SR-8", "orion_plugins.write_sessions:startup (as runtime_started calls it)",
          "orion run skips the crash recovery at start", keyword="command_line")
 def run_skips_recovery(p: Patcher) -> None:
-    p.replace_in(("orion.runtime.runner",), "startup", lambda runtime: [])
+    p.replace_in(("orion_plugins.write_sessions",), "startup", lambda runtime: [])
 
 
-@variant("SR-8", "orion.runtime.chat:startup (as orion chat calls it)",
+@variant("SR-8", "orion_plugins.write_sessions:startup (as runtime_started calls it)",
          "orion chat skips the crash recovery at start", keyword="orion_chat")
 def chat_skips_recovery(p: Patcher) -> None:
-    p.replace_in(("orion.runtime.chat",), "startup", lambda runtime: [])
+    p.replace_in(("orion_plugins.write_sessions",), "startup", lambda runtime: [])
 
 
 @variant("SR-9", "orion_plugins.session_commands:sessions_clean",
@@ -1162,6 +1162,62 @@ def drafts_overwrite_each_other(p: Patcher) -> None:
          "text that is not UTF-8 fails every query of the plan store")
 def damaged_row_spoils_all(p: Patcher) -> None:
     p.replace("orion.plan.store:_text", lambda raw: raw.decode("utf-8"))
+
+
+@variant("FS-7", "orion.runtime.stop_signals:until_stopped",
+         "a signal ends the command where it stands (the default action)")
+def signals_unhandled(p: Patcher) -> None:
+    async def until_stopped(work, signals=()):
+        return await work
+    p.replace("orion.runtime.stop_signals:until_stopped", until_stopped)
+
+
+@variant("FS-8", "orion.write_session.orphans:_age",
+         "a session's age is the wall clock's word alone")
+def wall_clock_age(p: Patcher) -> None:
+    p.replace("orion.write_session.orphans:_age",
+              lambda wall, boot, now_ms, now_boot: max(0.0, now_ms - wall))
+
+
+@variant("FS-8", "orion.write_session.startup:_expire",
+         "an orphan past its TTL is deleted with its content")
+def expired_sessions_deleted(p: Patcher) -> None:
+    from orion.write_session.journal import remove_session
+    from orion.write_session.startup import StartupAction
+
+    def _expire(runtime, orphan, ttl, now, now_boot):
+        remove_session(orphan.directory)
+        return StartupAction(orphan.id, "expired", "removed orphaned write session "
+                             f"{orphan.short}: older than 1 h")
+    p.replace("orion.write_session.startup:_expire", _expire)
+
+
+@variant("FS-9", "orion.write_session.journal:open_private",
+         "journal files are opened through links, with the umask's mode")
+def journal_follows_links(p: Patcher) -> None:
+    import os
+
+    p.replace("orion.write_session.journal:open_private",
+              lambda path, flags, mode=0o600: os.open(path, flags, 0o666))
+    p.replace("orion.write_session.journal:links_in", lambda directory: {})
+
+
+@variant("FS-10", "orion.write_session.journal:DEGRADING_ERRNOS",
+         "too many open files is an error the journal does not expect")
+def open_file_limit_unexpected(p: Patcher) -> None:
+    import errno
+
+    from orion.write_session import journal
+
+    p.replace("orion.write_session.journal:DEGRADING_ERRNOS",
+              journal.DEGRADING_ERRNOS - {errno.EMFILE, errno.ENFILE})
+    p.replace("orion.write_session.journal:OPEN_LIMITS", frozenset())
+
+
+@variant("FS-11", "orion.statechart.checks.loops:_completion_loops",
+         "orion check sees no completion loop", keyword="refused_before_anything")
+def completion_loops_unseen(p: Patcher) -> None:
+    p.replace("orion.statechart.checks.loops:_completion_loops", lambda *args: iter(()))
 
 
 # Partial breaks ------------------------------------------------------------------------------
@@ -1650,6 +1706,7 @@ def test_every_rule_has_a_variant() -> None:
 WORKERS = max(1, min(2, os.cpu_count() or 1))
 
 
+@pytest.mark.slow
 def test_every_variant_fails_the_scenarios_of_its_rule(tmp_path: Path) -> None:
     pytest.importorskip("pytest_bdd")
     names = [v.name for v in VARIANTS]

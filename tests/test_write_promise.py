@@ -267,6 +267,26 @@ def test_case_6_a_last_line_without_a_line_break_is_asked_about_never_glued(run,
     assert status(played) == "written"
 
 
+@pytest.mark.parametrize("reply,content", [
+    ("DONE not alone\nlast\nDONE\n", "alpha\nDONE not alone\nlast\n"),
+    ("DONE\n", "alpha\n"),
+    ("DONE", "alpha\n")])
+def test_a_cut_right_after_done_is_an_unfinished_line_the_model_finishes(run, reply, content):
+    """A reply cut off (``length``) just after ``DONE``, before its line break: the line may be
+    the terminator or ``DONE not alone``. It is asked about as any unfinished line; the model's
+    answer decides, so neither the lines after it nor a DONE in the file are a guess."""
+    played = run([
+        {"user": "Write notes.md."}, begin("notes.md"),
+        say("alpha\nDONE", finish_reason="length"),
+        {"expect": "> DONE"},
+        say(reply),
+        {"expect": "Created notes.md"}, say("Done."),
+    ])
+    ok(played)
+    assert played.text("notes.md") == content
+    assert status(played) == "written"
+
+
 # -- 7. repeated terminator lines --------------------------------------------------------------
 
 
@@ -382,6 +402,7 @@ def test_write_plan_tool_keep_is_advertised_only_while_a_session_is_open(run):
 # -- 8, with a real crash and a real chat ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_case_8_a_held_message_survives_sigkill_and_is_delivered_after_the_write(tmp_path):
     # The process is killed while the model answers the question the held message brought
     # (its reply streams slowly); the message was saved when it was held.
@@ -432,6 +453,7 @@ def test_case_8_a_held_message_survives_sigkill_and_is_delivered_after_the_write
     assert (workspace / "rows.txt").read_text().startswith("first\nrow 0\n")
 
 
+@pytest.mark.slow
 def test_case_8_quit_in_orion_chat_says_what_is_held_and_open(tmp_path):
     from sse_server import SSEServer, begin_write, stream, text_stream
 
@@ -454,6 +476,7 @@ def test_case_8_quit_in_orion_chat_says_what_is_held_and_open(tmp_path):
     assert orphan.held == ["Is it raining?"] and not orphan.live
 
 
+@pytest.mark.slow
 def test_case_8_in_a_terminal_quit_names_the_held_message_and_the_open_session(tmp_path):
     import shutil
 

@@ -172,11 +172,12 @@ def plans_into(workspace: Path, directory: str, count: int) -> tuple[int, int]:
     the swap made fail."""
     from orion.errors import OrionError
     from orion.write_session.operations import execute
-    from orion.write_session.plan import WritePlan, check_plan
+    from orion.write_session.plan import Operation, WritePlan, check_plan
 
     written = refused = 0
     for i in range(count):
-        plan = WritePlan(intent="race", target_file=f"{directory}/f{i}.md", operation="create")
+        plan = WritePlan(intent="race", target_file=f"{directory}/f{i}.md",
+                         operation=Operation.CREATE)
         try:
             checked = check_plan(plan, workspace=workspace, state_dir=workspace / ".orion")
             execute(checked, b"data\n", state_dir=workspace / ".orion", session_id=f"s{i}")

@@ -44,9 +44,10 @@ Responses (build them with the helpers):
     A ``text/event-stream`` response. ``items`` are written in order, each in its own flush
     (its own HTTP chunk): a ``dict`` is written as ``data: <json>\\n\\n``; a ``str`` is written
     verbatim (use :data:`KEEP_ALIVE` for ``: keep-alive\\n\\n`` comment lines, or any raw SSE
-    text). ``done`` appends ``data: [DONE]\\n\\n``. ``cut`` ends the response abruptly: the
-    socket is closed without the final zero-length chunk, so the client sees a broken body
-    (``incomplete chunked read``). ``chunked=False`` sends no length and ends the body by
+    text), and so are ``bytes`` (raw invalid UTF-8, say). ``done`` appends
+    ``data: [DONE]\\n\\n``. ``cut`` ends the response abruptly: the socket is closed without
+    the final zero-length chunk, so the client sees a broken body (``incomplete chunked
+    read``). ``chunked=False`` sends no length and ends the body by
     closing the connection, which the client sees as a normal end of the response.
 
 ``drop()``
@@ -98,7 +99,7 @@ OMIT: Any = object()
 
 @dataclass(frozen=True)
 class StreamResponse:
-    items: tuple[dict[str, Any] | str, ...]
+    items: tuple[dict[str, Any] | str | bytes, ...]
     done: bool = True
     cut: bool = False
     chunked: bool = True
@@ -551,8 +552,8 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
-    def _write(self, text: str, chunked: bool) -> None:
-        data = text.encode()
+    def _write(self, text: str | bytes, chunked: bool) -> None:
+        data = text if isinstance(text, bytes) else text.encode()
         if chunked:
             data = b"%x\r\n%s\r\n" % (len(data), data)
         self.wfile.write(data)
@@ -575,12 +576,12 @@ class Pause:
     seconds: float
 
 
-def _sse_pieces(response: StreamResponse) -> Iterator[str]:
+def _sse_pieces(response: StreamResponse) -> Iterator[str | bytes]:
     for item in response.items:
         if isinstance(item, Pause):
             time.sleep(item.seconds)
             continue
-        yield item if isinstance(item, str) else f"data: {json.dumps(item)}\n\n"
+        yield item if isinstance(item, str | bytes) else f"data: {json.dumps(item)}\n\n"
     if response.done:
         yield "data: [DONE]\n\n"
 

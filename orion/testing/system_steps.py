@@ -28,7 +28,6 @@ from typing import Any
 import pytest
 from pytest_bdd import given, parsers, then, when
 
-from orion import hookimpl
 from orion.testing.steps import PATH, TEXT, ContentOn, _book, lines_of, unescape
 from orion.testing.world import World
 
@@ -298,7 +297,7 @@ def journals_permission_denied(orion_world: World) -> None:
         fd = os.open(PERMISSION_DENIED_FILE, os.O_WRONLY | os.O_APPEND)
     except OSError as exc:
         if exc.errno != errno.EACCES:
-            pytest.skip(f"{PERMISSION_DENIED_FILE} gives {errno.errorcode.get(exc.errno)} here, "
+            pytest.skip(f"{PERMISSION_DENIED_FILE} gives {errno.errorcode.get(exc.errno or 0)} here, "
                         "not EACCES")
     else:
         os.close(fd)

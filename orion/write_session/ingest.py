@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING
 
 from orion.write_session.decision import CUT_LINE, HEAD_LINES, Quoted, Start, read_start
-from orion.write_session.journal import ENCODING_ERRORS
+from orion.write_session.journal import ENCODING_ERRORS, JournalOutOfMemory
 from orion.write_session.progress import Progress
 from orion.write_session.protocol import EndMarker
 
@@ -103,13 +103,19 @@ class Ingest:
         new lines."""
         content = self.marker.feed(text)
         if content:
-            size = self.journal.append(content)
+            try:
+                size = self.journal.append(content)
+            except JournalOutOfMemory as exc:
+                # What arrived is on disk (or in a rescue file): the session ends here, as a
+                # failed write does, and the stream stops with the error.
+                self._failed(exc)
+                raise
             if "\n" in content:
                 if _monotonic() - self._last_live >= LIVE_LINE_INTERVAL_S:
                     self._live()
                 streamed = self._streamed
                 if streamed is not None and streamed.due(size):
-                    streamed.check(self.journal.read(streamed.checked))
+                    streamed.check(self.journal.whole_lines(streamed.checked))
 
     def _take_batch(self: WriteSession) -> None:
         """Take in the content chunks fed since the last batch (see :meth:`feed`)."""
@@ -194,6 +200,14 @@ class Ingest:
                 self._bytes_at_start = min(self._bytes_at_start, at)
                 self._restart_streamed_checks(at)
                 self._set_aside(CUT_LINE, line, at)
+        elif self._cut_terminator(start, held):
+            # The cut took the line break of a terminator line, and the reply confirms it: the
+            # unfinished line was never content.
+            line = self.journal.last_line()
+            at = self.journal.bytes - len(line)
+            self.journal.truncate(at)
+            self._bytes_at_start = min(self._bytes_at_start, at)
+            self._restart_streamed_checks(at)
         rest = held[start.repeat:]
         if start.repeat and self._marker_at_end is not None:
             # The line sent again is read whole: a fence line cut after its first backtick
@@ -206,6 +220,14 @@ class Ingest:
         # starts where the next chunk starts (feed sets it).
         self._mode, self._claimed_from = "content", -1
         self._take_in(rest)
+
+    def _cut_terminator(self: WriteSession, start: Start, held: str) -> bool:
+        """Whether a message cut off after a terminator (``DONE`` with no line break yet) is
+        answered with the terminator line alone: the quoted unfinished line is that
+        terminator, and the reply says DONE rather than sending a longer line."""
+        last = self.journal.last_line().strip(b" \t\r")
+        return (not start.repeat and last == self.terminator.encode("utf-8")
+                and _only_terminator(held.split("\n", 1)[0], self.terminator))
 
     def _restart_streamed_checks(self: WriteSession, at: int) -> None:
         """The content changed before byte ``at`` of what the streamed line checks covered:

@@ -54,7 +54,7 @@ class MessageEnds:
             return
         if self._mode == "content":
             self._marker_at_end = self.marker.save()
-            rest = self.marker.end_message()
+            rest = self.marker.end_message(cut=_cut(finish) is not Cut.CLEAN)
             if rest:
                 self.journal.append(rest)
             if self._done_in_open_fence():

@@ -189,16 +189,18 @@ class EndMarker:
             return ""
         return self._feed_lines(text)
 
-    def end_message(self) -> str:
+    def end_message(self, *, cut: bool = False) -> str:
         """The model message ended: resolve the held partial line and return what is content.
 
         A partial line that is the terminator (``"DONE"`` without a newline) ends the content:
-        ``done`` becomes True and ``""`` is returned. Any other held text is content. The next
-        message starts a new line for detection; the fence state carries over.
+        ``done`` becomes True and ``""`` is returned, unless the message was ``cut`` off: then
+        the line is unfinished (``DONE not alone`` may follow) and is content like any other
+        held text. The next message starts a new line for detection; the fence state carries
+        over.
         """
         if self._done:
             return ""
-        if self._tphase == self._tlen:
+        if self._tphase == self._tlen and not cut:
             self._done = True
             self._plain = False
             self._held = []
