@@ -335,7 +335,8 @@ def test_two_processes_appending_at_once_lose_no_append(tmp_path):
     racer = tmp_path / "racer.py"
     racer.write_text(RACER)
     count = 40
-    procs = [subprocess.Popen([sys.executable, str(racer), str(ws), name, str(count)],
+    procs = [subprocess.Popen([sys.executable, str(racer), str(ws), name, str(count),
+                               "shared.md", "2"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for name in ("A", "B")]
     outputs = [p.communicate(timeout=300) for p in procs]

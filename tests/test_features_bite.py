@@ -1505,8 +1505,8 @@ def read_only_is_fatal(p: Patcher) -> None:
 
 mutant("connection_cut_escapes", "WS-21", "orion.models.openai_compat:OpenAICompatibleModel._stream",
        "only an error status ends a stream as a cut-off; a connection that breaks escapes",
-       ("except (APIError, _ErrorEvent, json.JSONDecodeError) as err:",
-        "except (APIStatusError, _ErrorEvent, json.JSONDecodeError) as err:"))
+       ("except (APIError, _ErrorEvent, _NotUtf8, json.JSONDecodeError) as err:",
+        "except (APIStatusError, _ErrorEvent, _NotUtf8, json.JSONDecodeError) as err:"))
 
 mutant("any_endpoint_error_ends_chat", "WS-21", "orion.runtime.chat:_guarded",
        "orion chat ends on any model error, not only on a rejected key",

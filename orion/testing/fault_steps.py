@@ -204,7 +204,7 @@ def two_appenders(orion_world: World, count: int, path: str) -> None:
     """Two real processes, each appending ``<name> <i>`` lines one write at a time: a plan
     checked, then executed a moment later (:data:`faults.RACER`)."""
     processes = [subprocess.Popen([sys.executable, "-c", faults.RACER,
-                                   str(orion_world.workspace), name, str(count), path],
+                                   str(orion_world.workspace), name, str(count), path, "2"],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for name in ("A", "B")]
     for process in processes:

@@ -78,9 +78,10 @@ WITHOUT_OVERRIDE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
 
 # -- other processes -------------------------------------------------------------------------------
 
-#: ``python -c RACER WORKSPACE NAME COUNT``: appends ``NAME i`` to ``shared.md`` COUNT times,
-#: each a plan checked, then executed a moment later, as a write session does (a refused write
-#: is checked and tried again). Prints how many times it was refused.
+#: ``python -c RACER WORKSPACE NAME COUNT [TARGET [RACERS]]``: once RACERS of them started,
+#: appends ``NAME i`` to TARGET (``shared.md``) COUNT times, each a plan checked, then executed
+#: a moment later, as a write session does (a refused write is checked and tried again).
+#: Prints how many times it was refused.
 RACER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
@@ -89,6 +90,15 @@ RACER = textwrap.dedent("""
 
     ws, name, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     target = sys.argv[4] if len(sys.argv) > 4 else "shared.md"
+    racers = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+    # A start line: on a busy machine one process could finish before the other starts.
+    gate = ws.parent / (ws.name + ".race")
+    gate.mkdir(exist_ok=True)
+    (gate / name).touch()
+    for _ in range(6000):
+        if len(list(gate.iterdir())) >= racers:
+            break
+        time.sleep(0.01)
     refused = 0
     for i in range(count):
         for attempt in range(500):  # bounded: a refused write is checked and tried again

@@ -48,8 +48,11 @@ class InTerminal:
         """What the command wrote since the last read (waits at most ``wait_s`` for it)."""
         if self.master < 0:
             return
-        ready, _, _ = select.select([self.master], [], [], wait_s)
-        if ready:
+        # poll, not select: select() refuses a descriptor numbered past 1024, which a long
+        # test session reaches.
+        poller = select.poll()
+        poller.register(self.master, select.POLLIN)
+        if poller.poll(wait_s * 1000):
             try:
                 self.output += os.read(self.master, 65536)
             except OSError:  # the command's side is closed: everything is read
