@@ -9,7 +9,7 @@ STAMP := $(VENV)/.orion-installed
 SOURCES := pyproject.toml $(shell find orion plugins statecharts examples -type f \( -name '*.py' -o -name '*.yaml' -o -name '*.json' \) 2>/dev/null)
 PYTEST_ARGS ?=
 
-.PHONY: demo test bench check clean
+.PHONY: demo test test-fast bench check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,7 @@ $(STAMP): $(BIN)/python $(SOURCES)
 demo: $(STAMP)
 	$(BIN)/orion demo
 
-# `orion check` first, then every test, including the Gherkin features (tests/bdd binds all of
+# `orion check` first, mypy and ruff (pyproject.toml configures both), then every test, including the Gherkin features (tests/bdd binds all of
 # features/), with their cucumber JSON report in $(CUCUMBER_JSON) (reports/ is git-ignored);
 # then the team-customization example, a project of its own (its pytest settings, its report).
 # CI gates on the exit codes: the first failure stops make with it.
@@ -39,15 +39,30 @@ test: $(STAMP)
 	@command -v tmux >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
 		(apt-get update -qq && apt-get install -y -qq tmux) >/dev/null 2>&1; } || \
 		echo "tmux is not installed: the terminal test of orion chat is skipped"
+	@# a wall clock stepped ahead is tested for real with libfaketime, from Debian's packages
+	@command -v faketime >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
+		(apt-get update -qq && apt-get install -y -qq faketime) >/dev/null 2>&1; } || \
+		echo "libfaketime is not installed: the real clock-step tests are skipped"
 	@# orion diagram draws pictures with Graphviz's dot program, from Debian's packages too
 	@command -v dot >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
 		(apt-get update -qq && apt-get install -y -qq graphviz) >/dev/null 2>&1; } || \
 		echo "Graphviz is not installed: the tests that draw a picture are skipped"
 	$(BIN)/orion check
+	@# types (strict on orion.api, orion.hookspecs and plugins/), then style and complexity
+	$(BIN)/mypy
+	$(BIN)/ruff check orion plugins
 	@mkdir -p $(dir $(CUCUMBER_JSON))
 	$(BIN)/pytest --cucumber-json=$(CUCUMBER_JSON) $(PYTEST_ARGS)
 	$(BIN)/pytest $(TEAM_EXAMPLE) --rootdir=$(TEAM_EXAMPLE) \
 		--cucumber-json=$(dir $(CUCUMBER_JSON))cucumber-team-customization.json $(PYTEST_ARGS)
+
+# The fast lane, for the edit-test loop: every test but those marked `slow` (real subprocesses,
+# terminals in tmux, a wheel built and installed; pyproject.toml registers the marker), the
+# features included, and the team-customization example. `make test` runs them all, and names
+# each slow test with its time as it finishes.
+test-fast: $(STAMP)
+	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/pytest $(TEAM_EXAMPLE) --rootdir=$(TEAM_EXAMPLE) -m "not slow" $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	for script in bench/bench_*.py; do $(BIN)/python $$script || exit 1; done

@@ -34,6 +34,17 @@ a shell runs them:
    2x the content. Line 5b: the same chat on a terminal (a pseudo-terminal, typed into as a
    person types), where the write is a bounded preview and a live line, over a one-line chat on
    a terminal. Same target.
+6. Memory per write over ``--writes`` writes (default 1,000) in one ``orion chat`` (40 lines
+   each, to 50 files: created, then overwritten and appended to in turn; begin, the content,
+   DONE, a short reply): the resident set after the last write
+   over the one after the first fifth, per write, against the size of one write's content (the
+   baseline: what a write could hold if it kept its content). Target: at most 0.5x that, i.e.
+   a write leaves less behind than half its content. Printed beside it: ``.orion``'s growth
+   per write over the same span (undo records and backups, pruned to ``keep_backups`` as writes
+   happen; the trace database).
+7. A one-line write of ``--one-line-megabytes`` (default 256; run once at 2048 for the 2 GiB
+   figure) in ``orion run``, the reply read from a file: the peak RSS over ``orion run
+   hello``'s, against the content's size. Target: at most 2x.
 """
 
 from __future__ import annotations
@@ -47,6 +58,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
@@ -128,7 +140,7 @@ def best_of(reps: int, argv: list[str], **kwargs) -> float:
 
 
 def run_probed(argv: list[str], env: dict[str, str], stdin: bytes = b"", *,
-               terminal: bytes = b"") -> dict[str, int]:
+               terminal: bytes = b"") -> dict[str, Any]:
     """Run ``argv`` to its end with the memory probe (:data:`PROBE`) loaded; what it noted.
     With ``terminal``, the text shown when it is done: it runs on a terminal instead."""
     if terminal:
@@ -136,9 +148,12 @@ def run_probed(argv: list[str], env: dict[str, str], stdin: bytes = b"", *,
     else:
         run(argv, input=stdin, env=env)
     out = Path(env["ORION_MEMORY_PROBE"])
-    notes: dict[str, int] = {}
+    notes: dict[str, Any] = {"rss_after_writes": []}
     for line in out.read_text().splitlines():
-        notes.update(json.loads(line))
+        record = json.loads(line)
+        if "rss" in record:
+            notes["rss_after_writes"].append(record.pop("rss"))
+        notes.update(record)
     out.unlink()
     return notes
 
@@ -175,10 +190,10 @@ def lifecycle_started(lifecycle, host):
 @hookimpl
 def lifecycle_finished(lifecycle, host):
     if lifecycle.name == "write_session":
-        _note(end=_status("VmHWM"))
+        _note(end=_status("VmHWM"), rss=_status("VmRSS"))
 
 @hookimpl
-def runtime_closing(runtime):
+def runtime_closing(host):
     _note(closing=_status("VmHWM"))
 """
 
@@ -273,12 +288,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--megabytes", type=float, default=5.0)
     parser.add_argument("--memory-megabytes", type=float, default=50.0,
                         help="the size of the write whose memory lines 4 and 5 measure")
+    parser.add_argument("--writes", type=int, default=1000,
+                        help="how many writes line 6 makes in one orion chat")
+    parser.add_argument("--one-line-megabytes", type=float, default=256.0,
+                        help="the size of line 7's one-line write (2048: the 2 GiB figure)")
+    parser.add_argument("--only", type=int, nargs="*", default=None,
+                        help="run only these lines (6 and 7 take minutes at full size)")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
     args = parser.parse_args(argv)
     ok = True
     print(f"Orion end-to-end benchmark: python {sys.version.split()[0]}; best of {args.reps} "
           "runs of each process")
+
+    if args.only:
+        with tempfile.TemporaryDirectory(prefix="orion-bench-") as tmp:
+            if 6 in args.only:
+                ok &= writes_over_time(Path(tmp), args.writes)
+            if 7 in args.only:
+                ok &= one_line_write(Path(tmp), args.one_line_megabytes)
+        return 1 if args.check and not ok else 0
 
     click_s = best_of(args.reps, [sys.executable, "-c", "import click"])
     help_s = best_of(args.reps, [ORION, "--help"])
@@ -338,7 +367,90 @@ def main(argv: list[str] | None = None) -> int:
               f"workspace  {base_s:6.3f} s   extra {extra:6.3f} s (target <= "
               f"{MAX_ORPHAN_EXTRA_S} s)   {'OK' if extra <= MAX_ORPHAN_EXTRA_S else 'MISS'}")
         ok &= memory(tmp_path, args.memory_megabytes)
+        ok &= writes_over_time(tmp_path, args.writes)
+        ok &= one_line_write(tmp_path, args.one_line_megabytes)
     return 1 if args.check and not ok else 0
+
+
+#: Line 6's target: what a write leaves behind in the process, against its content's size.
+MAX_PER_WRITE_RATIO = 0.5
+#: Line 6: each write's content (40 lines).
+WRITE_BODY = "".join(f"Line {n} of the notes: a sentence of ordinary length, " \
+                     "with some words.\n" for n in range(1, 41))
+
+
+def writes_over_time(tmp: Path, count: int) -> bool:
+    """Line 6: ``count`` writes in one ``orion chat``; what each leaves behind."""
+    env = install_probe(tmp / "probe")
+    clean = {k: v for k, v in env.items() if not k.startswith(("OPENAI_", "ORION_"))}
+    clean.update(OPENAI_API_KEY="bench", ORION_MEMORY_PROBE=env["ORION_MEMORY_PROBE"])
+    responses = []
+    for n in range(count):
+        operation = "create" if n < 50 else ("append" if n % 2 else "overwrite")
+        responses += [begin_write(f"notes/{n % 50}.md", operation),
+                      stream(text_stream(WRITE_BODY, "DONE\n")),
+                      stream(text_stream("Written."))]
+    workspace = tmp / "c-many"
+    lines = "".join(f"Write note {n}.\n" for n in range(count))
+    started = time.perf_counter()
+    with SSEServer(responses) as server:
+        notes = run_probed([ORION, "chat", "--base-url", server.base_url, "--model", "bench",
+                            "--workspace", str(workspace)], clean, stdin=lines.encode())
+    took = time.perf_counter() - started
+    rss = notes["rss_after_writes"]
+    assert len(rss) == count, f"{len(rss)} of {count} writes finished"
+    first = count // 5
+    per_write = (rss[-1] - rss[first - 1]) / (count - first)
+    state = workspace / ".orion"
+    state_bytes = sum(p.stat().st_size for p in state.rglob("*") if p.is_file())
+    size = len(WRITE_BODY.encode("utf-8"))
+    ratio = per_write / size
+    print(f"[6] orion chat, memory per write over {count:,} writes: {per_write / 1024:+.2f} KiB "
+          f"per write (RSS {rss[first - 1] / 2**20:.1f} MB after {first:,} writes, "
+          f"{rss[-1] / 2**20:.1f} MB after {count:,})   ratio {ratio:4.2f}x one write's "
+          f"{size / 1024:.1f} KiB of content (target <= {MAX_PER_WRITE_RATIO:g}x)   "
+          f"{'OK' if ratio <= MAX_PER_WRITE_RATIO else 'MISS'}   (.orion: "
+          f"{state_bytes / 2**20:.1f} MB, {state_bytes / count / 1024:.1f} KiB per write; "
+          f"{took:.0f} s)")
+    return ratio <= MAX_PER_WRITE_RATIO
+
+
+def one_line_write(tmp: Path, megabytes: float) -> bool:
+    """Line 7: a write whose content is one line of ``megabytes``, in ``orion run``."""
+    env = install_probe(tmp / "probe")
+    size = int(megabytes * 1024 * 1024)
+    text_file = tmp / "one-line.reply.md"
+    with open(text_file, "wb") as f:
+        piece = b"0123456789abcdef" * 65536  # 1 MiB
+        for _ in range(size // len(piece)):
+            f.write(piece)
+        f.write(piece[:size % len(piece)])
+        f.write(b"\nDONE\n")
+    script = tmp / "one-line.yaml"
+    script.write_text(json.dumps({"conversation": [
+        {"user": "Write the one-line file."},
+        {"model": {"tool_calls": [{"name": "WritePlanTool_begin", "arguments": {
+            "intent": "one long line", "target_file": "line.txt", "operation": "create"}}]}},
+        {"model": {"text_file": text_file.name, "chunk_size": 65536}},
+        {"model": {"text": "Written."}}]}))
+    hello = ROOT / "examples" / "hello.yaml"
+    base, _ = peaks(run_probed([ORION, "run", str(hello), "--workspace",
+                                str(tmp / "l-hello")], env))
+    workspace = tmp / "l-write"
+    started = time.perf_counter()
+    whole, write = peaks(run_probed([ORION, "run", str(script), "--workspace", str(workspace)],
+                                    env))
+    took = time.perf_counter() - started
+    written = (workspace / "line.txt").stat().st_size
+    text_file.unlink()
+    shutil.rmtree(workspace, ignore_errors=True)
+    assert written == size + 1, f"the write holds {written} bytes, not {size + 1}"
+    ratio = (whole - base) / size
+    print(f"[7] orion run, a one-line write of {megabytes:g} MB: peak RSS {whole / 2**20:.0f} MB,"
+          f" +{(whole - base) / 2**20:.0f} MB over `orion run hello`'s   ratio {ratio:4.2f}x "
+          f"content (target <= {MAX_MEMORY_RATIO:g}x)   "
+          f"{'OK' if ratio <= MAX_MEMORY_RATIO else 'MISS'}   ({took:.0f} s)")
+    return ratio <= MAX_MEMORY_RATIO
 
 
 def memory(tmp: Path, megabytes: float) -> bool:

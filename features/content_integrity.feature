@@ -64,6 +64,19 @@ Feature: Nothing the model streams is lost without a word
     Then "docs/guide.md" has 32 lines
     And the write session of "docs/guide.md" is "written"
 
+  @WS-16 @idle
+  Scenario: A short reply to the idle prompt that says DONE in a sentence is content, not the answer DONE
+    When the model streams 3 lines to "notes.md" without DONE
+    And 2000 ms pass
+    And the model replies "I am DONE with the file.\n"
+    Then the write session is waiting for DONE or more content
+    And "notes.md" does not exist
+    When 2000 ms pass
+    And the model replies "DONE"
+    Then "notes.md" has 4 lines
+    And "notes.md" contains "Line 3 of notes.md.\nI am DONE with the file.\n"
+    And the write session of "notes.md" is "written"
+
   @WS-17
   Scenario: A message the user types while a session is open is held until the file is written
     When the model streams 2 lines to "docs/guide.md" without DONE
@@ -108,6 +121,21 @@ Feature: Nothing the model streams is lost without a word
     And the write session of "todo.md" is "written_with_set_aside"
     And the text set aside for "todo.md" is "Task B\nTask C\nThat is all."
 
+  @WS-15 @WS-22
+  Scenario: Two parts set aside are counted together in the report, and both are kept once the file is written
+    Given the workspace has a file "notes.md" containing "ship it on Friday\n"
+    When the model begins to create "summary.md"
+    And the model says "Let me read the notes first.\n" and calls "read_file" with:
+      """
+      {"path": "notes.md"}
+      """
+    And the model replies "# Summary\nDONE\nThat is all.\nBye.\n"
+    Then the content of "summary.md" is "# Summary\n"
+    And the model is told "3 lines set aside, not written: part 1"
+    When the user runs "orion sessions show <session>"
+    Then the console shows "Let me read the notes first."
+    And the console shows "That is all."
+
   @WS-19
   Scenario: A last line without a line break is the model's to decide
     When the model begins to create "VERSION"
@@ -135,6 +163,16 @@ Feature: Nothing the model streams is lost without a word
     And the text set aside for "notes.txt" is "Something else!"
     And the write session of "notes.txt" is "written_with_set_aside"
 
+  @WS-19 @WS-22
+  Scenario: A reply that goes on from the middle of an unfinished line is not glued to it; the old start is set aside
+    When the model begins to create "snippet.txt"
+    And the model replies "def smaller(a, b):\n    return min"
+    Then the model is asked whether the file ends in the middle of line 2
+    When the model replies "(a, b)\nDONE\n"
+    Then the content of "snippet.txt" is "def smaller(a, b):\n(a, b)\n"
+    And the text set aside for "snippet.txt" is "    return min"
+    And the write session of "snippet.txt" is "written_with_set_aside"
+
   @WS-20 @idle
   Scenario: After max_idle_prompts prompts without new content or DONE the file is written as incomplete
     When the model streams 5 lines to "docs/guide.md" without DONE
@@ -150,6 +188,32 @@ Feature: Nothing the model streams is lost without a word
     And the model is told "(incomplete: no DONE after 3 idle prompts)"
     When 10 minutes pass
     Then the model is not asked to reply DONE
+
+  @WS-20 @idle
+  Scenario: New content sets the count of idle prompts back, so a model that keeps writing is never cut short
+    When the model streams 5 lines to "docs/guide.md" without DONE
+    And 2000 ms pass
+    And the model streams 5 more lines without DONE
+    And 2000 ms pass
+    And the model streams 5 more lines without DONE
+    And 2000 ms pass
+    And the model replies with an empty message
+    Then the write session is waiting for DONE or more content
+    When 2000 ms pass
+    And the model replies "DONE"
+    Then "docs/guide.md" holds the generated lines 1 to 15
+    And the write session of "docs/guide.md" is "written"
+
+  @WS-20 @WS-17 @idle
+  Scenario: The idle timer never asks again while the model is still answering its prompt
+    When the model streams 3 lines to "docs/guide.md" without DONE
+    And the user types "Is it done yet?"
+    Then the model is asked to reply DONE
+    When the model has streamed 2 more lines so far
+    And 10 seconds pass
+    And the model streams 1 more line and DONE
+    Then "docs/guide.md" holds the generated lines 1 to 6
+    And the model was asked to reply DONE once
 
   @WS-20 @config
   Scenario: max_idle_prompts is a setting
@@ -196,6 +260,13 @@ Feature: Nothing the model streams is lost without a word
     When the model begins to create "notes.txt"
     And the model replies "<think>\nThe file ends with a line\nDONE\n</think>\n\nalpha\nbeta\nDONE\n"
     Then the content of "notes.txt" is "alpha\nbeta\n"
+    And the write session of "notes.txt" is "written"
+
+  @WS-23
+  Scenario: A think block after a blank line, its end split between two chunks, is reasoning too
+    When the model begins to create "notes.txt"
+    And the model replies in the chunks "\n<think>\nDONE\n</th", "ink>\nalpha\n" and "DONE\n"
+    Then the content of "notes.txt" is "alpha\n"
     And the write session of "notes.txt" is "written"
 
   @WS-23

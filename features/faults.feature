@@ -139,3 +139,139 @@ Feature: Faults of the environment
     And the console shows "dropped plan"
     When the user types "/plan on"
     Then the command answers "Plan work is on"
+
+  @FS-7 @safety
+  Scenario: SIGTERM in the middle of a write keeps every line that arrived and says how to go on
+    When the user runs "orion run" in a terminal while the model writes 2000 lines to "notes.md" one every 40 ms, and SIGTERM arrives once 62 lines show
+    Then the command fails with exit code 143
+    And the open write session's journal holds every line the terminal showed
+    And the console shows "for notes.md is still open ("
+    And the console shows "`orion sessions recover "
+    And the console shows "stopped by SIGTERM"
+    And "notes.md" does not exist
+
+  @FS-7 @safety
+  Scenario: A terminal closed in the middle of a write keeps every line that arrived
+    When the user runs "orion run" in a terminal while the model writes 2000 lines to "notes.md" one every 40 ms, and the terminal closes once 62 lines show
+    Then the command fails with exit code 129
+    And the open write session's journal holds every line the terminal showed
+
+  @FS-8 @safety
+  Scenario: A wall clock that jumps two hours ahead does not make a fresh session old
+    When the model streams 150 lines to "docs/guide.md" without DONE
+    And Orion crashes
+    And the wall clock jumps 2 hours ahead
+    And Orion starts again 1 minute later
+    Then recovery of "docs/guide.md" is offered
+    And the journal of "docs/guide.md" is still there
+
+  @FS-8 @safety
+  Scenario: A session past its TTL goes to the trash, and only another TTL there deletes it
+    When the model streams 150 lines to "docs/guide.md" without DONE
+    And Orion crashes
+    And Orion starts again 90 minutes later
+    Then the journal of "docs/guide.md" is gone
+    And the user is told "moved orphaned write session"
+    And the user is told "It is deleted from there after another 1 h"
+    And the trash holds the journal of "docs/guide.md" with 150 lines
+    When the wall clock jumps 3 hours ahead
+    And Orion exits and starts again 30 minutes later
+    Then the trash holds the journal of "docs/guide.md" with 150 lines
+    When Orion exits and starts again 31 minutes later
+    Then the user is told "deleted write session"
+    And the trash no longer holds the journal of "docs/guide.md"
+
+  @FS-9 @safety
+  Scenario: A journal is its owner's only, whatever the umask
+    Given the workspace has a file "secret.md" with 3 lines
+    And "secret.md" has the mode 600
+    When the model begins to overwrite "secret.md"
+    And the model streams 120 more lines without DONE
+    Then the journal of "secret.md" is its owner's only
+
+  @FS-9 @safety
+  Scenario: A journal whose content is a link out of the workspace is never recovered through it
+    Given the scenario's clock starts 10 minutes before the real time
+    When the model streams 30 lines to "docs/guide.md" without DONE
+    And Orion crashes
+    And the journal file "content.txt" of "docs/guide.md" is replaced by a link to the file outside the workspace
+    And the user runs "orion sessions recover <session> --finalize"
+    Then the command fails with exit code 1
+    And the console shows "cannot be recovered: its content.txt is a symbolic link to"
+    And the console shows "Nothing written"
+    And "docs/guide.md" does not exist
+    And no file outside the workspace changed
+
+  @FS-10 @safety
+  Scenario: Too many open files in the middle of a write lose nothing and say where the content is
+    When the user runs "orion run" in a terminal while the model writes 600 lines to "notes.md" one every 10 ms, and the open-file limit drops to 10 once 100 lines show
+    Then the command fails with exit code 1
+    And the write session's journal holds all 600 lines
+    And the console shows "Too many open files"
+    And the console shows "The content is saved in write session"
+    And the console does not show "Traceback"
+
+  @FS-11 @config
+  Scenario: A completion that enters its own final state again is refused before anything runs
+    Given the workspace has a file "charts/spin.yaml" containing:
+      """
+      extends: write_session
+      states:
+        session_active:
+          states:
+            spin:
+              tags: [open, receiving]
+              initial: f
+              states:
+                f: {final: true}
+      transitions:
+        insert:
+          - {id: to_spin, trigger: message_end, before: pause, source: session_active.awaiting_content, dest: session_active.spin}
+          - {trigger: done.state.session_active.spin, source: session_active.spin, dest: session_active.spin}
+      """
+    And the workspace's orion.yaml is:
+      """
+      statecharts: [charts/spin.yaml]
+      """
+    When the user runs "orion check"
+    Then the command fails with exit code 1
+    And the console shows "charts/spin.yaml:13:17: 'done.state.session_active.spin' re-enters 'session_active.spin.f'"
+    When the user runs "orion run hello"
+    Then the command fails with exit code 2
+
+  @FS-11 @safety
+  Scenario: A loop no check can see ends, and the content that arrived stays in the journal
+    Given the workspace has a file "charts/spin.yaml" containing:
+      """
+      extends: write_session
+      states:
+        session_active:
+          states:
+            spin:
+              tags: [open, receiving]
+              initial: f
+              states:
+                f: {final: true}
+      transitions:
+        insert:
+          - {id: to_spin, trigger: message_end, before: pause, source: session_active.awaiting_content, dest: session_active.spin}
+          - {trigger: done.state.session_active.spin, source: session_active.spin, dest: session_active.spin, unless: model_asked}
+      """
+    And the workspace's orion.yaml is:
+      """
+      statecharts: [charts/spin.yaml]
+      """
+    When the user runs "orion run" with the script:
+      """
+      conversation:
+        - user: Write the notes.
+        - model:
+            tool_calls:
+              - name: WritePlanTool_begin
+                arguments: {intent: notes, target_file: notes.md, operation: create}
+        - model: {text: "first line\nsecond line\n"}
+      """
+    Then the command fails with exit code 1
+    And the console shows "did not come to rest within 10,000 microsteps"
+    And the journal of "notes.md" holds 2 lines on disk
+    And the console does not show "Traceback"

@@ -81,6 +81,22 @@ Feature: Large files are written through a write session
       """
 
   @protocol @WS-5
+  Scenario: A line "DONE." in the middle of the content is content, and so is what follows it
+    When the model begins to create "notes.txt"
+    And the model replies "Step one.\nDONE.\nStep two.\nDONE\n"
+    Then the content of "notes.txt" is "Step one.\nDONE.\nStep two.\n"
+    And the write session of "notes.txt" is "written"
+
+  @protocol @WS-5 @WS-19
+  Scenario: A message that ends with a line "DONE." has not ended the content
+    When the model begins to create "notes.txt"
+    And the model replies "Step one.\nDONE."
+    Then the model is asked whether the file ends in the middle of line 2
+    And "notes.txt" does not exist
+    When the model replies "DONE"
+    Then the content of "notes.txt" is "Step one.\nDONE."
+
+  @protocol @WS-5
   Scenario: A DONE split across streamed chunks is still detected
     When the model begins to create "notes.txt"
     And the model replies in the chunks "alpha\nbeta\nDO", "N" and "E\n"

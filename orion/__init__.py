@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pluggy
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 #: Mark a function as an implementation of an Orion hook (see ``orion.hookspecs``).
 hookimpl = pluggy.HookimplMarker("orion")

@@ -8,10 +8,11 @@ subsystem's package aside: the plan plugin drives ``orion.plan``, the trace stor
 ``orion.trace``). A plugin that adds ``orion`` commands also imports :mod:`orion.commands`, the
 options and errors every command shares.
 
-The host is the runtime. A hook reaches it by name: ``request.runtime`` (context and gating
-requests), ``context.runtime`` (tools), ``turn.runtime`` (pipeline systems), ``runtime``
-(``conversation_reset``, ``runtime_started``, ``runtime_closing``); from a guard or an action,
-:func:`host_of` (``host_of(lifecycle)``).
+The host is the runtime, typed :class:`Host`. Every hook that receives it calls it ``host``
+(the ``lifecycle_*`` hooks, ``runtime_started``, ``runtime_closing``, ``conversation_reset``);
+requests, tool contexts and turns carry it as ``.runtime``; from a guard or an action,
+:func:`host_of` (``host_of(lifecycle)``). Write sessions are seen through
+:class:`WriteSessionView`, whose ``status`` is a :class:`WriteStatus`.
 """
 
 from __future__ import annotations
@@ -36,18 +37,27 @@ _WHERE = {
     "Finish": "orion.models.events", "ReasoningDelta": "orion.models.events",
     "TextDelta": "orion.models.events", "ToolCall": "orion.models.events",
     "Usage": "orion.models.events",
-    "Reporter": "orion.runtime.report",
-    "Lifecycle": "orion.statechart.lifecycle", "Transition": "orion.statechart.lifecycle",
+    "OpenWrite": "orion.runtime.report", "Reporter": "orion.runtime.report",
+    "FileReport": "orion.runtime.run_report", "RunReport": "orion.runtime.run_report",
+    "Budget": "orion.runtime.conversation", "Message": "orion.runtime.conversation",
+    "Turn": "orion.runtime.pipeline",
+    "Lifecycle": "orion.statechart.interpreter.lifecycle",
+    "Step": "orion.statechart.interpreter.lifecycle",
+    "Transition": "orion.statechart.interpreter.lifecycle",
+    "Listener": "orion.statechart.interpreter.listeners",
     "ToolContext": "orion.tools.executor", "execute_call": "orion.tools.executor",
     "Decision": "orion.tools.gating", "GateRequest": "orion.tools.gating",
     "advertised": "orion.tools.gating",
     "ToolSpec": "orion.tools.spec",
+    # the call as gating sees it, arguments parsed (``ToolCall`` is the stream's event)
+    "ParsedCall": "orion.tools.spec:ToolCall",
     "Kind": "orion.trace.events", "TraceEvent": "orion.trace.events",
     "Issue": "orion.validation", "ValidationRequest": "orion.validation",
     "PathOutsideWorkspace": "orion.workspace", "resolve_inside": "orion.workspace",
     "MARKDOWN_INFO": "orion.write_session.protocol",
-    "LineView": "orion.write_session.repair", "find_problems": "orion.write_session.repair",
-    "line_spans": "orion.write_session.repair", "position": "orion.write_session.repair",
+    "LineView": "orion.validation", "find_problems": "orion.validation",
+    "line_spans": "orion.validation", "position": "orion.validation",
+    "WriteSessionView": "orion.write_session.view", "WriteStatus": "orion.write_session.view",
 }
 
 
@@ -55,7 +65,8 @@ def __getattr__(name: str) -> Any:
     if name == "trace_events":
         value: Any = importlib.import_module("orion.trace.events")
     elif name in _WHERE:
-        value = getattr(importlib.import_module(_WHERE[name]), name)
+        module, _, attribute = _WHERE[name].partition(":")
+        value = getattr(importlib.import_module(module), attribute or name)
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value  # the next lookup is a plain one
@@ -68,34 +79,43 @@ if TYPE_CHECKING:
                               StatechartError, TriggerNotAllowed, UnknownTag)
     from orion.models.base import ModelRequest
     from orion.models.events import Finish, ReasoningDelta, TextDelta, ToolCall, Usage
-    from orion.runtime.report import Reporter
-    from orion.statechart.lifecycle import Lifecycle, Transition
+    from orion.clock import Clock
+    from orion.plugins import PluginManager
+    from orion.runtime.conversation import Budget, Conversation, Message
+    from orion.runtime.pipeline import Turn
+    from orion.runtime.report import OpenWrite, Reporter
+    from orion.runtime.run_report import FileReport, RunReport
+    from orion.statechart.interpreter.lifecycle import Lifecycle, Step, Transition
+    from orion.statechart.interpreter.listeners import Listener
+    from orion.trace.recorder import Recorder
     from orion.tools.executor import ToolContext, execute_call
     from orion.tools.gating import Decision, GateRequest, advertised
+    from orion.tools.spec import ToolCall as ParsedCall
     from orion.tools.spec import ToolSpec
     from orion.trace import events as trace_events
     from orion.trace.events import Kind, TraceEvent
-    from orion.validation import Issue, ValidationRequest
+    from orion.validation import (Issue, LineView, ValidationRequest, find_problems, line_spans,
+                                  position)
     from orion.workspace import PathOutsideWorkspace, resolve_inside
     from orion.write_session.protocol import MARKDOWN_INFO
-    from orion.write_session.repair import LineView, find_problems, line_spans, position
-    from orion.write_session.session import WriteSession
+    from orion.write_session.view import WriteSessionView, WriteStatus
 
 __all__ = [
-    "ActionError", "ConfigError", "ContextBlock", "ContextRequest", "Decision", "Diagnostic",
-    "Finish", "GateRequest", "Host", "Issue", "Kind", "LineView", "Lifecycle", "MARKDOWN_INFO",
-    "ModelRequest", "OrionError", "PathOutsideWorkspace", "PluginError", "ReasoningDelta",
-    "Reporter", "StatechartError", "TextDelta", "ToolCall", "ToolContext", "ToolSpec",
-    "TraceEvent", "Transition", "TriggerNotAllowed", "UnknownTag", "Usage", "ValidationRequest",
-    "advertised",
-    "build_context", "execute_call", "find_problems", "hookimpl", "host_of", "line_spans",
-    "position", "resolve_inside", "trace_events", "write_session_of", "write_sessions",
+    "ActionError", "Budget", "ConfigError", "ContextBlock", "ContextRequest", "Decision",
+    "Diagnostic", "FileReport", "Finish", "GateRequest", "Host", "Issue", "Kind", "Lifecycle",
+    "LineView", "Listener", "MARKDOWN_INFO", "Message", "ModelRequest", "OpenWrite", "OrionError",
+    "ParsedCall", "PathOutsideWorkspace", "PluginError", "ReasoningDelta", "Reporter", "RunReport",
+    "StatechartError", "Step", "TextDelta", "ToolCall", "ToolContext", "ToolSpec", "TraceEvent",
+    "Transition", "TriggerNotAllowed", "Turn", "UnknownTag", "Usage", "ValidationRequest",
+    "WriteSessionView", "WriteStatus", "advertised", "build_context", "execute_call",
+    "find_problems", "hookimpl", "host_of", "line_spans", "position", "resolve_inside",
+    "trace_events", "write_session_of", "write_sessions",
 ]
 
 
 @runtime_checkable
 class Host(Protocol):
-    """The runtime a hook runs in, as plugins see it."""
+    """The runtime a hook runs in, as plugins see it: what the built-in plugins use of it."""
 
     #: The workspace directory: every file a tool touches is resolved inside it.
     workspace: Path
@@ -105,38 +125,63 @@ class Host(Protocol):
     reporter: Reporter
     #: Per-runtime state of plugins and subsystems, by name.
     services: dict[str, Any]
-    #: The loaded plugins.
-    plugins: Any
-    #: Records trace events; ``tracer.flush()`` hands them to the stores.
-    tracer: Any
+    #: The loaded plugins: ``plugins.hook.<name>(...)`` calls a hook, ``plugins.registry``
+    #: holds what they registered (tools, commands, systems).
+    plugins: PluginManager
+    #: Records trace events: ``tracer.emit(event)``, ``with tracer.span(...)``.
+    tracer: Recorder
+    #: The conversation: its ``id``, its ``messages``, ``compacted`` (messages dropped so far).
+    conversation: Conversation
+    #: The runtime's clock (``clock.now_ms()``): virtual in tests, the wall's in a run.
+    clock: Clock
+    #: Set to end the conversation after this turn (``/quit``).
+    closing: bool
 
-    def states(self) -> dict[str, str]: ...
+    def states(self) -> dict[str, str]:
+        """The active state of each running lifecycle, by key."""
+        ...
 
-    def tags(self) -> dict[str, frozenset[str]]: ...
+    def tags(self) -> dict[str, frozenset[str]]:
+        """The active tags of each running lifecycle, by key."""
+        ...
 
-    def inject(self, text: str) -> Any: ...
+    def inject(self, text: str) -> Message:
+        """Add a message from Orion to the conversation, for the model to answer."""
+        ...
+
+    def reset(self) -> None:
+        """Clear the conversation (``/reset``) and call ``conversation_reset``."""
+        ...
 
 
 def host_of(source: Any) -> Host | None:
     """The host of a lifecycle (in a guard or an action), a request, a tool context or a
     turn; ``None`` when there is none (a lifecycle run on its own, as in tests)."""
-    from orion.statechart.lifecycle import Lifecycle
+    from orion.statechart.interpreter.lifecycle import Lifecycle
 
-    if isinstance(source, Lifecycle):
-        return source.host
-    return getattr(source, "runtime", None)
+    host: Host | None = source.host if isinstance(source, Lifecycle) \
+        else getattr(source, "runtime", None)
+    return host
 
 
-def write_sessions(host: Host) -> list[WriteSession]:
-    """The write sessions of ``host``, oldest first (open and finished ones of this run)."""
+def write_sessions(host: Host) -> list[WriteSessionView]:
+    """The write sessions of ``host``, oldest first (open and finished ones of this run). A
+    host that is not Orion's runtime (a test's own) has none."""
+    from orion.runtime.runtime import Runtime
     from orion.write_session.manager import manager_for
+    from orion.write_session.view import WriteSessionView
 
-    return list(manager_for(host).sessions)
+    if not isinstance(host, Runtime):
+        return []
+    return [WriteSessionView(session) for session in manager_for(host).sessions]
 
 
-def write_session_of(lifecycle: Lifecycle) -> WriteSession | None:
+def write_session_of(lifecycle: Lifecycle) -> WriteSessionView | None:
     """The write session a ``write_session`` lifecycle belongs to (in a guard or an action)."""
+    from orion.runtime.runtime import Runtime
     from orion.write_session.manager import manager_for
+    from orion.write_session.view import WriteSessionView
 
     host = host_of(lifecycle)
-    return manager_for(host).get(lifecycle.id) if host is not None else None
+    session = manager_for(host).get(lifecycle.id) if isinstance(host, Runtime) else None
+    return WriteSessionView(session) if session is not None else None

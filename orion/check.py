@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from orion.config import WorkspaceConfig
     from orion.errors import Diagnostic
     from orion.plugins import PluginManager
-    from orion.statechart.catalog import Catalog, Resolved
+    from orion.statechart.io.catalog import Catalog, Resolved
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def check_workspace(config: WorkspaceConfig, plugins: PluginManager, catalog: Ca
 def _chart(catalog: Catalog, config: WorkspaceConfig, resolved: Resolved, given: bool,
            env: Mapping[str, str]) -> FileReport:
     from orion.errors import ConfigError
-    from orion.statechart.settings import resolve as resolve_settings
+    from orion.statechart.interpreter.settings import resolve as resolve_settings
 
     path, spec = resolved.source.path, resolved.spec
     report = FileReport(str(path), spec.statechart if spec else None,

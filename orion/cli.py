@@ -20,7 +20,7 @@ from orion.commands import (STATE_DIR, WORKSPACE, ConfigurationError, escape, lo
 if TYPE_CHECKING:
     from orion.config import WorkspaceConfig
     from orion.plugins import PluginManager
-    from orion.statechart.catalog import Catalog, Resolved
+    from orion.statechart.io.catalog import Catalog, Resolved
 
 # Each command imports what it uses: `orion --help` and `orion --version` import little.
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 def _catalog(pm: PluginManager, config: WorkspaceConfig | None) -> Catalog:
     from orion.errors import PluginError
-    from orion.statechart.catalog import Catalog
+    from orion.statechart.io.catalog import Catalog
 
     try:
         return Catalog(pm, config)
@@ -58,8 +58,8 @@ def _check_lifecycles(catalog: Catalog, config: WorkspaceConfig | None = None) -
     ``flush_lines: 0`` would otherwise surface mid-write as a tool error); else exit 2 with the
     findings."""
     from orion.errors import ConfigError
-    from orion.statechart.catalog import BUILTIN
-    from orion.statechart.settings import resolve as resolve_settings
+    from orion.statechart.io.catalog import BUILTIN
+    from orion.statechart.interpreter.settings import resolve as resolve_settings
 
     findings, warnings = [], []
     for name in catalog.names():
@@ -325,8 +325,8 @@ def diagram(name: str, highlight: str | None, fmt: str | None, output: Path | No
     (svg, png, ...) with the diagrams extra (pip install 'orion-statecharts[diagrams]')."""
     from orion.errors import ConfigError
     from orion.statechart.io.diagrams import DiagramUnavailable, mermaid, picture
-    from orion.statechart.settings import resolve as resolve_settings
-    from orion.statechart.tree import flatten
+    from orion.statechart.interpreter.settings import resolve as resolve_settings
+    from orion.statechart.model.tree import flatten
 
     fmt = (fmt or (output.suffix[1:] if output is not None and output.suffix else "")
            or "mermaid").lower()
@@ -457,7 +457,7 @@ def plugins(as_json: bool, workspace: str) -> None:
     config = load_config(workspace)
     pm = load_plugins(config)
     _catalog(pm, config)  # two plugins shipping one statechart is an error here too
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, plugin in sorted(pm.list_name_plugin()):
         origin = pm.origins.get(name)
         rows.append({
@@ -508,6 +508,7 @@ def run(script: str, workspace: str, state_dir: str | None, as_json: bool) -> No
     from orion.errors import ConfigError
     from orion.runtime.report import ConsoleReporter, Reporter
     from orion.runtime.runner import RunResult, play
+    from orion.runtime.stop_signals import release_lost_outputs
 
     try:
         loaded, pm = _prepare_run(script, workspace, state_dir)
@@ -525,14 +526,21 @@ def run(script: str, workspace: str, state_dir: str | None, as_json: bool) -> No
                                   reporter=reporter))
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
-    if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
-    else:
-        for report in result.files:
-            say(f"[green]wrote[/green] {report.path} ({report.bytes} bytes)")
-        for error in result.errors:
-            say(f"[red]error:[/red] {escape(error)}")
-        say("[green]ok[/green]" if result.ok else "[red]failed[/red]")
+    try:
+        if as_json:
+            click.echo(json.dumps(result.to_json(), indent=2))
+        else:
+            for report in result.files:
+                say(f"[green]wrote[/green] {report.path} ({report.bytes} bytes)")
+            for error in result.errors:
+                say(f"[red]error:[/red] {escape(error)}")
+            say("[green]ok[/green]" if result.ok else "[red]failed[/red]")
+    except OSError:
+        if result.stopped is None:
+            raise  # a signal (SIGHUP: the terminal closed) may take the output with it
+    if result.stopped is not None:
+        release_lost_outputs()
+        sys.exit(128 + result.stopped)  # as a shell reports a process the signal ended
     sys.exit(0 if result.ok else 1)
 
 
@@ -578,6 +586,7 @@ def chat(base_url: str | None, model_name: str | None, workspace: str) -> None:
 
     from orion.errors import ConfigError
     from orion.runtime.chat import run_chat
+    from orion.runtime.stop_signals import Stopped, release_lost_outputs
 
     config = load_config(workspace)
     pm = _startable(config, None)
@@ -585,6 +594,14 @@ def chat(base_url: str | None, model_name: str | None, workspace: str) -> None:
         code = asyncio.run(run_chat(config, pm, base_url=base_url, model_name=model_name))
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
+    except Stopped as exc:
+        # The chat closed first: the open write session is saved and its recover line shown.
+        try:
+            say(f"[red]orion chat {exc}[/red]")
+        except OSError:
+            pass  # SIGHUP: the terminal is gone
+        release_lost_outputs()
+        code = exc.exit_code
     sys.exit(code)
 
 

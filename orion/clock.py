@@ -2,6 +2,12 @@
 
 ``now_ms()`` is wall-clock milliseconds since the epoch: snapshots store timer deadlines in it,
 so a deadline still means the same moment after a restart.
+
+``since_boot()`` is the second clock: a :class:`BootTime`, the time since the machine booted
+(Linux: ``CLOCK_BOOTTIME``, which counts suspended time too, with the kernel's boot id). A
+wall-clock step (an NTP correction, a virtual machine resumed with a stale clock, someone
+setting the date) does not move it, so what must never be decided on the wall clock alone (how
+old a session left behind is) measures with both. A clock of a platform without it gives None.
 """
 
 from __future__ import annotations
@@ -12,11 +18,52 @@ import itertools
 import math
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 
 class TimerHandle(Protocol):
     def cancel(self) -> None: ...
+
+
+class BootTime(NamedTuple):
+    """A reading of the clock that wall-clock steps do not move: ``ms`` since the boot named
+    ``boot`` (two readings compare only within one boot)."""
+
+    boot: str
+    ms: float
+
+    def elapsed_since(self, earlier: BootTime | None) -> float | None:
+        """Milliseconds from ``earlier`` to this reading, or None when they cannot be compared
+        (another boot, or no reading)."""
+        if earlier is None or earlier.boot != self.boot:
+            return None
+        return self.ms - earlier.ms
+
+    @classmethod
+    def from_json(cls, value: object) -> BootTime | None:
+        """A reading as a journal saved it (``[boot, ms]``), or None."""
+        if isinstance(value, list | tuple) and len(value) == 2 and isinstance(value[0], str) \
+                and isinstance(value[1], int | float) and not isinstance(value[1], bool):
+            return cls(value[0], float(value[1]))
+        return None
+
+
+_BOOT_ID: list[str | None] = []  # read once per process
+
+
+def kernel_boot_time() -> BootTime | None:
+    """The kernel's ``CLOCK_BOOTTIME`` with its boot id (Linux), or None where there is none."""
+    if not _BOOT_ID:
+        try:
+            with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+                _BOOT_ID.append(f.read().strip() or None)
+        except OSError:
+            _BOOT_ID.append(None)
+    boot = _BOOT_ID[0]
+    clock = getattr(time, "CLOCK_BOOTTIME", None)
+    if boot is None or clock is None:
+        return None
+    return BootTime(boot, time.clock_gettime(clock) * 1000.0)
 
 
 class Clock(Protocol):
@@ -25,12 +72,21 @@ class Clock(Protocol):
     def call_at(self, deadline_ms: float, callback: Callable[[], object]) -> TimerHandle: ...
 
 
+def since_boot(clock: object) -> BootTime | None:
+    """``clock``'s second clock, for a clock that has one (:meth:`RealClock.since_boot`)."""
+    reading = getattr(clock, "since_boot", None)
+    return reading() if callable(reading) else None
+
+
 class RealClock:
     """Timers on the running asyncio event loop; no threads, so callbacks never race the
     lifecycle they drive."""
 
     def now_ms(self) -> float:
         return time.time() * 1000.0
+
+    def since_boot(self) -> BootTime | None:
+        return kernel_boot_time()
 
     def call_at(self, deadline_ms: float, callback: Callable[[], object]) -> TimerHandle:
         try:
@@ -65,13 +121,31 @@ class VirtualClock:
     """Time that moves only when told to. Timers fire in deadline order, each at its own
     deadline, including timers armed by callbacks during the same :meth:`advance`."""
 
-    def __init__(self, start_ms: float = 0.0):
+    def __init__(self, start_ms: float = 0.0, *, boot: BootTime | None = None):
+        """``boot``: where its second clock starts (default: a boot of its own at 0); an
+        ``orion run`` starts it at the kernel's, so its sessions compare with other
+        processes'."""
         self._now = float(start_ms)
+        self._boot = boot if boot is not None else BootTime("virtual", 0.0)
+        self._start = self._now
+        self._stepped = 0.0  # wall-clock steps (step), which the second clock does not count
         self._heap: list[_VirtualTimer] = []
         self._seq = itertools.count()
 
     def now_ms(self) -> float:
         return self._now
+
+    def since_boot(self) -> BootTime:
+        return BootTime(self._boot.boot,
+                        self._boot.ms + (self._now - self._start - self._stepped))
+
+    def step(self, ms: float) -> None:
+        """A wall-clock step of ``ms`` (negative: back): ``now_ms`` jumps, the second clock
+        does not, and no timer fires (they fire at the next :meth:`advance` that reaches them)."""
+        if not math.isfinite(ms):
+            raise ValueError(f"cannot step the clock by {ms!r} ms")
+        self._now += ms
+        self._stepped += ms
 
     def call_at(self, deadline_ms: float, callback: Callable[[], object]) -> TimerHandle:
         if math.isnan(deadline_ms):

@@ -55,8 +55,7 @@ class CommandGroup(click.Group):
         try:
             return super().invoke(ctx)
         except OrionError as exc:
-            error: click.ClickException = click.ClickException(str(exc))
-            error.exit_code = 1
+            error: click.ClickException = click.ClickException(str(exc))  # exit code 1
         except click.ClickException as exc:
             error = exc
         if wants_json:

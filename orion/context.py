@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from orion.api import Host
     from orion.plugins import PluginManager
 
 
@@ -19,12 +20,16 @@ class ContextBlock:
 
 @dataclass(frozen=True)
 class ContextRequest:
+    """What ``build_context`` and the gating hooks look at before a model request: the
+    conversation and the active lifecycle states. One type for both (``GateRequest`` is another
+    name of it): they see the same moment of the same turn."""
+
     conversation_id: str = ""
     states: Mapping[str, str] = field(default_factory=dict)
     #: The active tags of each lifecycle, by key: what a plugin asks instead of a state's name.
     tags: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    #: The runtime (the host, see ``orion.api.Host``); ``None`` outside one.
-    runtime: Any = None
+    #: The runtime (the host); ``None`` outside one.
+    runtime: Host | None = None
 
 
 def build_context(pm: PluginManager, request: ContextRequest) -> list[ContextBlock]:

@@ -22,7 +22,7 @@ from orion.plugins import make_plugin_manager
 from orion.runtime.report import ConsoleReporter
 from orion.runtime.runner import play
 from orion.statechart import builtin_statecharts, load_definition
-from orion.statechart.diagram import mermaid
+from orion.statechart.io.diagrams import mermaid
 from orion.trace.store import TraceStore
 
 DEMO_SCRIPT = "demo.yaml"

@@ -26,24 +26,33 @@ import click
 import pluggy
 
 if TYPE_CHECKING:
+    from orion.api import Host
     from orion.context import ContextBlock, ContextRequest
     from orion.runtime.conversation import Budget, Message
     from orion.runtime.pipeline import System
-    from orion.runtime.runtime import Runtime
-    from orion.statechart.lifecycle import Lifecycle, Transition
+    from orion.runtime.report import OpenWrite
+    from orion.runtime.run_report import RunReport
+    from orion.statechart.interpreter.lifecycle import Lifecycle, Transition
     from orion.tools.gating import Decision, GateRequest
-    from orion.tools.spec import ToolCall, ToolSpec
+    from orion.tools.spec import ToolCall as ParsedCall
+    from orion.tools.spec import ToolSpec
     from orion.trace.events import TraceEvent
     from orion.validation import Issue, ValidationRequest
 
 hookspec = pluggy.HookspecMarker("orion")
+
+#: Every hook that receives the runtime calls it ``host``. The three runtime hooks called it
+#: ``runtime`` before 0.2.0: an implementation that still asks for ``runtime`` receives the same
+#: object, with a DeprecationWarning when it is registered; the old name goes in 0.3.0.
+_RUNTIME_IS_HOST = {"runtime": DeprecationWarning(
+    "the hook argument 'runtime' is now called 'host' (same object); 'runtime' goes in 0.3.0")}
 
 # ---------------------------------------------------------------------------------------------
 # Lifecycle transitions (observers)
 
 
 @hookspec
-def lifecycle_started(lifecycle: Lifecycle, host: Any) -> None:
+def lifecycle_started(lifecycle: Lifecycle, host: Host | None) -> None:
     """A lifecycle instance was created and entered its initial state (after the initial
     states' entry actions ran). Not called for instances restored from a snapshot.
 
@@ -52,7 +61,8 @@ def lifecycle_started(lifecycle: Lifecycle, host: Any) -> None:
 
 
 @hookspec
-def lifecycle_transition(lifecycle: Lifecycle, transition: Transition, host: Any) -> None:
+def lifecycle_transition(lifecycle: Lifecycle, transition: Transition,
+                         host: Host | None) -> None:
     """A transition was taken. ``transition`` records the trigger, the active state before
     (``source``) and after (``dest``), the payload, the start time (``at_ms``, from the
     lifecycle's clock) and ``duration_ms`` (guards, exit, actions and entry, measured with a
@@ -62,7 +72,7 @@ def lifecycle_transition(lifecycle: Lifecycle, transition: Transition, host: Any
 
 @hookspec
 def lifecycle_event_discarded(lifecycle: Lifecycle, trigger: str, payload: dict[str, Any],
-                              reason: str, host: Any) -> None:
+                              reason: str, host: Host | None) -> None:
     """A queued trigger (sent while another was being processed, a timer's, or a
     ``done.state.<id>`` completion event) was dropped when its turn came: no transition
     answered it in the active state, every guard said no, the lifecycle had finished, or an
@@ -70,7 +80,7 @@ def lifecycle_event_discarded(lifecycle: Lifecycle, trigger: str, payload: dict[
 
 
 @hookspec
-def lifecycle_finished(lifecycle: Lifecycle, host: Any) -> None:
+def lifecycle_finished(lifecycle: Lifecycle, host: Host | None) -> None:
     """The lifecycle entered a top-level final state. Its timers are cancelled and it accepts
     no more triggers."""
 
@@ -145,22 +155,49 @@ def compact_conversation(messages: list[Message], budget: Budget) -> list[Messag
     rebuilt on every turn, so it survives compaction."""
 
 
-@hookspec
-def runtime_started(runtime: Runtime) -> None:
+@hookspec(warn_on_impl_args=_RUNTIME_IS_HOST)
+def runtime_started(host: Host, runtime: Host) -> None:
     """A runtime was created (``orion run``, ``orion chat``, a test's world), its plugins and
     configuration loaded, before its first turn: set up per-runtime services here
-    (``runtime.services[name] = ...``). Errors propagate: the runtime does not start."""
+    (``host.services[name] = ...``). Errors propagate: the runtime does not start.
+    ``runtime`` (here and in ``runtime_closing`` and ``conversation_reset``) is the old name of
+    ``host``, kept until 0.3.0."""
 
 
-@hookspec
-def runtime_closing(runtime: Runtime) -> None:
+@hookspec(warn_on_impl_args=_RUNTIME_IS_HOST)
+def runtime_closing(host: Host, runtime: Host) -> None:
     """The runtime is closing (the process ends, a test's world is torn down): release what
     ``runtime_started`` set up. Called before the runtime flushes its traces and closes its
     services. Errors are reported on ``PluginManager.failures`` and do not stop the others."""
 
 
 @hookspec
-def conversation_reset(runtime: Runtime) -> None:
+def report_run(host: Host) -> RunReport | None:
+    """``orion run`` played its script, and the runtime is about to close: return what the run
+    did that your plugin knows of, as a :class:`orion.runtime.run_report.RunReport` (its
+    sections of the JSON report, the files written, the problems that fail the run), or
+    ``None``. The runner knows no feature: the answers are the report."""
+
+
+@hookspec
+def reply_stopped(host: Host) -> str | None:
+    """The user stopped the model's reply (Ctrl-C in ``orion chat``): save what the reply was
+    doing and return one sentence for the user that says what is kept and where, or ``None``
+    when the reply touched nothing of yours. The sentences are shown in place of the chat's
+    own "stopped"."""
+
+
+@hookspec(firstresult=True)
+def open_write(host: Host) -> OpenWrite | None:
+    """The write open in ``host`` now, if it is yours: an
+    :class:`orion.runtime.report.OpenWrite` (its id, a word for what it does, and a function
+    that says where it stands), else ``None``. ``orion chat`` asks when a message starts (the
+    text of a write's message is its content, not a reply to show) and when it draws the live
+    line; keep it cheap. The first answer wins."""
+
+
+@hookspec(warn_on_impl_args=_RUNTIME_IS_HOST)
+def conversation_reset(host: Host, runtime: Host) -> None:
     """The user reset the conversation (``/reset``); the history is already cleared. End what
     belongs to the old conversation (plan work, for example)."""
 
@@ -234,7 +271,7 @@ def gate_tools(tools: Sequence[ToolSpec], request: GateRequest) -> Iterable[str]
 
 
 @hookspec(firstresult=True)
-def authorize_tool_call(call: ToolCall, request: GateRequest) -> Decision | None:
+def authorize_tool_call(call: ParsedCall, request: GateRequest) -> Decision | None:
     """Decide one tool call before it runs. The first non-``None`` decision wins; with none the
     call is allowed. An implementation that raises, or returns something other than a
     ``Decision``, denies the call (fail closed) with a reason that names the plugin."""

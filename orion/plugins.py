@@ -11,9 +11,9 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pluggy
 
@@ -168,7 +168,7 @@ class PluginManager(pluggy.PluginManager):
         report = self.report_failure
         if impl.wrapper or impl.hookwrapper:
             def guarded_wrapper(*args: Any, **kwargs: Any) -> Any:
-                gen = function(*args, **kwargs)
+                gen = cast(Generator[None, Any, Any], function(*args, **kwargs))
                 try:
                     next(gen)
                 except StopIteration:

@@ -1,4 +1,9 @@
-"""Named guards, actions and tools, collected from the ``register_*`` hooks."""
+"""Named guards, actions and tools, collected from the ``register_*`` hooks.
+
+A guard or an action is registered for every statechart, or provided for one chart only
+(``register(name, fn, chart="plan_mode")``, as XState's ``provide`` binds implementations to
+one machine): in that chart it takes the place of the one of the same name, so two features
+each bind their own ``finalize`` and none has to ask which lifecycle it runs in."""
 
 from __future__ import annotations
 
@@ -38,6 +43,9 @@ class SlashCommand:
 class Registry:
     guards: dict[str, Registered] = field(default_factory=dict)
     actions: dict[str, Registered] = field(default_factory=dict)
+    #: Guards and actions provided for one statechart, by the chart's name.
+    chart_guards: dict[str, dict[str, Registered]] = field(default_factory=dict)
+    chart_actions: dict[str, dict[str, Registered]] = field(default_factory=dict)
     tools: dict[str, ToolSpec] = field(default_factory=dict)
     tool_plugins: dict[str, str] = field(default_factory=dict)
     systems: dict[str, Any] = field(default_factory=dict)  # name -> orion.runtime.pipeline.System
@@ -46,16 +54,25 @@ class Registry:
     #: Statechart files from ``register_statecharts``: ``(path, plugin)``, in plugin order.
     statecharts: list[tuple[Path, str]] = field(default_factory=list)
 
+    def guards_for(self, chart: str) -> dict[str, Registered]:
+        """The guards statechart ``chart`` runs: those provided for it, else the shared ones."""
+        return {**self.guards, **self.chart_guards.get(chart, {})}
+
+    def actions_for(self, chart: str) -> dict[str, Registered]:
+        """The actions statechart ``chart`` runs: those provided for it, else the shared ones."""
+        return {**self.actions, **self.chart_actions.get(chart, {})}
+
     @classmethod
     def collect(cls, pm: PluginManager) -> Registry:
         registry = cls()
-        for hook, table in (("register_guards", registry.guards),
-                            ("register_actions", registry.actions)):
+        for hook, table, provided in (
+                ("register_guards", registry.guards, registry.chart_guards),
+                ("register_actions", registry.actions, registry.chart_actions)):
             kind = hook.removeprefix("register_")[:-1]
             for impl in getattr(pm.hook, hook).get_hookimpls():
-                def register(name: str, function: Callable[..., Any], *,
+                def register(name: str, function: Callable[..., Any], *, chart: str | None = None,
                              _plugin: str = impl.plugin_name, _table: dict = table,
-                             _kind: str = kind) -> None:
+                             _provided: dict = provided, _kind: str = kind) -> None:
                     if not isinstance(name, str) or not NAME.fullmatch(name):
                         raise PluginError(f"plugin {_plugin!r} registered {_kind} {name!r}: a "
                                           f"name must match {NAME.pattern} to be usable in a "
@@ -63,9 +80,16 @@ class Registry:
                     if not callable(function):
                         raise PluginError(f"plugin {_plugin!r} registered {_kind} {name!r} "
                                           "with something that is not callable")
+                    where = ""
+                    if chart is not None:
+                        if not isinstance(chart, str) or not NAME.fullmatch(chart):
+                            raise PluginError(f"plugin {_plugin!r} provided {_kind} {name!r} "
+                                              f"for statechart {chart!r}, which is not a "
+                                              "statechart name")
+                        _table, where = _provided.setdefault(chart, {}), f" for {chart!r}"
                     if name in _table:
-                        raise PluginError(f"{_kind} {name!r} is registered twice: by plugin "
-                                          f"{_table[name].plugin!r} and by {_plugin!r}")
+                        raise PluginError(f"{_kind} {name!r} is registered twice{where}: by "
+                                          f"plugin {_table[name].plugin!r} and by {_plugin!r}")
                     _table[name] = Registered(name, function, _plugin)
                 _call(impl, hook, register=register)
         for impl in pm.hook.register_tools.get_hookimpls():

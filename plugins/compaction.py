@@ -7,15 +7,20 @@ are gone, so it does not reason about history it cannot see.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from orion.api import ContextBlock, hookimpl
 
+if TYPE_CHECKING:
+    from orion.api import Budget, ContextRequest, Message
 
-def _turn_starts(messages) -> list[int]:
+
+def _turn_starts(messages: list[Message]) -> list[int]:
     return [i for i, m in enumerate(messages) if m.role == "user" and not m.injected]
 
 
 @hookimpl(trylast=True)
-def compact_conversation(messages, budget):
+def compact_conversation(messages: list[Message], budget: Budget) -> list[Message] | None:
     # One pass: the totals of what is kept shrink as whole turns are dropped from the front,
     # instead of summing the rest of the conversation again for every turn dropped.
     tokens = [m.approx_tokens() for m in messages]
@@ -29,7 +34,7 @@ def compact_conversation(messages, budget):
 
 
 @hookimpl
-def build_context(request):
+def build_context(request: ContextRequest) -> ContextBlock | None:
     runtime = request.runtime
     removed = runtime.conversation.compacted if runtime is not None else 0
     if removed:

@@ -2,26 +2,33 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from orion.api import hookimpl
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-def help_command(runtime, args: str) -> str:
+    from orion.api import Host
+
+
+def help_command(runtime: Host, args: str) -> str:
     commands = runtime.plugins.registry.commands
     return "\n".join(f"/{name:<10} {commands[name].help}" for name in sorted(commands))
 
 
-def reset_command(runtime, args: str) -> str:
+def reset_command(runtime: Host, args: str) -> str:
     runtime.reset()
     return "The conversation was reset."
 
 
-def quit_command(runtime, args: str) -> str:
+def quit_command(runtime: Host, args: str) -> str:
     runtime.closing = True
     return "Bye."
 
 
 @hookimpl
-def register_slash_commands(register):
+def register_slash_commands(register: Callable[..., None]) -> None:
     register("help", help_command, "list the commands")
     register("reset", reset_command, "start a new conversation (and end plan work)")
     register("quit", quit_command, "leave the chat")

@@ -71,10 +71,11 @@ OPENINFERENCE_SESSION = "session.id"
 SPAN_KIND = "openinference.span.kind"
 
 _INT64 = (-(2 ** 63), 2 ** 63 - 1)
-_SPAN_KINDS = {Kind.MODEL_REQUEST: SpanKind.CLIENT}
+_SPAN_KINDS: dict[str, SpanKind] = {Kind.MODEL_REQUEST: SpanKind.CLIENT}
 #: ``openinference.span.kind`` by event kind; every other kind is a ``CHAIN``.
-OPENINFERENCE_KINDS = {Kind.TURN: "AGENT", Kind.MODEL_REQUEST: "LLM", Kind.TOOL_CALL: "TOOL",
-                       Kind.POLICY_DENIAL: "GUARDRAIL", Kind.VALIDATION_ISSUE: "EVALUATOR"}
+OPENINFERENCE_KINDS: dict[str, str] = {
+    Kind.TURN: "AGENT", Kind.MODEL_REQUEST: "LLM", Kind.TOOL_CALL: "TOOL",
+    Kind.POLICY_DENIAL: "GUARDRAIL", Kind.VALIDATION_ISSUE: "EVALUATOR"}
 #: Content attributes that OpenInference backends show as a span's input and output (present
 #: only with content capture on).
 _INPUT_OUTPUT = {"orion.turn.input": "input.value", "gen_ai.input.messages": "input.value",

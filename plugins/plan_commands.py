@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -14,8 +14,11 @@ from orion.api import hookimpl
 from orion.commands import (STATE_DIR, WORKSPACE, CommandGroup, escape, say, show,
                             state_path)
 
+if TYPE_CHECKING:
+    from orion.plan.store import PlanStore
 
-def _plan_store(workspace: str, state_dir: str | None):
+
+def _plan_store(workspace: str, state_dir: str | None) -> PlanStore | None:
     from orion.plan.store import PlanStore
 
     # None when nothing was recorded yet: don't create a database just to look.

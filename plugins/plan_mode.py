@@ -14,18 +14,20 @@ The five invariants, and where each is held:
    active changes nothing.
 
 The tools only send their arguments to the ``plan_mode`` lifecycle; persisting a draft is the
-``finalize`` hook's job, for the ``set_content`` transitions of the statechart. A ``plan_mode``
+job of the chart's ``finalize`` action (provided for ``plan_mode`` only, as its other actions
+are), for the ``set_content`` transitions of the statechart. A ``plan_mode``
 lifecycle without a runtime (the statechart on its own, as in docs/plugins.md) has no plan
 store: its actions do nothing and ``finalize`` leaves it to other plugins.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orion.api import ContextBlock, Decision, OrionError, ToolSpec, hookimpl, host_of
+from orion.api import (ContextBlock, Decision, OrionError, RunReport, ToolSpec, hookimpl,
+                       host_of)
 from orion.plan.service import (
     LIFECYCLE,
     PlanCommandError,
@@ -34,6 +36,15 @@ from orion.plan.service import (
     size_problem,
 )
 from orion.plan.store import Status
+from .finalization import finalizer
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from orion.api import (ContextRequest, GateRequest, Host, Lifecycle, ParsedCall, ToolContext,
+                           Transition)
+    from orion.plan.service import PlanService
+    from orion.plan.store import Plan
 
 PLAN_TOOLS = ("plan_set_content", "plan_get")
 
@@ -52,14 +63,14 @@ class GetArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def set_content(args: SetContentArgs, context) -> dict[str, Any]:
+def set_content(args: SetContentArgs, context: ToolContext) -> dict[str, Any]:
     plan = plan_service_for(context.runtime).set_content(
         args.plan_markdown, args.title, expected_revision=args.expected_revision)
     return {"plan_id": plan.id, "title": plan.title, "status": plan.status.value,
             "revision": plan.revision, "bytes": plan.bytes}
 
 
-def get(args: GetArgs, context) -> dict[str, Any]:
+def get(args: GetArgs, context: ToolContext) -> dict[str, Any]:
     service = plan_service_for(context.runtime)
     plan = service.saw(service.active_plan)
     if plan is None:  # authorization denies this first; kept for direct callers
@@ -70,43 +81,44 @@ def get(args: GetArgs, context) -> dict[str, Any]:
 
 # -- lifecycle actions and finalization ---------------------------------------------------------
 
-def _service(lifecycle):
+def _service(lifecycle: Lifecycle) -> PlanService | None:
     host = host_of(lifecycle)
     return plan_service_for(host) if host is not None else None
 
 
-def open_plan(lifecycle, transition) -> None:
+def open_plan(lifecycle: Lifecycle, transition: Transition) -> None:
     service = _service(lifecycle)
     if service is not None:
         service.store.create(title=transition.payload.get("title") or "")
 
 
-def approve_plan(lifecycle, transition) -> None:
+def approve_plan(lifecycle: Lifecycle, transition: Transition) -> None:
     service = _service(lifecycle)
     if service is not None:
-        service.store.approve(service.active_plan_id)
+        plan_id = service.active_plan_id
+        if plan_id is None:
+            raise OrionError("there is no active plan to approve")
+        service.store.approve(plan_id)
 
 
-def close_plan(lifecycle, transition) -> None:
+def close_plan(lifecycle: Lifecycle, transition: Transition) -> None:
     service = _service(lifecycle)
     plan = service.active_plan if service is not None else None
-    if plan is not None:
+    if service is not None and plan is not None:
         service.store.end(plan.id)
 
 
-def cancel_plan(lifecycle, transition) -> None:
+def cancel_plan(lifecycle: Lifecycle, transition: Transition) -> None:
     """``/reset``: the work was abandoned, so even an executing plan is CANCELLED, not
     COMPLETED."""
     service = _service(lifecycle)
     plan = service.active_plan if service is not None else None
-    if plan is not None:
+    if service is not None and plan is not None:
         service.store.end(plan.id, cancel=True)
 
 
-@hookimpl
-def finalize(lifecycle, transition):
-    if lifecycle.name != LIFECYCLE:
-        return None
+def store_draft(lifecycle: Lifecycle, transition: Transition) -> Any:
+    """The ``finalize`` of plan mode: the draft, stored as the active plan's revision."""
     service = _service(lifecycle)
     if service is None:
         return None
@@ -123,17 +135,16 @@ def finalize(lifecycle, transition):
 
 
 @hookimpl
-def register_actions(register):
-    register("open_plan", open_plan)
-    register("approve_plan", approve_plan)
-    register("close_plan", close_plan)
-    register("cancel_plan", cancel_plan)
+def register_actions(register: Callable[..., None]) -> None:
+    for action in (open_plan, approve_plan, close_plan, cancel_plan):
+        register(action.__name__, action, chart=LIFECYCLE)
+    register("finalize", finalizer(store_draft), chart=LIFECYCLE)
 
 
 # -- tools, gating and authorization --------------------------------------------------------------
 
 @hookimpl
-def register_tools(register):
+def register_tools(register: Callable[[ToolSpec], None]) -> None:
     register(ToolSpec("plan_set_content", "Store the plan: the whole Markdown document, which "
                       "replaces the current draft (while the plan is executing, it becomes a "
                       "new revision that the user approves again). Available while plan work "
@@ -142,13 +153,13 @@ def register_tools(register):
                       "revision. Available while plan work is active.", GetArgs, get))
 
 
-def _state_is_active(request) -> bool:
+def _state_is_active(request: GateRequest) -> bool:
     """Without a runtime (gating asked outside one): the ``plan_mode`` lifecycle's tags."""
     return "plan_on" in request.tags.get(LIFECYCLE, ())
 
 
 @hookimpl
-def gate_tools(tools, request):
+def gate_tools(tools: Sequence[ToolSpec], request: GateRequest) -> list[str] | None:
     runtime = request.runtime
     if runtime is not None:
         active = plan_service_for(runtime).plan_for_request() is not None
@@ -158,7 +169,7 @@ def gate_tools(tools, request):
 
 
 @hookimpl
-def authorize_tool_call(call, request):
+def authorize_tool_call(call: ParsedCall, request: GateRequest) -> Decision | None:
     if call.name not in PLAN_TOOLS:
         return None
     runtime = request.runtime
@@ -199,7 +210,7 @@ GUIDANCE = {
 }
 
 
-def plan_block(plan, *, include_markdown: bool) -> ContextBlock:
+def plan_block(plan: Plan, *, include_markdown: bool) -> ContextBlock:
     text = (f"Plan work is active: {describe(plan)}. The plan is stored outside this "
             "conversation: use `plan_get` to load it; to change it, call "
             f"`plan_set_content(plan_markdown=...)` with the whole new Markdown document "
@@ -210,7 +221,7 @@ def plan_block(plan, *, include_markdown: bool) -> ContextBlock:
 
 
 @hookimpl
-def build_context(request):
+def build_context(request: ContextRequest) -> ContextBlock | None:
     runtime = request.runtime
     if runtime is None:
         return None
@@ -225,14 +236,14 @@ USAGE = ("use /plan on [TITLE], /plan approve, /plan done, /plan show [REVISION]
          "A B, or /plan alone for the status")
 
 
-def plan_command(runtime, args: str) -> str:
+def plan_command(runtime: Host, args: str) -> str | None:
     try:
         return _plan_command(runtime, args)
     except PlanCommandError as exc:  # also a plan store that cannot be used: said, not raised
         return str(exc)
 
 
-def _plan_command(runtime, args: str) -> str:
+def _plan_command(runtime: Host, args: str) -> str | None:
     service = plan_service_for(runtime)
     action, _, rest = args.strip().partition(" ")
     action = action.lower()
@@ -262,16 +273,29 @@ def _plan_command(runtime, args: str) -> str:
 
 
 @hookimpl
-def register_slash_commands(register):
+def register_slash_commands(register: Callable[..., None]) -> None:
     register("plan", plan_command, "work by plan: /plan on [TITLE] | approve | done | "
                                    "show [REVISION] | diff A B; /plan shows the status")
 
 
 @hookimpl
-def conversation_reset(runtime):
+def runtime_started(host: Host) -> None:
+    """Every runtime has its plan service, closed with the runtime's services (the store it
+    opens at first use with it); plan work goes on where the store says it was."""
+    plan_service_for(host)
+
+
+@hookimpl
+def report_run(host: Host) -> RunReport:
+    """``orion run --json``'s ``plan``: the active plan, else the newest, else null."""
+    return RunReport(sections={"plan": plan_service_for(host).report()})
+
+
+@hookimpl
+def conversation_reset(host: Host) -> None:
     try:
-        message = plan_service_for(runtime).done(reason="reset")
+        message = plan_service_for(host).done(reason="reset")
     except PlanCommandError as exc:
         message = str(exc)
     if message:
-        runtime.reporter.notice(message)
+        host.reporter.notice(message)

@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from orion.api import OrionError, hookimpl
 from orion.commands import (STATE_DIR, WORKSPACE, CommandGroup, escape, fail, load_config,
                             load_plugins, say, state_path)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from orion.api import Host
+    from orion.write_session.recovery import Shown
 
 # The write-session machinery is imported where it is used: `orion --help` loads this plugin to
 # list `orion sessions`, and should not pay for the statechart engine to do it.
@@ -20,7 +27,7 @@ USAGE = ("/sessions lists write sessions; /sessions recover ID writes one a cras
          "/sessions show ID prints the text a session set aside")
 
 
-def sessions_command(runtime, args: str) -> str:
+def sessions_command(runtime: Host, args: str) -> str:
     action, _, rest = args.strip().partition(" ")
     if not action:
         return _listing(runtime)
@@ -33,7 +40,7 @@ def sessions_command(runtime, args: str) -> str:
         return f"/sessions {action}: {exc}"
 
 
-def _recover(runtime, session_id: str) -> str:
+def _recover(runtime: Host, session_id: str) -> str:
     from orion.write_session.recovery import recover_finalize
 
     result = recover_finalize(runtime.workspace, runtime.state_dir, session_id,
@@ -43,26 +50,26 @@ def _recover(runtime, session_id: str) -> str:
     return "\n".join(lines)
 
 
-def _discard(runtime, session_id: str) -> str:
+def _discard(runtime: Host, session_id: str) -> str:
     from orion.write_session.recovery import discard
 
     orphan = discard(runtime.state_dir, session_id)
     return f"discarded write session {orphan.short} for {orphan.describe()}"
 
 
-def _undo(runtime, session_id: str) -> str:
+def _undo(runtime: Host, session_id: str) -> str:
     from orion.write_session.recovery import undo
 
     return f"undone {undo(runtime.workspace, runtime.state_dir, session_id).report}"
 
 
-def _show(runtime, session_id: str) -> str:
+def _show(runtime: Host, session_id: str) -> str:
     from orion.write_session.recovery import show
 
     return render_shown(show(runtime.state_dir, session_id))
 
 
-def render_shown(shown) -> str:
+def render_shown(shown: Shown) -> str:
     """A session and its text set aside, as ``orion sessions show`` prints it: a header, then
     each part with its text as it arrived."""
     lines = shown.set_aside.lines
@@ -88,7 +95,7 @@ def render_shown(shown) -> str:
 ACTIONS = {"recover": _recover, "discard": _discard, "undo": _undo, "show": _show}
 
 
-def _listing(runtime) -> str:
+def _listing(runtime: Host) -> str:
     from orion.write_session.manager import manager_for
     from orion.write_session.recovery import scan
 
@@ -108,7 +115,7 @@ def _listing(runtime) -> str:
 
 
 @hookimpl
-def register_slash_commands(register):
+def register_slash_commands(register: Callable[..., None]) -> None:
     register("sessions", sessions_command, "this conversation's write sessions and any a crash "
                                            "left behind; /sessions recover|discard|undo|show ID")
 
@@ -130,12 +137,9 @@ def sessions() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the sessions as JSON.")
 def sessions_list(workspace: str, state_dir: str | None, as_json: bool) -> None:
     """List the write session directories, oldest save first."""
-    import time
-
     from orion.write_session.recovery import format_age, scan
 
-    now = time.time() * 1000.0
-    found = scan(state_path(workspace, state_dir), now_ms=now)
+    found = scan(state_path(workspace, state_dir))
     if as_json:
         click.echo(json.dumps([orphan.to_json() for orphan in found], indent=2))
         return
@@ -260,18 +264,15 @@ def sessions_discard(session_id: str, workspace: str, state_dir: str | None) -> 
 @STATE_DIR
 def sessions_clean(older_than: str, workspace: str, state_dir: str | None) -> None:
     """Remove old write sessions (never one a running process owns)."""
-    import time
-
     from orion.write_session.recovery import clean, parse_duration
 
     try:
         limit = parse_duration(older_than)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--older-than") from exc
-    now = time.time() * 1000.0
-    removed = clean(state_path(workspace, state_dir), limit, now)
+    removed = clean(state_path(workspace, state_dir), limit)
     for orphan in removed:
-        say(f"removed write session {orphan.short} for {escape(orphan.describe(now))}")
+        say(f"removed write session {orphan.short} for {escape(orphan.describe())}")
     say(f"{len(removed)} write session(s) removed")
 
 

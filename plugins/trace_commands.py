@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -11,8 +12,13 @@ from orion.api import hookimpl
 from orion.commands import (STATE_DIR, WORKSPACE, CommandGroup, escape, say, show,
                             state_path)
 
+if TYPE_CHECKING:
+    from rich.tree import Tree
 
-def _trace_store(workspace: str, state_dir: str | None):
+    from orion.trace.store import TraceStore
+
+
+def _trace_store(workspace: str, state_dir: str | None) -> TraceStore:
     from orion.trace.store import TraceStore
 
     path = state_path(workspace, state_dir) / "orion.db"
@@ -87,8 +93,8 @@ def _when(at_ms: float) -> str:
     return datetime.fromtimestamp(at_ms / 1000.0).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
-def _details(row: dict) -> str:
-    def value(v):
+def _details(row: dict[str, Any]) -> str:
+    def value(v: Any) -> Any:
         if isinstance(v, dict) and "$text" in v and "sha256" in v:
             return f"<{v['$text']} chars sha256:{str(v['sha256'])[:12]}>"
         return v
@@ -103,7 +109,7 @@ _SUMMARY = {"model_request": ("orion.finish", "gen_ai.usage.input_tokens",
             "turn": ()}
 
 
-def _summary(span: dict) -> str:
+def _summary(span: dict[str, Any]) -> str:
     attributes = span["attributes"]
     if span["kind"] == "transition":
         return f", {attributes.get('orion.source')} -> {attributes.get('orion.dest')}"
@@ -115,12 +121,12 @@ def _summary(span: dict) -> str:
     return f", {', '.join(shown)}" if shown else ""
 
 
-def _tree(spans: list[dict]):
+def _tree(spans: list[dict[str, Any]]) -> Tree:
     """One turn as a tree: each span under its parent, in start order; a span whose parent is
     not stored (an older row, a dropped batch) under the root."""
     from rich.tree import Tree
 
-    def label(span: dict, start: float) -> str:
+    def label(span: dict[str, Any], start: float) -> str:
         error = span["attributes"].get("error.type")
         status = f" [red]{escape(str(error))}[/red]" if error else ""
         link = " [dim](continues an earlier turn)[/dim]" if span["links"] else ""
@@ -135,14 +141,14 @@ def _tree(spans: list[dict]):
     title = (f"turn {root['attributes'].get('orion.turn.number', '?')} "
              f"{_when(start)}  trace {root['trace_id']}  session {root['conversation_id']}")
     tree = Tree(escape(title))
-    children: dict[str, list[dict]] = {}
+    children: dict[str, list[dict[str, Any]]] = {}
     for span in spans:
         if span is root:
             continue
         parent = span["parent_id"] if span["parent_id"] in ids else root["span_id"]
         children.setdefault(parent, []).append(span)
 
-    def add(node, span_id: str) -> None:
+    def add(node: Tree, span_id: str) -> None:
         for child in sorted(children.get(span_id, []), key=lambda s: (s["at_ms"], s["id"])):
             add(node.add(label(child, start)), child["span_id"])
 

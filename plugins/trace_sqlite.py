@@ -8,9 +8,15 @@ counts it, which ``orion traces stats`` shows.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orion import hookimpl
 from orion.trace.store import TraceStore
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from orion.api import TraceEvent
 
 DATABASE = "orion.db"
 _stores: dict[Path, TraceStore] = {}
@@ -33,5 +39,6 @@ def store_for(state_dir: Path) -> TraceStore:
 
 
 @hookimpl
-def store_traces(events, blobs, state_dir):
+def store_traces(events: Sequence[TraceEvent], blobs: Mapping[str, str],
+                 state_dir: Path) -> None:
     store_for(state_dir).write(events, blobs)

@@ -4,30 +4,39 @@ own, and the ``trace`` system of the pipeline flushes the batch after every mode
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from orion.api import Kind, hookimpl
 from orion.api import trace_events as events
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from orion.api import Host, Lifecycle, Transition, Turn
+
 
 @hookimpl
-def lifecycle_transition(lifecycle, transition, host):
+def lifecycle_transition(lifecycle: Lifecycle, transition: Transition,
+                         host: Host | None) -> None:
     if host is not None:
         host.tracer.transition(lifecycle, transition)
 
 
 @hookimpl
-def lifecycle_finished(lifecycle, host):
+def lifecycle_finished(lifecycle: Lifecycle, host: Host | None) -> None:
     if host is not None:
         host.tracer.lifecycle_finished(lifecycle)
 
 
 @hookimpl
-def lifecycle_event_discarded(lifecycle, trigger, payload, reason, host):
+def lifecycle_event_discarded(lifecycle: Lifecycle, trigger: str, payload: dict[str, Any],
+                              reason: str, host: Host | None) -> None:
     if host is not None:
         host.tracer.emit(events.discarded_event(lifecycle, trigger, payload, reason, 0.0, ""))
 
 
 @hookimpl(wrapper=True)
-def finalize(lifecycle, transition):
+def finalize(lifecycle: Lifecycle, transition: Transition) -> Any:
     """The write a ``finalize`` action makes, timed: the spans inside nest under it."""
     host = lifecycle.host
     if host is None:
@@ -43,10 +52,10 @@ class TraceSystem:
 
     name = "trace"
 
-    async def run(self, turn) -> None:
+    async def run(self, turn: Turn) -> None:
         turn.runtime.tracer.flush()
 
 
 @hookimpl
-def register_systems(register):
+def register_systems(register: Callable[[Any], None]) -> None:
     register(TraceSystem())

@@ -6,14 +6,20 @@ Each is an ordinary plugin system: a team can replace any of them by name in ``o
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from orion.api import (ContextRequest, Finish, GateRequest, Kind, ModelRequest,
                        ReasoningDelta, TextDelta, ToolCall, ToolContext, Usage, advertised,
                        build_context, execute_call, hookimpl, trace_events)
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-def gate_request(runtime) -> GateRequest:
+    from orion.api import Host, Turn
+
+
+def gate_request(runtime: Host) -> GateRequest:
     return GateRequest(conversation_id=runtime.conversation.id, states=runtime.states(),
                        tags=runtime.tags(), runtime=runtime)
 
@@ -36,7 +42,7 @@ class ContextSystem:
 
     name = "context"
 
-    async def run(self, turn) -> None:
+    async def run(self, turn: Turn) -> None:
         runtime = turn.runtime
         request = ContextRequest(conversation_id=runtime.conversation.id,
                                  states=runtime.states(), tags=runtime.tags(),
@@ -57,7 +63,7 @@ class ModelSystem:
     name = "model"
     replies = True  # the pipeline's reply to the user comes from here
 
-    async def run(self, turn) -> None:
+    async def run(self, turn: Turn) -> None:
         runtime = turn.runtime
         request = ModelRequest(
             messages=runtime.conversation.to_openai(runtime.system_message(turn.blocks)),
@@ -113,7 +119,7 @@ class ToolsSystem:
 
     name = "tools"
 
-    async def run(self, turn) -> None:
+    async def run(self, turn: Turn) -> None:
         if not turn.tool_calls:
             return
         runtime = turn.runtime
@@ -144,7 +150,7 @@ class ToolsSystem:
 
 
 @hookimpl
-def register_systems(register):
+def register_systems(register: Callable[[Any], None]) -> None:
     register(ContextSystem())
     register(ModelSystem())
     register(ToolsSystem())

@@ -132,5 +132,5 @@ def unwrap(path: str, content: bytes) -> bytes | None:
 
 
 @hookimpl
-def normalize_content(path, content):
+def normalize_content(path: str, content: bytes) -> bytes | None:
     return unwrap(path, content)

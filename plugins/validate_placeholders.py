@@ -27,8 +27,12 @@ import re
 import string
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from orion.api import Issue, LineView, hookimpl
+
+if TYPE_CHECKING:
+    from orion.api import ValidationRequest
 
 #: Longer lines are not placeholders.
 MAX_LINE = 160
@@ -323,11 +327,34 @@ _OTHER_KEYWORDS = tuple(
         key=lambda word: word[0]))
 
 
+#: Every character ``str.strip()`` removes (``str.isspace()``), but the line break.
+WHITE_SPACE = ("\t\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004"
+               "\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+_WHITE = b"|".join(re.escape(c.encode()) for c in WHITE_SPACE)
+_WHITE_RUN = re.compile(b"(?:" + _WHITE + b")*")
+#: The most bytes of a line that strips to MAX_LINE characters, not counting its white space.
+_CORE = 4 * MAX_LINE
+
+
+def _fits(data: bytes, start: int, end: int) -> bool:
+    """Whether ``data[start:end]`` (one line) may strip to MAX_LINE characters or fewer, found
+    without a copy of it: a line of a gigabyte is not sliced three times over to be looked at."""
+    if end - start <= _CORE:
+        return True
+    run = _WHITE_RUN.match(data, start, end)
+    lead = run.end() if run is not None else start
+    # What stays after strip() starts at ``lead`` and ends by ``lead + _CORE``; white space
+    # follows it up to the end. Its characters take at most 3 bytes, so one of the next three
+    # positions starts one (or the end).
+    return any(_WHITE_RUN.fullmatch(data, min(lead + _CORE + k, end), end) for k in range(3))
+
+
 def _shaped_lines(data: bytes) -> tuple[list[int], list[bytes]]:
     """The starts and the lines of ``data`` (which end at ``\\n``) that can be placeholders by
     their shape (step 1), and of some that cannot, in order."""
     first = data.find(b"\n")
-    starts, lines = [0], [data[:len(data) if first == -1 else first]]  # no line break before
+    first = len(data) if first == -1 else first
+    starts, lines = [0], [data[:first] if _fits(data, 0, first) else b""]  # no break before
     for at, end in map(re.Match.span, _SCAN.finditer(data)):
         if end > at + 1:  # the line after the break starts like a placeholder
             starts.append(at + 1)
@@ -335,7 +362,7 @@ def _shaped_lines(data: bytes) -> tuple[list[int], list[bytes]]:
             continue
         # The line before the break ends like one (and may be there already) ...
         start = data.rfind(b"\n", 0, at) + 1
-        if starts[-1] != start:
+        if starts[-1] != start and _fits(data, start, at):
             starts.append(start)
             lines.append(data[start:at])
         # ... and the line after it has not been looked at.
@@ -344,7 +371,8 @@ def _shaped_lines(data: bytes) -> tuple[list[int], list[bytes]]:
             starts.append(at + 1)
             lines.append(after.group())
     last = data.rfind(b"\n") + 1
-    if last < len(data) and starts[-1] != last:  # no line break after the last line
+    if last < len(data) and starts[-1] != last and _fits(data, last, len(data)):
+        # no line break after the last line
         starts.append(last)
         lines.append(data[last:])
     return starts, lines
@@ -378,7 +406,7 @@ def _lines_to_examine(data: bytes) -> list[tuple[int, bytes]]:
 
 
 @hookimpl
-def validate_lines(request):
+def validate_lines(request: ValidationRequest) -> list[Issue] | None:
     data = request.content
     if b"\r" in data:  # lines end at \r\n, \n and \r: the same lines, ending at \n
         data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")

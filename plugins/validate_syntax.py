@@ -25,10 +25,14 @@ import tomllib
 import warnings
 from collections.abc import Callable
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
 import yaml
 
 from orion.api import Issue, LineView, hookimpl, position
+
+if TYPE_CHECKING:
+    from orion.api import ValidationRequest
 
 Found = tuple[int, int, str] | None  # line, column, message
 
@@ -120,7 +124,7 @@ CHECKS: dict[str, Callable[[str], Found]] = {
 
 
 @hookimpl
-def validate_content(request):
+def validate_content(request: ValidationRequest) -> list[Issue] | None:
     check = CHECKS.get(PurePosixPath(request.path.replace("\\", "/")).suffix.lower())
     if check is None:
         return None

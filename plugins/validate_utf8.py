@@ -22,13 +22,18 @@ runs it on the content in pieces while it streams.
 Most content has none of these problems, so two quick checks come first (:func:`is_clean`): a
 strict decode, in chunks cut between characters, and one ``bytes.translate`` that keeps only the
 reported control bytes and ``EF`` (the first byte of U+FFFD). When both find nothing there is
-nothing to report; otherwise :func:`~orion.write_session.repair.find_problems` does the exact
+nothing to report; otherwise :func:`~orion.validation.find_problems` does the exact
 scan, as before.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from orion.api import Issue, LineView, find_problems, hookimpl
+
+if TYPE_CHECKING:
+    from orion.api import ValidationRequest
 
 #: Bytes decoded per call in the quick check (a chunk stays in the CPU cache).
 CHUNK = 1 << 18
@@ -42,7 +47,7 @@ _REPLACEMENT = "\ufffd".encode()
 def is_clean(content: bytes) -> bool:
     """``True`` when ``content`` has nothing to report: it is valid UTF-8 (strict decoding
     succeeds), without U+FFFD and without a reported control character. Exactly when
-    :func:`~orion.write_session.repair.find_problems` returns nothing."""
+    :func:`~orion.validation.find_problems` returns nothing."""
     view, size, start = memoryview(content), len(content), 0
     try:
         while start < size:
@@ -69,7 +74,7 @@ def is_clean(content: bytes) -> bool:
 
 
 @hookimpl
-def validate_lines(request):
+def validate_lines(request: ValidationRequest) -> list[Issue] | None:
     if is_clean(request.content):
         return None
     problems = find_problems(request.content)

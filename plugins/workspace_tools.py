@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import errno
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from orion.api import OrionError, ToolSpec, hookimpl, resolve_inside
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from orion.api import ToolContext
 
 HIDDEN = {".git", ".orion"}
 MAX_ENTRIES = 500
@@ -24,7 +31,7 @@ class ListFilesArgs(BaseModel):
     path: str = Field(default=".", description="a directory relative to the workspace")
 
 
-def _resolved(workspace, path: str):
+def _resolved(workspace: Path, path: str) -> Path:
     """``path`` resolved inside the workspace; a link that leads to itself (a loop) is a tool
     error the model can act on, not a failure of this plugin."""
     try:
@@ -38,7 +45,7 @@ def _resolved(workspace, path: str):
         raise OrionError(f"{path!r} cannot be resolved: {why}; nothing read") from None
 
 
-def read_file(args: ReadFileArgs, context) -> dict:
+def read_file(args: ReadFileArgs, context: ToolContext) -> dict[str, Any]:
     target = _resolved(context.workspace, args.path)
     if not target.is_file():
         raise OrionError(f"{args.path!r} is not a file")
@@ -55,7 +62,7 @@ def read_file(args: ReadFileArgs, context) -> dict:
             "text": "".join(chosen)}
 
 
-def list_files(args: ListFilesArgs, context) -> dict:
+def list_files(args: ListFilesArgs, context: ToolContext) -> dict[str, Any]:
     directory = _resolved(context.workspace, args.path)
     if not directory.is_dir():
         raise OrionError(f"{args.path!r} is not a directory")
@@ -75,7 +82,7 @@ def list_files(args: ListFilesArgs, context) -> dict:
 
 
 @hookimpl
-def register_tools(register):
+def register_tools(register: Callable[[ToolSpec], None]) -> None:
     register(ToolSpec("read_file", "Read a text file of the workspace, by line range.",
                       ReadFileArgs, read_file))
     register(ToolSpec("list_files", "List a directory of the workspace.", ListFilesArgs,

@@ -11,22 +11,29 @@ it set aside) waits in the context's ``news`` and goes first in the next prompt.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from orion.api import hookimpl
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from orion.api import Lifecycle, Transition
 
 DONE_PROMPT = "If you're finished, reply with DONE on its own line; otherwise continue."
 
 
-def _prompt(lifecycle, text: str) -> None:
+def _prompt(lifecycle: Lifecycle, text: str) -> None:
     news = lifecycle.context.pop("news", None) or []
     lifecycle.prompt("\n\n".join([*news, text]))
 
 
-def done_line(lifecycle) -> str:
+def done_line(lifecycle: Lifecycle) -> str:
     """The terminator the model must send: ``DONE``, or ``DONE <short id>`` in strict mode."""
     return f"DONE {lifecycle.id[:8]}" if lifecycle.settings.get("strict_done") else "DONE"
 
 
-def _quoted(lifecycle) -> tuple[list[str], str | None]:
+def _quoted(lifecycle: Lifecycle) -> tuple[list[str], str | None]:
     """The tail the session quotes for the next prompt (in the context, as JSON): the last
     complete lines and the unfinished one (None when the content ends with a line break)."""
     quoted = lifecycle.context.get("quoted")
@@ -63,7 +70,11 @@ def _resend(line: int) -> str:
             f"{line} again, whole, and your first line replaces the unfinished one.")
 
 
-def prompt_for_done(lifecycle, transition) -> None:
+def prompt_for_done(lifecycle: Lifecycle, transition: Transition) -> None:
+    if lifecycle.context.get("asked"):
+        # The model is still answering the last prompt. The chart's timer says so with
+        # `unless: model_asked`; a chart copied before it did (0.1.0's) must not ask twice.
+        return
     # Counted, so that a model that never says DONE is not asked forever (max_idle_prompts);
     # the session sets the count back to 0 when new content arrives.
     lifecycle.context["idle_prompts"] = lifecycle.context.get("idle_prompts", 0) + 1
@@ -75,21 +86,21 @@ def prompt_for_done(lifecycle, transition) -> None:
     text += (f" Anything you write but {line} alone is added to the file, after what is "
              f"saved; end it with a line {line}.")
     _, unfinished = _quoted(lifecycle)
-    line = lifecycle.context.get("unfinished_line")
-    if unfinished is not None and line:
-        text += " " + _resend(int(line))
+    cut_at = lifecycle.context.get("unfinished_line")
+    if unfinished is not None and cut_at:
+        text += " " + _resend(int(cut_at))
     _prompt(lifecycle, text)
 
 
-def count_continuation(lifecycle, transition) -> None:
+def count_continuation(lifecycle: Lifecycle, transition: Transition) -> None:
     lifecycle.context["continuations"] = lifecycle.context.get("continuations", 0) + 1
 
 
-def count_correction(lifecycle, transition) -> None:
+def count_correction(lifecycle: Lifecycle, transition: Transition) -> None:
     lifecycle.context["corrections"] = lifecycle.context.get("corrections", 0) + 1
 
 
-def request_continuation(lifecycle, transition) -> None:
+def request_continuation(lifecycle: Lifecycle, transition: Transition) -> None:
     payload = transition.payload
     n, limit = lifecycle.context["continuations"], lifecycle.settings["max_continuations"]
     saved = int(payload.get("lines", 0))
@@ -107,7 +118,7 @@ def request_continuation(lifecycle, transition) -> None:
     _prompt(lifecycle, text + f", and end with {done_line(lifecycle)} on its own line.")
 
 
-def ask_about_unfinished_line(lifecycle, transition) -> None:
+def ask_about_unfinished_line(lifecycle: Lifecycle, transition: Transition) -> None:
     """The message stopped cleanly in the middle of a line: does the file end there?"""
     lifecycle.context["asked"] = True  # until the reply ends (the session clears it)
     saved = int(transition.payload.get("lines", 0))
@@ -123,7 +134,7 @@ def ask_about_unfinished_line(lifecycle, transition) -> None:
             f"{done} on its own line.")
 
 
-def request_corrections(lifecycle, transition) -> None:
+def request_corrections(lifecycle: Lifecycle, transition: Transition) -> None:
     # The session wrote the batched prompt, with the lines shown escaped; it is in the context
     # rather than the payload, because payloads are traced and the prompt quotes content.
     prompt = lifecycle.context.pop("correction_prompt", None) or transition.payload.get("prompt")
@@ -140,15 +151,15 @@ def request_corrections(lifecycle, transition) -> None:
         + "\nReply only with corrected lines, one per line, as `L<line>: <corrected line>`.")
 
 
-def mark_incomplete(lifecycle, transition) -> None:
+def mark_incomplete(lifecycle: Lifecycle, transition: Transition) -> None:
     lifecycle.context["status"] = "incomplete"
 
 
-def mark_replaced(lifecycle, transition) -> None:
+def mark_replaced(lifecycle: Lifecycle, transition: Transition) -> None:
     lifecycle.context["safe_replacement"] = True
 
 
-def has_content(lifecycle, transition) -> bool:
+def has_content(lifecycle: Lifecycle, transition: Transition) -> bool:
     """Something to save: at least one byte, and not only whitespace."""
     payload = transition.payload
     if payload.get("blank"):
@@ -156,22 +167,23 @@ def has_content(lifecycle, transition) -> bool:
     return int(payload.get("bytes", lifecycle.context.get("bytes", 0))) > 0
 
 
-def model_asked(lifecycle, transition) -> bool:
+def model_asked(lifecycle: Lifecycle, transition: Transition) -> bool:
     """The model was asked whether it is finished and its reply has not ended yet: the idle
     timer must not ask again meanwhile (a slow first token, a user's message)."""
     return bool(lifecycle.context.get("asked"))
 
 
-def continuations_left(lifecycle, transition) -> bool:
-    return lifecycle.context.get("continuations", 0) < lifecycle.settings["max_continuations"]
+def continuations_left(lifecycle: Lifecycle, transition: Transition) -> bool:
+    return bool(lifecycle.context.get("continuations", 0)
+                < lifecycle.settings["max_continuations"])
 
 
-def corrections_left(lifecycle, transition) -> bool:
-    return lifecycle.context.get("corrections", 0) < lifecycle.settings["max_corrections"]
+def corrections_left(lifecycle: Lifecycle, transition: Transition) -> bool:
+    return bool(lifecycle.context.get("corrections", 0) < lifecycle.settings["max_corrections"])
 
 
 @hookimpl
-def register_actions(register):
+def register_actions(register: Callable[..., None]) -> None:
     for action in (prompt_for_done, count_continuation, count_correction, request_continuation,
                    ask_about_unfinished_line, request_corrections, mark_incomplete,
                    mark_replaced):
@@ -179,6 +191,6 @@ def register_actions(register):
 
 
 @hookimpl
-def register_guards(register):
+def register_guards(register: Callable[..., None]) -> None:
     for guard in (has_content, continuations_left, corrections_left, model_asked):
         register(guard.__name__, guard)

@@ -7,22 +7,39 @@
 - the ``write_session`` system: after each model request, the message's end becomes the open
   session's next step (DONE, a pause, a cut-off output, a corrections reply).
 - a context block while a session is open, so the protocol survives compaction.
-- the ``finalize`` hook for ``write_session`` lifecycles: the plan, executed once.
+- the ``finalize`` action of the ``write_session`` chart: the plan, executed once.
+- at ``runtime_started``, the write sessions of earlier runs: orphans offered, expired or
+  repaired, one marked for ``--continue`` adopted, temp leftovers swept and old backups pruned.
 - at ``runtime_closing``, what an open session means for the user who leaves.
+- ``open_write``: the open session, for the chat's live line; what a write changed in a file
+  that existed, for the chat (``reporter.changed``).
+- ``report_run``: the sessions of ``orion run``, the files they wrote, and the writes that
+  failed or ended incomplete (which fail the run); ``reply_stopped``: an open session saved
+  when the user stops a reply.
 """
 
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from orion.api import ContextBlock, OrionError, ToolSpec, hookimpl, write_session_of
+from orion.api import (ContextBlock, FileReport, OpenWrite, OrionError, RunReport, ToolSpec,
+                       hookimpl, host_of)
+from orion.write_session.diff import changes
 from orion.write_session.manager import manager_for
 from orion.write_session.operations import execute
 from orion.write_session.plan import WritePlan, check_plan
 from orion.write_session.session import validate_write
-from orion.write_session.undo import write_undo_record
+from orion.write_session.startup import startup
+from orion.write_session.undo import prune_after_write, write_undo_record
+from .finalization import finalizer
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from orion.api import ContextRequest, GateRequest, Host, Lifecycle, ToolContext, Transition, Turn
 
 #: Content larger than this does not belong in tool-call JSON.
 EXECUTE_MAX_CONTENT = 4096
@@ -49,7 +66,7 @@ MAX_PATH_CHARS = 1024
 MAX_MARKER_CHARS = 1024
 
 
-def _bounded(name: str, limit: int, **more):
+def _bounded(name: str, limit: int, **more: Any) -> Any:
     field = WritePlan.model_fields[name]
     return Field(default=field.default, description=field.description, max_length=limit,
                  **more)
@@ -81,7 +98,7 @@ class KeepArgs(BaseModel):
     part: int = Field(ge=1, le=1_000_000, description="the number of the part, as Orion said it")
 
 
-def keep(args: KeepArgs, context) -> str:
+def keep(args: KeepArgs, context: ToolContext) -> str:
     session = manager_for(context.runtime).active
     if session is None:
         raise OrionError("no write session is open: text set aside by a finished session is "
@@ -90,11 +107,11 @@ def keep(args: KeepArgs, context) -> str:
     return session.keep(args.part)
 
 
-def begin(args: BeginArgs, context) -> dict:
+def begin(args: BeginArgs, context: ToolContext) -> dict[str, Any]:
     return manager_for(context.runtime).begin(WritePlan.model_validate(args.model_dump()))
 
 
-def execute_small(args: ExecuteArgs, context) -> str:
+def execute_small(args: ExecuteArgs, context: ToolContext) -> str:
     runtime = context.runtime
     content = args.content.encode("utf-8", "surrogatepass")
     if len(content) > EXECUTE_MAX_CONTENT:
@@ -111,11 +128,14 @@ def execute_small(args: ExecuteArgs, context) -> str:
     write_id = uuid.uuid4().hex
     result = execute(checked, content, state_dir=runtime.state_dir, session_id=write_id)
     manager_for(runtime).writes.append(result)
+    _say_changes(runtime, [result])
     report = result.report
     try:
         write_undo_record(runtime.state_dir, session_id=write_id, relative=result.relative,
                           operation=plan.operation.value, sha256=result.sha256,
                           backup=result.backup, written_at_ms=runtime.clock.now_ms())
+        prune_after_write(runtime.state_dir, int(
+            runtime.definition("write_session").settings.get("keep_backups", 100)))
     except OSError as exc:
         return (f"{report}; its undo record could not be saved ({exc.strerror or exc}), so "
                 "orion sessions undo cannot undo it")
@@ -127,7 +147,7 @@ class WriteSessionSystem:
 
     name = "write_session"
 
-    async def run(self, turn) -> None:
+    async def run(self, turn: Turn) -> None:
         runtime = turn.runtime
         session = manager_for(runtime).active
         if turn.finish is None:
@@ -144,14 +164,14 @@ class WriteSessionSystem:
 
 
 @hookimpl
-def register_tools(register):
+def register_tools(register: Callable[[ToolSpec], None]) -> None:
     register(ToolSpec("WritePlanTool_begin", BEGIN_DESCRIPTION, BeginArgs, begin))
     register(ToolSpec("WritePlanTool_execute", EXECUTE_DESCRIPTION, ExecuteArgs, execute_small))
     register(ToolSpec(KEEP, KEEP_DESCRIPTION, KeepArgs, keep))
 
 
 @hookimpl
-def gate_tools(tools, request):
+def gate_tools(tools: Sequence[ToolSpec], request: GateRequest) -> list[str] | None:
     """``WritePlanTool_keep`` only while a session is open: nothing else can be put back."""
     runtime = request.runtime
     if runtime is None or manager_for(runtime).active is None:
@@ -160,12 +180,17 @@ def gate_tools(tools, request):
 
 
 @hookimpl
-def register_systems(register):
+def register_actions(register: Callable[..., None]) -> None:
+    register("finalize", finalizer(write), chart="write_session")
+
+
+@hookimpl
+def register_systems(register: Callable[[Any], None]) -> None:
     register(WriteSessionSystem())
 
 
 @hookimpl
-def build_context(request):
+def build_context(request: ContextRequest) -> ContextBlock | None:
     runtime = request.runtime
     session = manager_for(runtime).active if runtime is not None else None
     if session is None:
@@ -189,28 +214,134 @@ def build_context(request):
 
 
 @hookimpl
-def conversation_reset(runtime):
+def conversation_reset(host: Host) -> None:
     """``/reset``: a session still open belongs to the old conversation. Its content is kept
     (journal closed, not deleted) for ``orion sessions recover``; the new conversation's text
     is not captured."""
-    session = manager_for(runtime).active
+    session = manager_for(host).active
     if session is not None:
         session.set_aside("the conversation was reset")
 
 
 @hookimpl
-def runtime_closing(runtime):
-    """The process ends (``/quit``, the end of input or of a script) with a session open: say
-    where its content and the user's held messages are, and how to go on. The journal keeps
-    both (the session manager releases it when the runtime closes its services)."""
-    session = manager_for(runtime).active
-    if session is not None:
-        runtime.reporter.notice(session.open_notice())
+def runtime_started(host: Host) -> None:
+    """Every runtime (``orion run``, ``orion chat``, a test's world), before its first turn:
+    what earlier runs left behind. A session marked for ``--continue`` is adopted and asks the
+    model to go on; whoever drives the runtime answers that prompt (``runtime.pump()``)."""
+    manager_for(host).at_start = startup(manager_for(host).runtime)
 
 
 @hookimpl
-def finalize(lifecycle, transition):
-    if lifecycle.name != "write_session":
+def report_run(host: Host) -> RunReport:
+    manager = manager_for(host)
+    sessions: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for summary in manager.summaries():  # ended sessions beyond the newest are summaries
+        sessions.append({"id": summary.id, "target_file": summary.target_file,
+                         "operation": summary.operation, "status": summary.status,
+                         "continuations": summary.continuations,
+                         "corrections": summary.corrections})
+        if summary.status == "failed":
+            outcome = "failed"
+        elif summary.status == "incomplete":  # cut off, or no DONE after the idle prompts
+            why = summary.incomplete_reason
+            outcome = f"is incomplete: {why or 'the output was cut off'}"
+        else:
+            continue
+        problems.append(f"the write of {summary.target_file} (session {summary.id[:8]}) "
+                        f"{outcome}")
+    # Only what this runtime wrote: another process writing in the workspace meanwhile is not
+    # this run's.
+    files = [FileReport(w.relative, w.bytes, w.sha256) for w in manager.writes]
+    return RunReport(sections={"sessions": sessions}, files=files, problems=problems)
+
+
+@hookimpl
+def reply_stopped(host: Host) -> str | None:
+    """The reply was a write's content: it is saved, and the session stays open."""
+    session = manager_for(host).active
+    if session is None:
         return None
-    session = write_session_of(lifecycle)
-    return session.write() if session is not None else None
+    session.checkpoint()
+    journal, short = session.journal, session.id[:8]
+    held = _held(session.held_messages)
+    if journal.degraded is not None:
+        return (f"reply stopped; write session {short} holds {journal.lines} lines in memory "
+                f"only ({journal.degraded}): they are lost if this chat ends{held}")
+    return (f"reply stopped; write session {short} saved ({journal.lines} lines); it stays "
+            f"open here, and `orion sessions recover {short}` finishes it from another shell"
+            f"{held}")
+
+
+def _held(messages: list[str]) -> str:
+    if not messages:
+        return ""
+    if len(messages) == 1:
+        return "; your message is held with it and sent once the file is written"
+    return f"; your {len(messages)} messages are held with it and sent once the file is written"
+
+
+@hookimpl
+def runtime_closing(host: Host) -> None:
+    """The process ends (``/quit``, the end of input or of a script) with a session open: say
+    where its content and the user's held messages are, and how to go on. The journal keeps
+    both (the session manager releases it when the runtime closes its services)."""
+    session = manager_for(host).active
+    if session is not None:
+        host.reporter.notice(session.open_notice())
+
+
+#: The word ``orion chat``'s live line uses for a write session, by the first of its
+#: lifecycle's tags that it has (docs/write-sessions.md lists the tags); a write that has none
+#: of them is writing.
+WRITE_WORDS = (("correcting", "correcting"), ("finalizing", "checking"),
+               ("continuing", "continuing"), ("paused", "waiting"), ("receiving", "writing"))
+
+
+def write_word(lifecycle: Lifecycle) -> str:
+    """What a write session is doing, in a word a user understands: writing, continuing,
+    checking, correcting or waiting."""
+    for tag, word in WRITE_WORDS:
+        if lifecycle.has_tag(tag):
+            return word
+    return "writing"
+
+
+@hookimpl
+def open_write(host: Host) -> OpenWrite | None:
+    session = manager_for(host).active
+    if session is None:
+        return None
+    return OpenWrite(session.id, write_word(session.lifecycle), session.progress)
+
+
+def _say_changes(runtime: Any, results: list[Any]) -> None:
+    """What each write changed in a file that existed, for a reporter that shows it."""
+    for result in results:
+        if result.backup is not None:
+            runtime.reporter.changed(lambda result=result: _changed_lines(runtime, result))
+
+
+def _changed_lines(runtime: Any, result: Any) -> str:
+    try:
+        summary = changes(result.backup.read_bytes(), result.path.read_bytes()).summary()
+    except OSError as exc:
+        return f"{result.relative}: what changed cannot be read ({exc.strerror or exc})"
+    try:
+        write_id = result.backup.relative_to(runtime.state_dir / "backups").parts[0]
+    except ValueError:  # not where backups are kept: no id to name
+        return f"{result.relative}: {summary}"
+    return f"{result.relative}: {summary}; `orion sessions diff {write_id[:8]}` shows them"
+
+
+def write(lifecycle: Lifecycle, transition: Transition) -> Any:
+    """The ``finalize`` of a write session: the plan, executed once."""
+    host = host_of(lifecycle)
+    session = manager_for(host).get(lifecycle.id) if host is not None else None
+    if session is None:
+        return None
+    writes = manager_for(session.runtime).writes
+    before = len(writes)
+    result = session.write()
+    _say_changes(session.runtime, writes[before:])
+    return result

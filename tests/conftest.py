@@ -161,3 +161,31 @@ def wheel(tmp_path_factory) -> Path:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (found,) = out.glob("orion_statecharts-*.whl")
     return found
+
+
+# -- the slow lane --------------------------------------------------------------------------------
+# `make test-fast` leaves out the tests marked ``slow`` (``-m "not slow"``). In a run that has
+# them, each one's name and time is printed as it finishes, between the dots: a run that seems
+# stuck says which test it is in, and where the minutes go.
+
+
+class SlowLane:
+    def __init__(self, config) -> None:
+        self.config = config
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report) -> None:
+        if "slow" not in report.keywords:
+            return
+        self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if report.when == "teardown" and terminal is not None:
+            if terminal._tw.width_of_current_line:  # after the dots, on a line of its own
+                terminal.write("\n")
+            terminal.write_line(f"slow  {self.seconds.pop(report.nodeid):5.1f} s  "
+                                f"{report.nodeid}")
+
+
+def pytest_configure(config) -> None:
+    if config.get_verbosity() <= 0:  # verbose runs name every test already
+        config.pluginmanager.register(SlowLane(config), "orion-slow-lane")

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from sse_server import (KEEP_ALIVE, Pause, SSEServer, error, finish_chunk, stream, text_chunk,
                         text_stream, tool_call_chunk)
 
@@ -18,6 +19,7 @@ def chat(server: SSEServer, workspace, lines: str, **env: str) -> subprocess.Com
         input=lines, capture_output=True, text=True, timeout=60, env={**clean, **env})
 
 
+@pytest.mark.slow
 def test_chat_streams_the_reply_and_quits(tmp_path):
     with SSEServer([stream([text_chunk("Hello"), KEEP_ALIVE, text_chunk(" there"),
                             finish_chunk("stop")])]) as server:
@@ -31,6 +33,7 @@ def test_chat_streams_the_reply_and_quits(tmp_path):
     assert server.requests[0].headers["authorization"] == "Bearer test-key"
 
 
+@pytest.mark.slow
 def test_chat_runs_a_tool_call_and_sends_the_result_back(tmp_path):
     (tmp_path / "notes.md").write_text("ship it on Friday\n")
     first = stream([tool_call_chunk(0, id="call_a", name="read_file", arguments='{"path": '),
@@ -48,6 +51,7 @@ def test_chat_runs_a_tool_call_and_sends_the_result_back(tmp_path):
     assert "Friday." in proc.stdout
 
 
+@pytest.mark.slow
 def test_chat_slash_commands_work_without_the_model(tmp_path):
     with SSEServer([]) as server:
         proc = chat(server, tmp_path, "/help\n/nope\n/reset\n", OPENAI_API_KEY="k")
@@ -57,6 +61,7 @@ def test_chat_slash_commands_work_without_the_model(tmp_path):
     assert server.requests == []
 
 
+@pytest.mark.slow
 def test_chat_with_a_rejected_key_exits_1_with_a_clear_message(tmp_path):
     with SSEServer([error(401, message="Incorrect API key provided")]) as server:
         proc = chat(server, tmp_path, "hi\n", OPENAI_API_KEY="wrong")
@@ -64,6 +69,7 @@ def test_chat_with_a_rejected_key_exits_1_with_a_clear_message(tmp_path):
     assert "rejected the API key" in proc.stderr and "Incorrect API key provided" in proc.stderr
 
 
+@pytest.mark.slow
 def test_chat_uses_orion_yaml_and_the_api_key_variable_it_names(tmp_path):
     with SSEServer([stream(text_stream("ok"))]) as server:
         (tmp_path / "orion.yaml").write_text(
@@ -78,6 +84,7 @@ def test_chat_uses_orion_yaml_and_the_api_key_variable_it_names(tmp_path):
     assert server.requests[0].headers["authorization"] == "Bearer secret-1"
 
 
+@pytest.mark.slow
 def test_a_chat_keeps_one_connection_to_the_endpoint(tmp_path):
     # One client for the whole conversation: its requests reuse a kept-alive connection (one
     # TLS handshake with a remote endpoint, not one per request).
@@ -93,6 +100,7 @@ def test_a_chat_keeps_one_connection_to_the_endpoint(tmp_path):
 STATE_NAMES = ("awaiting_content", "session_active", "receiving_content", "needs_corrections")
 
 
+@pytest.mark.slow
 def test_a_piped_chat_prints_the_reply_as_it_came(tmp_path):
     reply = "# Notes\n\nThis is **bold**, `code` and a [link](https://example.org).\n- one\n"
     with SSEServer([stream(text_stream(reply[:9], reply[9:30], reply[30:]))]) as server:
@@ -101,6 +109,7 @@ def test_a_piped_chat_prints_the_reply_as_it_came(tmp_path):
     assert reply in proc.stdout  # not a terminal: no rendering, nothing changed
 
 
+@pytest.mark.slow
 def test_a_piped_chat_shows_a_write_s_progress_in_words_and_what_stays_open_at_the_end(
         tmp_path):
     from sse_server import begin_write
@@ -127,6 +136,7 @@ def test_a_piped_chat_shows_a_write_s_progress_in_words_and_what_stays_open_at_t
     assert (directory / "content.txt").read_text() == content + "I am not finished.\n"
 
 
+@pytest.mark.slow
 def test_sigint_stops_a_piped_reply_which_stays_in_the_model_s_view(tmp_path):
     import signal
     import threading

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from sse_server import SSEServer
 from test_recovery import make_orphan
 
@@ -26,6 +27,7 @@ def chat(workspace: Path, lines: str) -> subprocess.CompletedProcess[str]:
             env={**clean, "OPENAI_API_KEY": "test-key"})
 
 
+@pytest.mark.slow
 def test_a_crashed_session_is_recovered_then_undone_from_the_chat(tmp_path):
     workspace = tmp_path / "ws"
     workspace.mkdir()
@@ -44,6 +46,7 @@ def test_a_crashed_session_is_recovered_then_undone_from_the_chat(tmp_path):
     assert not target.exists()
 
 
+@pytest.mark.slow
 def test_discard_and_refusals_in_the_chat(tmp_path):
     workspace = tmp_path / "ws"
     workspace.mkdir()

@@ -3,6 +3,7 @@ and what the endpoint receives (the request bodies of the loopback server)."""
 
 from __future__ import annotations
 
+import pytest
 from sse_server import Pause, SSEServer, finish_chunk, stream, text_chunk, text_stream
 from tmux_terminal import PROMPT, chat_in_terminal, count, needs_tmux, started
 
@@ -15,6 +16,7 @@ def user_messages(server: SSEServer, request: int) -> list[str]:
             if m["role"] == "user"]
 
 
+@pytest.mark.slow
 def test_a_message_shows_once_and_up_recalls_it_from_the_workspace_history(tmp_path):
     with SSEServer([stream(text_stream("Hi.")), stream(text_stream("Again.")),
                     stream(text_stream("Found it."))]) as server:
@@ -46,6 +48,7 @@ def test_a_message_shows_once_and_up_recalls_it_from_the_workspace_history(tmp_p
     assert user_messages(server, 2) == ["Say: Hello there"]
 
 
+@pytest.mark.slow
 def test_alt_enter_and_a_paste_make_one_message_of_several_lines(tmp_path):
     with SSEServer([stream(text_stream("Two lines.")),
                     stream(text_stream("Three lines."))]) as server:
@@ -70,6 +73,7 @@ def test_alt_enter_and_a_paste_make_one_message_of_several_lines(tmp_path):
     assert len(server.requests) == 2
 
 
+@pytest.mark.slow
 def test_tab_completes_commands_and_workspace_paths(tmp_path):
     (tmp_path / "notes-2024.md").write_text("notes\n")
     with SSEServer([stream(text_stream("Read it."))]) as server:
@@ -88,6 +92,7 @@ def test_tab_completes_commands_and_workspace_paths(tmp_path):
     assert user_messages(server, 0) == ["summarize notes-2024.md"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_at_the_prompt_clears_the_line_and_twice_on_an_empty_line_ends_the_chat(
         tmp_path):
     with SSEServer([stream(text_stream("Still here."))]) as server:
@@ -115,6 +120,7 @@ def test_ctrl_c_at_the_prompt_clears_the_line_and_twice_on_an_empty_line_ends_th
     assert "Traceback" not in "\n".join(rows)
 
 
+@pytest.mark.slow
 def test_ctrl_d_ends_the_chat_cleanly(tmp_path):
     with SSEServer([]) as server:
         with chat_in_terminal(server, tmp_path, "ctrl-d") as terminal:
@@ -127,6 +133,7 @@ def test_ctrl_d_ends_the_chat_cleanly(tmp_path):
     assert "Traceback" not in "\n".join(rows)
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_a_reply_which_stays_in_the_model_s_view(tmp_path):
     slow = stream([text_chunk("The answer has two parts.\n\nFirst, the"), Pause(30),
                    text_chunk(" never shown"), finish_chunk("stop")])
@@ -149,6 +156,7 @@ def test_ctrl_c_stops_a_reply_which_stays_in_the_model_s_view(tmp_path):
     assert messages[-1]["content"] == "Only the first part."
 
 
+@pytest.mark.slow
 def test_text_typed_while_a_reply_streams_stays_on_its_line_and_is_sent_after_it(tmp_path):
     lines = [f"Reply line {n} of the long answer." for n in range(1, 9)]
     slow = stream([item for line in lines for item in (text_chunk(line + "\n"), Pause(0.3))]
@@ -174,6 +182,7 @@ def test_text_typed_while_a_reply_streams_stays_on_its_line_and_is_sent_after_it
     assert rows.index("you> Next question") > rows.index(lines[-1]), rows
 
 
+@pytest.mark.slow
 def test_replies_are_rendered_as_markdown_and_wrapped_between_words(tmp_path):
     words = ("Orion keeps every line the model streams, journals it to disk, checks it, and "
              "writes the file once, atomically, after the model says it is done.").split()
@@ -197,6 +206,7 @@ def test_replies_are_rendered_as_markdown_and_wrapped_between_words(tmp_path):
     assert server.requests[0].body["messages"][-1]["content"] == "Show me."
 
 
+@pytest.mark.slow
 def test_the_prompt_comes_back_after_the_idle_prompt_and_its_answer(tmp_path):
     # The message ends without DONE: the chat hands the prompt back; 2 s later Orion's idle
     # prompt asks the model, which answers DONE in the background. Its output goes above the

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 
+import pytest
 from sse_server import (Pause, SSEServer, begin_write, finish_chunk, stream, text_chunk,
                         text_stream)
 from tmux_terminal import (ORION, PROMPT, chat_in_terminal, count, flowed, needs_tmux,
@@ -34,6 +35,7 @@ def slow_content(lines: list[str], *, pause: float, done: bool = True) -> list:
     return items + [text_chunk("DONE\n")] * done
 
 
+@pytest.mark.slow
 def test_a_300_line_write_shows_a_bounded_preview_and_one_live_line_then_one_report(
         tmp_path):
     lines = content_lines(300)
@@ -70,6 +72,7 @@ def test_a_300_line_write_shows_a_bounded_preview_and_one_live_line_then_one_rep
     assert any(str(m["content"]).startswith("[wrote notes.md: 300 lines") for m in history)
 
 
+@pytest.mark.slow
 def test_an_overwrite_reports_the_lines_it_changed_and_the_diff_command_shows_them(tmp_path):
     old = content_lines(40)
     (tmp_path / "notes.md").write_text("".join(f"{line}\n" for line in old))
@@ -100,6 +103,7 @@ def test_an_overwrite_reports_the_lines_it_changed_and_the_diff_command_shows_th
     assert "notes.md: +2 -2 lines" in diff.stderr
 
 
+@pytest.mark.slow
 def test_the_live_line_says_continuing_and_correcting_in_words(tmp_path):
     first = content_lines(5)
     cut = stream([text_chunk("".join(f"{line}\n" for line in first)), finish_chunk("length")])
@@ -126,6 +130,7 @@ def test_the_live_line_says_continuing_and_correcting_in_words(tmp_path):
     assert "Correction round 1" in server.requests[3].body["messages"][-1]["content"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_a_write_saves_it_and_quit_says_what_stays_and_how_to_finish_it(tmp_path):
     # The model streams three lines, then keeps writing (slowly) until interrupted.
     slow = stream([text_chunk("first line\nsecond line\nthird line\n"), Pause(30),

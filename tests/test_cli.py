@@ -153,12 +153,14 @@ def _orion(*args: str, env: dict[str, str] | None = None, cwd: Path | None = Non
                           text=True, env=full_env, cwd=cwd, timeout=120)
 
 
+@pytest.mark.slow
 def test_python_dash_m_orion_runs_from_any_directory(tmp_path):
     proc = _orion("check", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "write_session" in proc.stderr and "plan_mode" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_plugin_allow_list_naming_nothing_installed_exits_2(tmp_path):
     proc = _orion("plugins", env={"ORION_LOAD_PLUGINS": "no-such-plugin"}, cwd=tmp_path)
     assert proc.returncode == 2

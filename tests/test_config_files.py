@@ -36,6 +36,7 @@ def workspace(tmp_path: Path, orion_yaml: str) -> Path:
     return ws
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["check"], ["run", "hello"], ["statechart", "list"]])
 def test_a_chart_that_is_dev_zero_is_a_located_error(tmp_path, command):
     ws = workspace(tmp_path, "settings: {}\nstatecharts:\n  - /dev/zero\n")
@@ -46,6 +47,7 @@ def test_a_chart_that_is_dev_zero_is_a_located_error(tmp_path, command):
         "character device); Orion reads configuration only from regular files")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["check"], ["run", "hello"], ["check", "--json"]])
 def test_a_chart_that_is_a_fifo_never_blocks(tmp_path, command):
     ws = workspace(tmp_path, "statecharts: [lifecycles/review.yaml]\n")
@@ -64,6 +66,7 @@ def test_a_chart_that_is_a_fifo_never_blocks(tmp_path, command):
         assert message in done.stderr
 
 
+@pytest.mark.slow
 def test_a_fifo_or_device_given_to_orion_check_is_a_finding(tmp_path):
     os.mkfifo(tmp_path / "chart.yaml")
     done = orion("check", str(tmp_path / "chart.yaml"), "/dev/zero", cwd=tmp_path)
@@ -108,6 +111,7 @@ def test_a_chart_swapped_for_a_fifo_after_the_check_is_still_never_waited_for(tm
                                    "(a FIFO); Orion reads configuration only from regular files")
 
 
+@pytest.mark.slow
 def test_a_reply_text_file_that_is_a_fifo_is_a_located_script_error(tmp_path):
     os.mkfifo(tmp_path / "reply.md")
     (tmp_path / "s.yaml").write_text("conversation:\n  - user: hi\n"
@@ -142,6 +146,7 @@ def test_a_script_that_is_a_fifo_or_over_its_cap_is_a_located_error(tmp_path):
 # -- a pipeline that never asks a model ----------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config,said", [
     ("pipeline: []\n", "1:11: the pipeline is empty, so no message would ever be answered"),
     ("pipeline: [context, tools]\n", "1:11: the pipeline (context, tools) has no system that "

@@ -712,6 +712,7 @@ def test_nesting_beyond_the_depth_limit_is_a_located_diagnostic(tmp_path):
     assert parse(path, None, check_names=False)[2] == []
 
 
+@pytest.mark.slow
 def test_orion_check_on_absurd_nesting_prints_one_line_not_a_traceback(tmp_path):
     path = tmp_path / "deeper.yaml"
     path.write_text(deep_chart(400), encoding="utf-8")

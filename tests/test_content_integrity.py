@@ -344,6 +344,7 @@ def chat(server: SSEServer, workspace: Path, lines_in: str) -> subprocess.Comple
         env={**clean, "OPENAI_API_KEY": "k"})
 
 
+@pytest.mark.slow
 def test_7_a_connection_cut_mid_reply_is_continued_and_chat_goes_on(tmp_path):
     path = "notes.md"
     responses = [begin_write(path),
@@ -364,6 +365,7 @@ def test_7_a_connection_cut_mid_reply_is_continued_and_chat_goes_on(tmp_path):
     assert not list((tmp_path / ".orion" / "write_sessions").glob("*"))  # nothing orphaned
 
 
+@pytest.mark.slow
 def test_7_chat_survives_an_endpoint_error_with_one_line_and_keeps_the_conversation(tmp_path):
     # 503 four times: the SDK's own retries (3) are used up, the request fails.
     responses = [retryable(503, message="upstream unavailable")] * 4 + [
@@ -380,6 +382,7 @@ def test_7_chat_survives_an_endpoint_error_with_one_line_and_keeps_the_conversat
     assert users == ["Hello?", "Anyone?"]  # the conversation was kept
 
 
+@pytest.mark.slow
 def test_7_max_tokens_and_temperature_come_from_orion_yaml(tmp_path):
     (tmp_path / "orion.yaml").write_text(textwrap.dedent("""\
         model:
@@ -419,6 +422,7 @@ def test_7_a_bad_max_tokens_in_orion_yaml_is_reported_with_its_position(tmp_path
     assert "orion.yaml:3:" in str(info.value) and "max_tokens" in str(info.value)
 
 
+@pytest.mark.slow
 def test_3_in_orion_chat_a_question_typed_mid_session_is_answered_after_the_write(tmp_path):
     # The idle timer is set far away: only the user's lines drive this conversation.
     (tmp_path / "orion.yaml").write_text("settings:\n  write_session:\n    idle_ms: 600000\n")

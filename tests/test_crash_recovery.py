@@ -113,6 +113,7 @@ def crash_and_recover(tmp_path: Path, script: Path, kill_at: int, where: str) ->
     assert not (workspace / ".orion" / "write_sessions" / row["id"]).exists(), where
 
 
+@pytest.mark.slow
 def test_killed_mid_stream_recovers_a_prefix(tmp_path):
     rng = random.Random(SEED)
     script = slow_script(tmp_path / "slow.yaml")

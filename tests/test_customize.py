@@ -237,6 +237,7 @@ def test_statechart_show_resolved_and_diagram_use_the_workspace_overlay(tmp_path
     assert "review" not in plain.stdout
 
 
+@pytest.mark.slow
 def test_the_runtime_runs_the_overlay(tmp_path):
     """The overlay is what a real run uses: DONE leads to `review`, and nothing is written."""
     ws = workspace(tmp_path, {"review.yaml": REVIEW_OVERLAY})
@@ -305,6 +306,7 @@ def test_a_renamed_state_that_keeps_its_tag_runs(tmp_path):
     assert "(write_session: from" in result.stderr and "(overrides built-in)" in result.stderr
 
 
+@pytest.mark.slow
 def test_orion_run_refuses_a_chart_that_breaks_the_contract_before_anything_runs(tmp_path):
     ws = workspace(tmp_path, {"review.yaml": copy_of_write_session(
         {"  - trigger: valid\n": "  - trigger: validated\n"})})
@@ -437,6 +439,7 @@ SHIPS_REVIEW = """\
     """
 
 
+@pytest.mark.slow
 def test_a_plugin_ships_a_chart_and_check_says_where_each_comes_from(tmp_path):
     site = make_site(tmp_path / "site", {"acme-orion": SHIPS_REVIEW})
     write(site / "review.yaml", REVIEW_OVERLAY)
@@ -458,6 +461,7 @@ def test_a_plugin_ships_a_chart_and_check_says_where_each_comes_from(tmp_path):
     assert acme["distribution"] == "acme-orion" and "register_statecharts" in acme["hooks"]
 
 
+@pytest.mark.slow
 def test_two_plugins_shipping_one_chart_is_exit_2_naming_both(tmp_path):
     site = make_site(tmp_path / "site", {"acme-orion": SHIPS_REVIEW, "other-orion": SHIPS_REVIEW})
     write(site / "review.yaml", REVIEW_OVERLAY)
@@ -478,6 +482,7 @@ REGISTERS_SHARED = """\
     """
 
 
+@pytest.mark.slow
 def test_two_plugins_registering_one_action_is_exit_2_naming_both(tmp_path):
     site = make_site(tmp_path / "site", {"one-orion": REGISTERS_SHARED,
                                          "two-orion": REGISTERS_SHARED})
@@ -541,6 +546,7 @@ def test_settings_for_a_misspelled_statechart_are_reported(tmp_path):
             "(plan_mode, write_session); did you mean 'write_session'?") in result.output
 
 
+@pytest.mark.slow
 def test_the_testing_docs_conftest_runs_with_the_team_plugin_installed_by_entry_point(tmp_path):
     """docs/testing.md's conftest.py, as written, in a project where the team's package is
     installed (an entry point of the group ``orion``) and so loaded before the fixture runs."""

@@ -74,6 +74,7 @@ def expected_lines(sample: str) -> list[re.Pattern[str]]:
             for line in sample.splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="the tutorial's commands are POSIX sh")
 def test_the_tutorial_runs_from_an_empty_directory_to_a_passing_feature_run(tmp_path):
     env = environment(tmp_path)
@@ -111,6 +112,7 @@ NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "reports",
                                     "__pycache__", ".pytest_cache", ".hypothesis", ".orion")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="the CI steps are POSIX sh")
 def test_the_ci_steps_pass_in_an_empty_environment(tmp_path):
     """The tutorial's CI workflow, run line by line as a fresh runner would: a new virtual

@@ -366,6 +366,7 @@ SETTINGS = settings(max_examples=400, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(data=st.data(), terminator=st.sampled_from(TERMINATORS))
 def test_any_split_of_the_text_gives_what_feeding_it_whole_gives(data, terminator):
@@ -388,6 +389,7 @@ def test_character_by_character_gives_the_same(data):
     assert (content, m.done, m.commentary, m.in_fence) == reference(msgs)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(data=st.data(), garbage=st.lists(st.sampled_from(
     [b"\xff", b"\xe2\x82", b"\xed\xa0\x80", b"\xc3", b"\x80"]), max_size=3))

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from orion.testing.faults import DAMAGE, LOCK_HOLDER
+
 ORION = str(Path(sys.executable).parent / "orion")
 
 
@@ -37,33 +39,6 @@ def healthy(tmp_path_factory) -> dict[str, bytes]:
     proc = orion("run", "operations", "--workspace", str(workspace))
     assert proc.returncode == 0, proc.stderr
     return files_of(workspace)
-
-
-def _garbage(db: Path) -> None:
-    db.write_bytes(bytes(range(256)) * 20)
-
-
-def _truncated(db: Path) -> None:
-    with sqlite3.connect(db) as conn:
-        conn.execute("CREATE TABLE filler (x TEXT)")
-        conn.executemany("INSERT INTO filler VALUES (?)", [("x" * 500,)] * 200)
-    data = db.read_bytes()
-    db.write_bytes(data[: len(data) // 3])
-
-
-def _directory(db: Path) -> None:
-    db.mkdir()
-    (db / "something").write_text("not a database")
-
-
-def _wrong_schema(db: Path) -> None:
-    with sqlite3.connect(db) as conn:
-        conn.execute("CREATE TABLE plans (name TEXT)")
-        conn.execute("CREATE TABLE trace_events (what TEXT)")
-
-
-DAMAGE = {"garbage": _garbage, "truncated": _truncated, "directory": _directory,
-          "wrong schema": _wrong_schema}
 
 
 def plans_of(state_dir: Path) -> list[dict]:
@@ -92,6 +67,7 @@ def operations_with_damaged(database: str, damage: str, tmp_path: Path,
     return workspace, said
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", list(DAMAGE))
 def test_a_damaged_orion_db_stops_neither_the_run_nor_a_write_nor_plan_work(damage, tmp_path,
                                                                              healthy):
@@ -109,6 +85,7 @@ def test_a_damaged_orion_db_stops_neither_the_run_nor_a_write_nor_plan_work(dama
     assert [plan["status"] for plan in plans_of(state)] == ["COMPLETED", "SUPERSEDED"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", list(DAMAGE))
 def test_a_damaged_plans_db_stops_neither_the_run_nor_a_write_nor_traces(damage, tmp_path,
                                                                           healthy):
@@ -120,6 +97,7 @@ def test_a_damaged_plans_db_stops_neither_the_run_nor_a_write_nor_traces(damage,
     assert trace_count(workspace) > 10
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("database", ["orion.db", "plans.db"])
 @pytest.mark.parametrize("damage", list(DAMAGE))
 @pytest.mark.parametrize("command", [["traces"], ["traces", "stats"], ["plan", "show"],
@@ -142,6 +120,7 @@ def test_reading_commands_answer_a_damaged_database_with_one_error_line(database
         lines
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("database", ["orion.db", "plans.db"])
 def test_a_database_locked_by_another_process_stops_no_write(database, tmp_path, healthy):
     # Another process holds an exclusive transaction on the database for the whole run.
@@ -149,14 +128,8 @@ def test_a_database_locked_by_another_process_stops_no_write(database, tmp_path,
     (workspace / ".orion").mkdir(parents=True)
     db = workspace / ".orion" / database
     sqlite3.connect(db).close()
-    holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sqlite3, sys, time\n"
-         "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
-         "c.execute('BEGIN EXCLUSIVE')\n"
-         "print('locked', flush=True)\n"
-         "time.sleep(120)\n", str(db)],
-        stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen([sys.executable, "-c", LOCK_HOLDER, str(db)],
+                              stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
         proc = orion("run", "operations", "--workspace", str(workspace), timeout=300)
@@ -169,12 +142,13 @@ def test_a_database_locked_by_another_process_stops_no_write(database, tmp_path,
     assert files_of(workspace) == healthy
 
 
+@pytest.mark.slow
 def test_the_run_after_the_damage_is_moved_aside_records_again(tmp_path, healthy):
     # The error message's advice works: move the file aside, and traces and plans come back.
     workspace = tmp_path / "ws"
     (workspace / ".orion").mkdir(parents=True)
     db = workspace / ".orion" / "orion.db"
-    _garbage(db)
+    DAMAGE["garbage"](db)
     assert orion("traces", "--workspace", str(workspace)).returncode == 1
     shutil.move(db, workspace / "orion.db.damaged")
     proc = orion("run", "hello", "--workspace", str(workspace))
@@ -183,6 +157,7 @@ def test_the_run_after_the_damage_is_moved_aside_records_again(tmp_path, healthy
     assert traces.returncode == 0 and traces.stdout.strip(), traces.stderr
 
 
+@pytest.mark.slow
 def test_two_runs_starting_at_once_in_a_fresh_workspace_both_record(tmp_path):
     # Both set up orion.db (WAL, migrations) at the same moment; SQLite refuses one of two
     # schema writers at once, so the set-up is serialized. Bounded: six pairs.

@@ -11,7 +11,6 @@ skipped, saying so.
 from __future__ import annotations
 
 import asyncio
-import errno
 import hashlib
 import json
 import os
@@ -27,13 +26,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orion import hookimpl
 from orion.confined import PathSwapped, TEMP_MARK, open_parent, temp_name
-from orion.errors import OrionError
 from orion.models.script import load_script
 from orion.plugins import make_plugin_manager
 from orion.runtime.report import Reporter
 from orion.runtime.runner import play
+from orion.testing.faults import (KILLED_WRITER, RACER, SWAPPER, WITHOUT_OVERRIDE, MountRefused,
+                                  fill, mount_tmpfs, plans_into, remount, unmount)
+from orion.testing.faults import AtFinalization as Plugin
 from orion.write_session.operations import execute
 from orion.write_session.plan import PlanRejected, WritePlan, check_plan
 from orion.write_session.recovery import recover_finalize, scan, undo
@@ -55,22 +55,17 @@ def mount(tmp_path):
     mounted: list[Path] = []
 
     def _mount(path: Path, size: str = "64k", ro: bool = False) -> Path:
-        path.mkdir(parents=True, exist_ok=True)
-        options = f"size={size}" + (",ro" if ro else "")
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
-                              capture_output=True, text=True)
-        if done.returncode != 0:
-            pytest.skip(f"mounting a tmpfs is not permitted here: {done.stderr.strip()}")
+        kib = int(size[:-1]) * (1024 if size.endswith("m") else 1)
+        try:
+            mount_tmpfs(path, kib, read_only=ro)
+        except MountRefused as exc:
+            pytest.skip(f"mounting a tmpfs is not permitted here: {exc}")
         mounted.append(path)
         return path
 
     yield _mount
     for path in reversed(mounted):
-        subprocess.run(["umount", "-l", str(path)], capture_output=True)
-
-
-def remount(path: Path, mode: str) -> None:
-    subprocess.run(["mount", "-o", f"remount,{mode}", str(path)], check=True)
+        unmount(path)
 
 
 def write_script(path: Path, conversation: list, files: dict | None = None) -> Path:
@@ -107,19 +102,6 @@ def no_traceback(done: subprocess.CompletedProcess) -> None:
     assert "Traceback" not in done.stderr + done.stdout, done.stderr[-3000:]
 
 
-class Plugin:
-    """A plugin whose ``normalize_content`` (run at finalization, just before the write)
-    does ``action``: the moment a real fault is set up under a running write."""
-
-    def __init__(self, action):
-        self.action = action
-
-    @hookimpl
-    def normalize_content(self, path, content):
-        self.action()
-        return None
-
-
 def play_in_process(workspace: Path, script: Path, *, state_dir: Path | None = None,
                     plugin: object | None = None):
     pm = make_plugin_manager(entrypoints=False, env={})
@@ -143,6 +125,7 @@ def play_in_process(workspace: Path, script: Path, *, state_dir: Path | None = N
 # -- 1. a full disk: the content is never only in memory when the user is told it is saved ------
 
 
+@pytest.mark.slow
 def test_a_full_disk_keeps_the_content_in_a_rescue_file_the_message_names(tmp_path, mount):
     ws = mount(tmp_path / "ws", size="256k")
     (ws / "orion.yaml").write_text(NO_TRACES)
@@ -179,6 +162,7 @@ def test_a_full_disk_keeps_the_content_in_a_rescue_file_the_message_names(tmp_pa
 # -- 11. a file-size limit (EFBIG) ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_file_size_limit_ends_cleanly_and_recovery_never_writes_a_cut_file(tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -235,18 +219,6 @@ def test_a_target_that_turns_read_only_keeps_the_content_and_recover_writes_it(t
     assert (ws / "doc.md").read_text() == content and recovered.status == "recovered"
 
 
-def fill(directory: Path) -> None:
-    """Take every free byte of ``directory``'s file system."""
-    fd = os.open(directory / "filler", os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        while True:
-            os.write(fd, b"\0" * 4096)
-    except OSError as exc:
-        assert exc.errno == errno.ENOSPC
-    finally:
-        os.close(fd)
-
-
 def test_a_state_directory_that_fills_up_rescues_the_content(tmp_path, mount):
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -276,13 +248,7 @@ def test_a_state_directory_that_fills_up_rescues_the_content(tmp_path, mount):
 # -- EACCES: a process without the right to write the state directory -------------------------
 
 
-#: Root may write where a directory's mode says no: the run starts without the capabilities
-#: that let it (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), so a root process is refused what the
-#: mode refuses, as any user is. It stays uid 0, so it still reads an interpreter installed
-#: in a directory private to root.
-WITHOUT_OVERRIDE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
-
-
+@pytest.mark.slow
 def test_without_write_permission_the_content_is_rescued_and_the_target_kept(tmp_path):
     if os.geteuid() == 0 and shutil.which("setpriv") is None:
         pytest.skip("root ignores directory modes, and setpriv (util-linux), which runs a "
@@ -361,31 +327,7 @@ def test_small_writes_keep_their_own_backups_across_runs(tmp_path):
 # -- 3. two processes appending to one file at once: no update lost ----------------------------
 
 
-RACER = textwrap.dedent("""
-    import sys, time
-    from pathlib import Path
-    from orion.write_session.operations import TargetChanged, execute
-    from orion.write_session.plan import WritePlan, check_plan
-
-    ws, name, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-    refused = 0
-    for i in range(count):
-        for attempt in range(500):  # bounded: a refused write is checked and tried again
-            plan = WritePlan(intent="race", target_file="shared.md", operation="append")
-            checked = check_plan(plan, workspace=ws, state_dir=ws / ".orion")
-            time.sleep(0.001)  # the model streams between the check and the write
-            try:
-                execute(checked, f"{name} {i}\\n".encode(), state_dir=ws / ".orion",
-                        session_id=f"{name}-{i}-{attempt}")
-                break
-            except TargetChanged:
-                refused += 1
-        else:
-            raise SystemExit(f"{name} {i} never written")
-    print(refused)
-""")
-
-
+@pytest.mark.slow
 def test_two_processes_appending_at_once_lose_no_append(tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -393,7 +335,8 @@ def test_two_processes_appending_at_once_lose_no_append(tmp_path):
     racer = tmp_path / "racer.py"
     racer.write_text(RACER)
     count = 40
-    procs = [subprocess.Popen([sys.executable, str(racer), str(ws), name, str(count)],
+    procs = [subprocess.Popen([sys.executable, str(racer), str(ws), name, str(count),
+                               "shared.md", "2"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for name in ("A", "B")]
     outputs = [p.communicate(timeout=300) for p in procs]
@@ -432,26 +375,6 @@ def test_a_file_changed_by_someone_else_refuses_the_write_and_keeps_the_content(
 # -- 6. a directory swapped for a symbolic link while writes run -------------------------------
 
 
-SWAPPER = textwrap.dedent("""
-    import ctypes, os, sys
-    sub, alt, stop = sys.argv[1:4]
-    libc = ctypes.CDLL(None, use_errno=True)
-    AT_FDCWD, RENAME_EXCHANGE = -100, 2
-    def exchange():
-        return libc.renameat2(AT_FDCWD, sub.encode(), AT_FDCWD, alt.encode(), RENAME_EXCHANGE)
-    swaps = 0
-    print("ready" if exchange() == 0 and exchange() == 0 else "unsupported", flush=True)
-    for _ in range(5_000_000):  # bounded; the test stops it much sooner
-        if swaps % 64 == 0 and os.path.exists(stop):
-            break
-        if exchange() == 0:
-            swaps += 1
-    if os.path.islink(sub):
-        exchange()
-    print(swaps)
-""")
-
-
 def test_a_symlink_swap_race_never_writes_outside(tmp_path):
     ws = tmp_path / "ws"
     outside = tmp_path / "outside"
@@ -470,16 +393,8 @@ def test_a_symlink_swap_race_never_writes_outside(tmp_path):
         proc.kill()
         proc.wait()
         pytest.skip("renameat2(RENAME_EXCHANGE) is not available here")
-    written = refused = 0
     try:
-        for i in range(500):
-            plan = WritePlan(intent="race", target_file=f"sub/f{i}.md", operation="create")
-            try:
-                checked = check_plan(plan, workspace=ws, state_dir=ws / ".orion")
-                execute(checked, b"data\n", state_dir=ws / ".orion", session_id=f"s{i}")
-                written += 1
-            except (OrionError, OSError):
-                refused += 1
+        written, refused = plans_into(ws, "sub", 500)
     finally:
         stop.touch()
         swaps = int(proc.communicate(timeout=60)[0].strip() or 0)
@@ -575,16 +490,6 @@ def test_the_run_report_lists_only_its_own_writes(tmp_path):
 # -- 13. temp files a killed write left behind ---------------------------------------------------
 
 
-KILLED_WRITER = textwrap.dedent("""
-    import os, sys, time
-    from orion.confined import temp_name
-    fd = os.open(os.path.join(sys.argv[1], temp_name("big.md")), os.O_WRONLY | os.O_CREAT, 0o644)
-    os.write(fd, b"x" * 100000)
-    print("ready", flush=True)
-    time.sleep(600)
-""")
-
-
 def test_temp_files_of_killed_writes_are_removed_at_start(tmp_path):
     ws = tmp_path / "ws"
     (ws / "docs").mkdir(parents=True)
@@ -619,13 +524,14 @@ def test_backups_beyond_keep_backups_are_pruned_and_history_lists_the_rest(tmp_p
             {"model": {"text": "Done."}}])
         play_in_process(ws, script)
     kept = records(ws / ".orion")
-    # each start prunes down to two; the fourth run then added its own
-    assert [Path(r.data["backup"]).read_text() for r in kept] == ["v3\n", "v2\n", "v1\n"]
-    assert len(list((ws / ".orion" / "backups").iterdir())) == 3
+    # pruned down to two as each write happens: never more than keep_backups are kept
+    assert [Path(r.data["backup"]).read_text() for r in kept] == ["v3\n", "v2\n"]
+    assert len(list((ws / ".orion" / "backups").iterdir())) == 2
     listed = orion("sessions", "history", "--workspace", str(ws), "--json", cwd=tmp_path)
     assert [row["id"] for row in json.loads(listed.stdout)] == [r.id for r in kept]
 
 
+@pytest.mark.slow
 def test_a_session_still_open_at_the_end_on_a_full_disk_is_rescued(tmp_path, mount):
     ws = mount(tmp_path / "ws", size="256k")
     (ws / "orion.yaml").write_text(NO_TRACES)
@@ -680,6 +586,7 @@ def test_an_undo_record_of_an_older_orion_is_still_read(tmp_path):
     assert (ws / "notes.md").read_text() == "before\n"
 
 
+@pytest.mark.slow
 def test_sigkill_at_the_atomic_write_leaves_no_half_file_and_no_leftover(tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()

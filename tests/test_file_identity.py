@@ -79,6 +79,7 @@ def big_text(path: Path, megabytes: int) -> Path:
 # -- privacy: the temp file is never more readable than the file ---------------------------
 
 
+@pytest.mark.slow
 @needs_root
 def test_another_user_cannot_read_a_0600_files_new_content_through_the_temp_file(tmp_path):
     ws = tmp_path / "ws"
@@ -101,6 +102,7 @@ def test_another_user_cannot_read_a_0600_files_new_content_through_the_temp_file
     assert set(seen["refused"]) == {"EACCES"}, seen
 
 
+@pytest.mark.slow
 @needs_root
 def test_the_temp_file_has_the_files_owner_and_mode_before_its_first_byte(tmp_path):
     ws = tmp_path / "ws"
@@ -129,6 +131,7 @@ def test_the_temp_file_has_the_files_owner_and_mode_before_its_first_byte(tmp_pa
 # -- owner and group ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @needs_root
 def test_root_appending_to_another_users_file_keeps_its_owner_group_and_mode(tmp_path):
     ws = tmp_path / "ws"
@@ -148,6 +151,7 @@ def test_root_appending_to_another_users_file_keeps_its_owner_group_and_mode(tmp
     assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (NOBODY, NOBODY, 0o4750)
 
 
+@pytest.mark.slow
 @needs_root
 def test_a_user_keeps_the_files_group_and_is_told_it_now_owns_the_file(shared):
     """Orion as ``nobody`` (with ``users`` as a supplementary group) appends to root's file:
@@ -176,6 +180,7 @@ def test_a_user_keeps_the_files_group_and_is_told_it_now_owns_the_file(shared):
 # -- hard links: the file gets a file of its own, and that is said -------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("links", [2, 3])
 def test_a_file_with_hard_links_gets_a_file_of_its_own_and_the_report_says_so(tmp_path, links):
     ws = tmp_path / "ws"
@@ -199,6 +204,7 @@ def test_a_file_with_hard_links_gets_a_file_of_its_own_and_the_report_says_so(tm
         assert other.stat().st_nlink == links - 1
 
 
+@pytest.mark.slow
 def test_a_write_to_a_linked_file_that_fails_half_way_leaves_every_name_as_it_was(tmp_path):
     """Why the write is not done in place: a failure in the middle (here a real file-size
     limit, EFBIG, after the first half megabyte) leaves both names with the old text, whole,

@@ -9,9 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ORION = str(Path(sys.executable).parent / "orion")
 
 
+@pytest.mark.slow
 def test_orion_run_answers_hostile_tool_arguments_with_tool_errors(tmp_path):
     deep = '{"intent": ' + "[" * 100_000 + "]" * 100_000 + "}"
     digits = '{"intent": ' + "9" * 5000 + "}"
@@ -36,6 +39,7 @@ def test_orion_run_answers_hostile_tool_arguments_with_tool_errors(tmp_path):
     assert "I could not start the write." in said  # the conversation went on to its end
 
 
+@pytest.mark.slow
 def test_a_setting_of_10_to_the_400_is_a_located_error_of_orion_check_and_orion_run(tmp_path):
     (tmp_path / "orion.yaml").write_text("settings:\n  write_session:\n    idle_ms: 1"
                                          + "0" * 400 + "\n")
@@ -50,6 +54,7 @@ def test_a_setting_of_10_to_the_400_is_a_located_error_of_orion_check_and_orion_
     assert "idle_ms" in run.stderr and "nothing was run" in run.stderr
 
 
+@pytest.mark.slow
 def test_an_invalid_setting_stops_orion_run_before_anything_runs(tmp_path):
     (tmp_path / "orion.yaml").write_text("settings:\n  write_session:\n    flush_lines: 0\n")
     run = subprocess.run([ORION, "run", "hello", "--workspace", str(tmp_path)],
@@ -61,6 +66,7 @@ def test_an_invalid_setting_stops_orion_run_before_anything_runs(tmp_path):
     assert "Hello" not in run.stdout  # the conversation never started
 
 
+@pytest.mark.slow
 def test_a_lone_surrogate_from_the_model_does_not_end_orion_chat(tmp_path):
     # A gateway can send "\ud800" (valid JSON, not valid text): the console shows a
     # replacement character, the chat goes on to the next line.
@@ -90,6 +96,7 @@ def test_a_limit_of_10_to_the_20_is_a_usage_error_not_an_overflow(tmp_path):
         assert "is not in the range" in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow
 def test_a_symbolic_link_loop_as_target_is_a_rejected_plan_not_a_plugin_failure(tmp_path):
     workspace = tmp_path / "ws"
     workspace.mkdir()

@@ -28,7 +28,8 @@ def session(tmp_path):
 
 def make(session, clock, **kw):
     return Journal.create(session, {"intent": "docs", "target_file": "README.md",
-                                    "operation": "create"}, now_ms=clock.now_ms, **kw)
+                                    "operation": "create"}, now_ms=clock.now_ms,
+                          since_boot=clock.since_boot, **kw)
 
 
 def on_disk(session) -> bytes:
@@ -59,8 +60,8 @@ def test_layout(session, clock):
     assert sorted(p.name for p in session.iterdir()) == [
         "content.txt", "degraded", "lock", "metadata.json", "state.json"]
     assert state(session) == {"lines": 1, "bytes": 8, "flushed_bytes": 8,
-                              "last_save_ms": 1_000_000, "degraded": None,
-                              "status": "active", "continuations": 0}
+                              "last_save_ms": 1_000_000, "last_save_boot": ["virtual", 0],
+                              "degraded": None, "status": "active", "continuations": 0}
     j.close()
     assert not (session / "lock").exists()
     j.remove()
@@ -180,7 +181,8 @@ def test_state_json_is_replaced_atomically_and_checkpoints_between_are_appended(
     assert os.stat(session / "state.json").st_ino == first
     assert len((session / "state.log").read_bytes().splitlines()) == 1
     assert state(session) == {"lines": 1, "bytes": 3, "flushed_bytes": 3,
-                              "last_save_ms": 1_000_010, "degraded": None,
+                              "last_save_ms": 1_000_010, "last_save_boot": ["virtual", 10],
+                              "degraded": None,
                               "status": "finalizing", "continuations": 2, "issues": ["é"]}
     # Once the interval has passed, state.json is replaced (temp file + os.replace, so a
     # reader never sees half of it) and takes the log's place.

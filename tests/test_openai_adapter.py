@@ -308,6 +308,7 @@ def test_the_request_after_a_cut_stream_waits_and_backs_off(sse_server, monkeypa
     assert waits == [0.01, 0.02]
 
 
+@pytest.mark.slow
 def test_a_connection_dropped_before_the_first_byte_is_retried_by_the_sdk(sse_server):
     sse_server.enqueue(drop(), drop(), stream(text_stream("hello")))
     model = make_model(sse_server, max_retries=2)

@@ -323,6 +323,7 @@ def run_python(code: str, cwd) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120, cwd=cwd)
 
 
+@pytest.mark.slow
 def test_the_builtin_exports_to_the_global_tracer_provider_set_after_loading(tmp_path):
     proc = run_python("""
         import json
@@ -387,6 +388,7 @@ def test_without_opentelemetry_the_module_is_unavailable(block, tmp_path):
                                        "cause": "ModuleNotFoundError"}
 
 
+@pytest.mark.slow
 def test_without_opentelemetry_orion_loads_its_other_builtins(tmp_path):
     import orion.plugins
 

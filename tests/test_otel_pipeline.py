@@ -95,6 +95,7 @@ def leaked(text: str | bytes) -> list[str]:
 # -- nesting and the fleet's attributes, over HTTP and gRPC ---------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
 def test_a_three_turn_chat_arrives_as_three_nested_traces_of_one_session(tmp_path, protocol):
     with OTLPReceiver("grpc" if protocol == "grpc" else "http") as receiver:
@@ -149,6 +150,7 @@ def test_a_three_turn_chat_arrives_as_three_nested_traces_of_one_session(tmp_pat
     assert leaked(b"".join(receiver.raw)) == []
 
 
+@pytest.mark.slow
 def test_host_name_and_service_name_by_default_and_per_process_instance_ids(tmp_path):
     script = "conversation:\n  - user: hi\n  - model: {text: hello}\n"
     resources = []
@@ -163,6 +165,7 @@ def test_host_name_and_service_name_by_default_and_per_process_instance_ids(tmp_
     assert resources[0]["service.instance.id"] != resources[1]["service.instance.id"]
 
 
+@pytest.mark.slow
 def test_a_protocol_sent_to_the_other_protocols_port_is_pointed_out(tmp_path):
     script = "conversation:\n  - user: hi\n  - model: {text: hello}\n"
     proc = orion_run(script, tmp_path / "ws", OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:4318",
@@ -185,6 +188,7 @@ def timed(script: str, workspace: Path,
     return time.monotonic() - started, proc
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
 def test_a_backend_that_is_down_adds_about_a_second_at_exit_and_is_counted(tmp_path, protocol):
     # Before, a closed port held every process 6 to 22 s at exit. The bound is 1 s: against
@@ -205,6 +209,7 @@ def test_a_backend_that_is_down_adds_about_a_second_at_exit_and_is_counted(tmp_p
     assert "retrying" not in proc.stderr.replace(notice, "")  # no exporter noise mid-run
 
 
+@pytest.mark.slow
 def test_the_exit_bound_is_configurable(tmp_path):
     port = closed_port()
     proc = orion_run(THREE_TURNS, tmp_path / "ws", ORION_OTEL_SHUTDOWN_TIMEOUT_MS="0",
@@ -217,6 +222,7 @@ def test_the_exit_bound_is_configurable(tmp_path):
     assert "ORION_OTEL_SHUTDOWN_TIMEOUT_MS='soon'" in bad.stderr
 
 
+@pytest.mark.slow
 def test_a_backend_that_answers_gets_every_span_and_no_notice(tmp_path):
     with OTLPReceiver("http") as receiver:
         proc = orion_run(THREE_TURNS, tmp_path / "ws",
@@ -331,6 +337,7 @@ def exported_runs(tmp_path: Path, receiver: OTLPReceiver, **variables: str) -> l
     return workspaces
 
 
+@pytest.mark.slow
 def test_no_planted_text_reaches_the_trace_store_or_the_exported_spans(tmp_path):
     with OTLPReceiver("http") as receiver:
         workspaces = exported_runs(tmp_path, receiver)
@@ -357,6 +364,7 @@ def test_no_planted_text_reaches_the_trace_store_or_the_exported_spans(tmp_path)
         hashlib.sha256(markdown.encode()).hexdigest()
 
 
+@pytest.mark.slow
 def test_content_capture_is_opt_in_with_the_genai_variable(tmp_path):
     # The same runs with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true: the texts now
     # reach the team's backend (and the store's blob table), which shows the scan above sees

@@ -8,7 +8,10 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
+import pytest
 
+
+@pytest.mark.slow
 def test_wheel_contains_statecharts_plugins_and_the_console_script(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"orion_statecharts/write_session.yaml", "orion_statecharts/plan_mode.yaml",
@@ -21,6 +24,7 @@ def test_wheel_contains_statecharts_plugins_and_the_console_script(wheel):
     assert "orion = orion.cli:main" in text
 
 
+@pytest.mark.slow
 def test_orion_check_from_the_unpacked_wheel_finds_its_own_statecharts(wheel, tmp_path):
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)

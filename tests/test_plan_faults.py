@@ -129,6 +129,7 @@ def revisions(ws: Path) -> list[tuple[int, str]]:
 # -- two chats on one plan -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_processes_drafting_one_plan_neither_overwrites_the_other_in_silence(tmp_path,
                                                                                  driver):
     ws = tmp_path / "ws"
@@ -184,6 +185,7 @@ def plans(ws: Path) -> list[tuple[str, str]]:
         return db.execute("SELECT id, status FROM plans ORDER BY created_ms, rowid").fetchall()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage,said", [
     ("UPDATE plans SET markdown = CAST(X'2320ff0a' AS TEXT) WHERE id = :id",
      "its markdown is not UTF-8 (byte 0xff at offset 2)"),
@@ -220,6 +222,7 @@ def test_a_damaged_plan_row_spoils_only_that_plan(tmp_path, damage, said):
     assert "damaged" not in after.stderr
 
 
+@pytest.mark.slow
 def test_a_damaged_active_plan_stops_only_plan_work_and_says_the_way_out(tmp_path, driver):
     ws = tmp_path / "ws"
     ws.mkdir()

@@ -123,6 +123,7 @@ EVERY_PLAN_PATH = {"files": {"notes.md": "Ship on Friday.\n"}, "conversation": [
 ]}
 
 
+@pytest.mark.slow
 def test_a_run_through_every_plan_path_leaves_no_plan_text_in_orion_db(tmp_path):
     ws, state = tmp_path / "ws", tmp_path / "ws" / ".orion"
     ws.mkdir()
@@ -231,6 +232,7 @@ def assert_moved(ws: Path, before: dict) -> None:
         assert text.encode() not in traces, text
 
 
+@pytest.mark.slow
 def test_the_first_start_moves_every_plan_once_value_for_value(old, tmp_path):
     ws = copy_of(old, tmp_path)
     state = ws / ".orion"
@@ -259,6 +261,7 @@ def test_the_first_start_moves_every_plan_once_value_for_value(old, tmp_path):
     assert "+1. Papaya-old-draft-1303." in diff.stdout, diff.stderr
 
 
+@pytest.mark.slow
 def test_a_run_in_an_older_workspace_tells_the_user_and_goes_on_with_the_plan(old, tmp_path):
     ws = copy_of(old, tmp_path)
     before = plan_rows(ws / ".orion" / TRACES_DB)
@@ -289,6 +292,7 @@ AT_ONCE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_two_processes_starting_at_once_in_an_older_workspace_both_succeed(old, tmp_path):
     """Both open the plan store at the same moment: one moves the plans (and says so), the
     other waits for the set-up lock and finds them in plans.db. Two ``orion run``, or two
@@ -354,6 +358,7 @@ KILLER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_kill_at_any_statement_of_the_move_leaves_the_plans_in_one_database_or_both(
         old, tmp_path):
     """Killed before each statement in turn (opening plans.db, its migrations, the copy, the
@@ -430,6 +435,7 @@ def test_a_plans_table_that_is_not_orions_stays_in_orion_db(tmp_path):
         assert db.execute("SELECT name FROM plans").fetchall() == [("someone else's",)]
 
 
+@pytest.mark.slow
 def test_plans_orion_db_kept_locked_are_moved_later_and_none_is_lost(old, tmp_path):
     """Another process keeps orion.db locked (exclusive) at the first start: the plans cannot
     be moved then; the user is told, and plan work goes on in plans.db (a new plan becomes
@@ -483,6 +489,7 @@ def test_plans_orion_db_kept_locked_are_moved_later_and_none_is_lost(old, tmp_pa
     assert plan_rows(state / TRACES_DB) == {"plans": None, "plan_revisions": None}
 
 
+@pytest.mark.slow
 def test_plans_copied_from_a_read_only_orion_db_are_removed_from_it_later(old, tmp_path):
     """orion.db read-only (a read-only bind mount of the file): the plans are copied to
     plans.db and plan work uses them there; the user is told that they could not be removed

@@ -159,6 +159,7 @@ def installed(wheel, tmp_path_factory) -> Installed:
     return Installed(root, root / "venv" / "bin", work, env)
 
 
+@pytest.mark.slow
 def test_orion_comes_from_the_new_environment_not_the_checkout(installed):
     proc = installed.run(["python", "-c", "import orion, orion_plugins, orion_statecharts, "
                                           "orion_examples, sys; print(orion.__file__); "
@@ -174,6 +175,7 @@ def test_orion_comes_from_the_new_environment_not_the_checkout(installed):
 # -- the snippets -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("snippet", SNIPPETS, ids=[s.id for s in SNIPPETS])
 def test_readme_snippet_runs_after_pip_install(installed, snippet):
     if snippet.lang == "python":
@@ -220,6 +222,7 @@ def run_chat(installed: Installed, command: str) -> None:
     assert server.requests[0].body["messages"][-1] == {"role": "user", "content": "hello"}
 
 
+@pytest.mark.slow
 def test_the_snippets_fail_where_the_checkout_is_needed(installed):
     # What the README used to say, before it loaded charts by name and ran shipped examples:
     # outside a checkout both fail, which is what the test above would catch.

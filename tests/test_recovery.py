@@ -27,12 +27,13 @@ from orion.runtime.runner import play
 from orion.runtime.runtime import Runtime
 from orion.write_session import recovery
 from orion.write_session.journal import Journal, _start_time, mark
+from orion.write_session.manager import manager_for
 from orion.write_session.operations import execute
 from orion.write_session.plan import WritePlan, check_plan
 from orion.write_session.recovery import (AmbiguousSession, RecoveryError, SessionLive,
                                           SessionNotFound, UndoRefused, clean, discard,
                                           mark_resume, parse_duration, recover_finalize, scan,
-                                          startup, undo)
+                                          undo)
 
 HOUR = 3_600_000.0
 
@@ -114,9 +115,12 @@ def runtime_at(ws, pm, now_ms, reporter=None):
 
 
 def set_saved(orphan, ms: float) -> None:
-    """Pretend the orphan was last saved at ``ms`` (as if it were older)."""
+    """Pretend the orphan was last saved at ``ms`` (as if it were older: by both clocks,
+    as when that much time passed)."""
     path = orphan.directory / "state.json"
     state = json.loads(path.read_text())
+    if state.get("last_save_boot"):
+        state["last_save_boot"][1] -= state["last_save_ms"] - ms
     state["last_save_ms"] = ms
     path.write_text(json.dumps(state))
     os.utime(orphan.directory, (ms / 1000.0, ms / 1000.0))  # as a directory left that long ago
@@ -270,12 +274,16 @@ def test_startup_removes_orphans_older_than_the_ttl(tmp_path, ws, pm):
     now = fresh.last_save_ms + 60_000
     set_saved(old, now - 2 * HOUR)
     notes = Notes()
-    actions = startup(runtime_at(ws, pm, now, notes))
-    assert {a.session_id: a.action for a in actions} == {old.id: "expired",
+    actions = manager_for(runtime_at(ws, pm, now, notes)).at_start  # what it did as it started
+    assert {a.session_id: a.action for a in actions} == {old.id: "trashed",
                                                           fresh.id: "offered"}
     assert not old.directory.exists() and fresh.directory.exists()
-    assert f"removed orphaned write session {old.short} for docs/guide.md (4 lines, saved " \
-           "2 h ago): older than 1 h" in notes.notices
+    trashed = state_dir(ws) / "trash" / old.id
+    assert (trashed / "content.txt").read_text() == "# Guide\n\nline one\nline two\n"
+    assert f"moved orphaned write session {old.short} for docs/guide.md (4 lines, saved " \
+           f"2 h ago) to {trashed}: older than 1 h. It is deleted from there after another " \
+           f"1 h; `mv {trashed} {state_dir(ws) / 'write_sessions'}/` brings it back" \
+           in notes.notices
     assert any("saved 1 min ago" in n and fresh.short in n for n in notes.notices)
 
 
@@ -287,7 +295,7 @@ def test_startup_ttl_comes_from_the_setting_and_0_keeps_orphans(tmp_path, ws, pm
     assert any(old.short in n and "orphaned" in n for n in notes.notices)
     notes = hello(tmp_path, ws, pm)  # the default, 1 h
     assert not old.directory.exists()
-    assert any(n.startswith(f"removed orphaned write session {old.short}")
+    assert any(n.startswith(f"moved orphaned write session {old.short}")
                for n in notes.notices)
 
 
@@ -305,7 +313,7 @@ def test_many_orphans_are_summed_up_in_one_line_and_the_flagged_ones_still_handl
     marked = recovery.mark_resume(state_dir(ws), plain.pop(5).id)
     target, written = written_but_not_cleaned(ws)
     notes = Notes()
-    startup(runtime_at(ws, pm, time.time() * 1000.0, notes))
+    runtime_at(ws, pm, time.time() * 1000.0, notes)  # a runtime handles orphans as it starts
     summed = [n for n in notes.notices if "write sessions from other runs" in n]
     assert len(summed) == 1, notes.notices
     assert summed[0].startswith(f"10 write sessions from other runs are kept in "
@@ -316,7 +324,7 @@ def test_many_orphans_are_summed_up_in_one_line_and_the_flagged_ones_still_handl
     assert "repaired session feedface: docs/guide.md was already written" in notes.notices
     assert not written.exists()
     assert any(n.startswith(f"continuing write session {marked.short}") for n in notes.notices)
-    assert any(n.startswith(f"removed orphaned write session {expired.short}")
+    assert any(n.startswith(f"moved orphaned write session {expired.short}")
                for n in notes.notices)
     assert not expired.directory.exists()
     assert all(o.directory.exists() for o in plain)
@@ -359,7 +367,10 @@ def test_recover_finalize_of_an_append_appends_once(tmp_path, ws, pm):
                          operation="append", files=files)
     result = recover_finalize(ws, state_dir(ws), orphan.id, pm)
     assert (ws / "notes.md").read_text() == "# Notes\n- one\n- two\n"
-    assert result.backup is not None and Path(result.backup).read_text() == "# Notes\n"
+    # An append keeps the range it added, not a copy of the file: the old length and hash.
+    assert result.backup is not None
+    kept = json.loads(Path(result.backup).read_text())
+    assert kept == {"target_file": "notes.md", "length": 8, "sha256": sha(b"# Notes\n")}
     with pytest.raises(SessionNotFound):
         recover_finalize(ws, state_dir(ws), orphan.id, pm)
     assert (ws / "notes.md").read_text() == "# Notes\n- one\n- two\n"

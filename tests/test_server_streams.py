@@ -64,6 +64,7 @@ def play(tmp_path: Path, responses: list, line: str = "Write the file.") -> Play
     return Played(tmp_path, bodies, reporter)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", SHAPES, ids=IDS)
 def test_a_whole_write_with_the_done_line_split(tmp_path, shape: ServerShape):
     played = play(tmp_path, [begin_write("f.py"),
@@ -74,6 +75,7 @@ def test_a_whole_write_with_the_done_line_split(tmp_path, shape: ServerShape):
     assert played.last_message(2).startswith("Created f.py (3 lines")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", SHAPES, ids=IDS)
 def test_a_cut_off_in_the_middle_of_a_line_is_continued_never_glued(tmp_path, shape):
     played = play(tmp_path, [begin_write("f.py"),
@@ -84,6 +86,7 @@ def test_a_cut_off_in_the_middle_of_a_line_is_continued_never_glued(tmp_path, sh
     assert played.last_message(2).startswith(CUT_PROMPT)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", SHAPES, ids=IDS)
 def test_an_error_event_after_part_of_the_content_is_a_named_cut_off(tmp_path, shape):
     played = play(tmp_path, [begin_write("f.py"),
@@ -101,6 +104,7 @@ def test_an_error_event_after_part_of_the_content_is_a_named_cut_off(tmp_path, s
     assert "write session " in notice and "taken as cut off" in notice
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", SHAPES, ids=IDS)
 def test_done_before_an_error_event_finishes_the_file(tmp_path, shape):
     played = play(tmp_path, [begin_write("f.py"),
@@ -111,6 +115,7 @@ def test_done_before_an_error_event_finishes_the_file(tmp_path, shape):
     assert played.last_message(2).startswith("Created f.py (3 lines")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", SHAPES, ids=IDS)
 def test_reasoning_that_holds_a_done_line_is_never_content(tmp_path, shape):
     played = play(tmp_path, [begin_write("f.py"),
@@ -120,6 +125,7 @@ def test_reasoning_that_holds_a_done_line_is_never_content(tmp_path, shape):
     assert played.text("f.py") == FUNC + "    return min(a, b)\n"
 
 
+@pytest.mark.slow
 def test_a_content_filter_cut_off_is_named_with_the_file_and_the_session(tmp_path):
     shape = SERVERS["azure"]
     played = play(tmp_path, [begin_write("notes.txt"),

@@ -75,6 +75,7 @@ PARTS = [".orion", ".orion/backups", ".orion/undo", ".orion/orion.db", ".orion/w
          ".orion/plans.db-shm", ".orion/plans.db.setup.lock"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("part", PARTS)
 def test_a_state_directory_part_linked_out_of_the_workspace_is_refused_by_orion_run(layout,
                                                                                   part):
@@ -98,6 +99,7 @@ def test_a_state_directory_part_linked_out_of_the_workspace_is_refused_by_orion_
     assert snapshot(ws) == before_ws  # not even the target was written
 
 
+@pytest.mark.slow
 def test_the_refusal_comes_before_the_backup_that_would_have_leaked(layout):
     """The fault itself: with ``.orion/backups`` leading out, the old notes would be copied out
     of the workspace by the overwrite. ``--json`` says so as JSON."""
@@ -113,6 +115,7 @@ def test_the_refusal_comes_before_the_backup_that_would_have_leaked(layout):
     assert (ws / "notes.md").read_text() == "the user's old notes\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [
     ["chat", "--base-url", "http://127.0.0.1:9/v1", "--model", "none"],
     ["sessions", "list"], ["sessions", "history"], ["sessions", "clean", "--older-than", "0"],
@@ -130,6 +133,7 @@ def test_every_command_that_uses_the_state_directory_refuses_a_link_out(tmp_path
     assert snapshot(outside) == {"orion.db": ("file", b"")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["sessions", "list"], ["plan", "history"], ["traces"],
                                      ["traces", "stats"], ["plan", "show"]])
 def test_with_json_the_refusal_is_json(tmp_path, command):
@@ -162,6 +166,7 @@ def test_a_link_within_the_workspace_is_allowed(layout):
     assert backup.read_text() == "the user's old notes\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("database", ["orion.db", "plans.db"])
 def test_a_part_linked_to_a_workspace_file_is_refused(layout, database):
     """A part of the state directory stays in it: ``orion.db`` or ``plans.db`` linked to the
@@ -203,6 +208,7 @@ def test_the_runtime_refuses_before_it_writes(tmp_path):
     assert sorted(p.name for p in (ws / ".orion").iterdir()) == ["undo"]
 
 
+@pytest.mark.slow
 def test_a_new_state_directory_is_made_0700_and_an_existing_one_keeps_its_mode(layout):
     ws, _, script = layout
     old = os.umask(0o022)

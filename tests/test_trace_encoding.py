@@ -16,6 +16,7 @@ from enum import Enum, IntEnum, StrEnum
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
@@ -406,6 +407,7 @@ def check_plain(value: Any, max_text: int, key: str | None = None) -> None:
         assert value is None or t is bool or t is int, value
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(value=VALUES, max_text=st.sampled_from([0, 5, 64, 100, 1024]))
 def test_any_value_encodes_to_plain_bounded_json(value, max_text):
@@ -433,6 +435,7 @@ _plain_values = st.recursive(
     lambda inner: st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=20)
 
 
+@pytest.mark.slow
 @given(st.dictionaries(st.text(max_size=8), _plain_values, max_size=6))
 def test_the_fast_path_for_nested_attributes_encodes_as_the_encoder_does(value):
     # Trace attributes are usually small dicts of scalars with a nested dict or two (a tool

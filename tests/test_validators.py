@@ -729,6 +729,7 @@ LINE_PIECES = ["//", "#", "/*", "*/", "<!--", "-->", "{/*", "*/}", "{#", "#}", "
                "trimmed input"]
 
 
+@pytest.mark.slow
 @QUICK
 @given(lines=st.lists(st.lists(st.one_of(st.sampled_from(LINE_PIECES).map(str.encode),
                                          st.sampled_from([b"\xff", b"\xe2\x80", b"\x80"])),
@@ -772,6 +773,7 @@ def pattern_lines(draw) -> str:
     return draw(st.sampled_from(PATTERN_OPENINGS)) + core + draw(st.sampled_from(PATTERN_CLOSINGS))
 
 
+@pytest.mark.slow
 @QUICK
 @given(line=pattern_lines(), before=st.sampled_from(["", "text\n", "## Words (12)\n", "* a\n"]),
        after=st.sampled_from(["", "\n", "\n# next\n", "\nrest\n"]))
@@ -847,3 +849,29 @@ def test_the_validation_docs_name_every_code_and_builtin():
     text = DOCS.read_text(encoding="utf-8")
     for name in [*UTF8_CODES, "syntax", "placeholder", *BUILTIN_VALIDATORS]:
         assert f"`{name}`" in text, name
+
+
+@pytest.mark.parametrize("pad", [" ", "\t", "\u3000", "\u2028", "\x85"],
+                         ids=["space", "tab", "ideographic", "line-separator", "next-line"])
+@pytest.mark.parametrize("where", ["before", "after", "both"])
+def test_a_placeholder_padded_past_any_bound_is_still_found(pm, pad, where):
+    # Long lines are looked at only when strip() could leave a placeholder of them; one padded
+    # with thousands of white-space characters (of one byte, two or three) still is.
+    padding = pad * 5000
+    line = ((padding if where != "after" else "") + "// ... rest of the code ..."
+            + (padding if where != "before" else ""))
+    content = f"first\n{line}\nlast\n"
+    column = len(line) - len(line.lstrip()) + 1
+    assert found(pm, "a.js", content, {"placeholder"}) == [(2, column, "placeholder")]
+
+
+def test_the_white_space_a_long_line_is_stripped_of_is_what_str_strip_strips():
+    from plugins.validate_placeholders import WHITE_SPACE
+
+    assert set(WHITE_SPACE) == {chr(c) for c in range(0x110000) if chr(c).isspace()} - {"\n"}
+
+
+@pytest.mark.parametrize("size", [700, 1 << 20])
+def test_a_long_line_is_not_a_placeholder_and_hides_none_after_it(pm, size):
+    content = "x" * size + "\n// ... rest of the code ...\n" + "y " * size
+    assert found(pm, "a.js", content, {"placeholder"}) == [(2, 1, "placeholder")]

@@ -131,11 +131,17 @@ def test_operations_edits_every_seeded_file(tmp_path):
         "create", "overwrite", "append", "insert", "insert", "replace_block", "replace_all",
         "append"]
     assert all(s["status"] == "written" and s["corrections"] == 0 for s in sessions)
-    # every edit of an existing file kept its pre-image
+    # every edit of an existing file kept its pre-image; an append, the range it added
     backups = tmp_path / ".orion" / "backups"
     for session in sessions[1:]:
         backup = backups / session["id"] / session["target_file"]
-        assert backup.is_file(), session
+        if session["operation"] == "append":
+            added = json.loads((tmp_path / ".orion" / "appends" / f"{session['id']}.json")
+                               .read_text(encoding="utf-8"))
+            assert added["length"] > 0, added
+            assert not backup.exists(), session
+        else:
+            assert backup.is_file(), session
     assert (backups / sessions[1]["id"] / "README.md").read_bytes() == (
         b"# Old readme\nThis text is replaced.\n")
     assert not (backups / sessions[0]["id"] / "CONTRIBUTING.md").exists()

@@ -301,6 +301,7 @@ def test_bytes_outside_the_edit_are_kept_exactly(ws):
     assert out == b"a\r\nb\nMARK\r\nnew\r\n" + b"x" * 9000 + b"\xff\r\nend\n"
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(lines=st.lists(st.text(alphabet="abc é\t", max_size=12), max_size=8),
        crlf=st.booleans(), bom=st.booleans(), content=st.text(alphabet="xyz\n\r", max_size=20),

@@ -402,6 +402,7 @@ def test_write_plan_tool_keep_is_advertised_only_while_a_session_is_open(run):
 # -- 8, with a real crash and a real chat ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_case_8_a_held_message_survives_sigkill_and_is_delivered_after_the_write(tmp_path):
     # The process is killed while the model answers the question the held message brought
     # (its reply streams slowly); the message was saved when it was held.
@@ -452,6 +453,7 @@ def test_case_8_a_held_message_survives_sigkill_and_is_delivered_after_the_write
     assert (workspace / "rows.txt").read_text().startswith("first\nrow 0\n")
 
 
+@pytest.mark.slow
 def test_case_8_quit_in_orion_chat_says_what_is_held_and_open(tmp_path):
     from sse_server import SSEServer, begin_write, stream, text_stream
 
@@ -474,6 +476,7 @@ def test_case_8_quit_in_orion_chat_says_what_is_held_and_open(tmp_path):
     assert orphan.held == ["Is it raining?"] and not orphan.live
 
 
+@pytest.mark.slow
 def test_case_8_in_a_terminal_quit_names_the_held_message_and_the_open_session(tmp_path):
     import shutil
 

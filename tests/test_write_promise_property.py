@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -121,6 +122,7 @@ def scripts(draw) -> Script:
     return script
 
 
+@pytest.mark.slow
 @settings(max_examples=int(os.environ.get("ORION_PROPERTY_EXAMPLES", "45")), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(script=scripts())

@@ -8,6 +8,7 @@ sessions, the reporter's notices and the trace database.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import uuid
@@ -671,8 +672,14 @@ def test_each_operation_through_begin_and_streamed_content(run, seed, plan, cont
     assert_ok(played)
     assert played.read("notes.md") == expected.encode("utf-8")
     [session] = played.result.sessions
-    backup = played.state_dir / "backups" / session["id"] / "notes.md"
-    assert backup.read_bytes() == seed.encode("utf-8")
+    if operation == "append":  # the range it added: the old length and its hash, no copy
+        kept = json.loads((played.state_dir / "appends" / f"{session['id']}.json").read_text())
+        assert kept["length"] == len(seed.encode("utf-8"))
+        assert kept["sha256"] == hashlib.sha256(seed.encode("utf-8")).hexdigest()
+        assert not (played.state_dir / "backups" / session["id"]).exists()
+    else:
+        backup = played.state_dir / "backups" / session["id"] / "notes.md"
+        assert backup.read_bytes() == seed.encode("utf-8")
     undo = json.loads((played.state_dir / "undo" / f"{session['id']}.json").read_text())
     assert undo["target_file"] == "notes.md" and undo["operation"] == operation
 
@@ -690,6 +697,7 @@ def test_create_keeps_crlf_content_as_it_came_without_a_bom(run):
 # -- rejected plans ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("plan", "error"), [
     ({"target_file": "{outside}/x.md"}, "is an absolute path outside the workspace"),
     ({"target_file": "../outside/x.md"}, "escapes the workspace with '..'"),
@@ -1104,6 +1112,7 @@ def split(text: str, cuts: list[int]) -> list[str]:
     return [text[a:b] for a, b in zip([0, *points], [*points, len(text)])]
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(first=st.lists(st.integers(0, 10_000), max_size=30),

@@ -70,6 +70,7 @@ def diff(workspace: Path, write_id: str) -> subprocess.CompletedProcess[bytes]:
                           capture_output=True, timeout=60)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("patch") is None, reason="patch is not installed")
 def test_each_write_s_diff_applied_to_its_backup_gives_the_file(written, tmp_path):
     records = history(written)
@@ -89,6 +90,7 @@ def test_each_write_s_diff_applied_to_its_backup_gives_the_file(written, tmp_pat
             b"no line changed" in proc.stderr
 
 
+@pytest.mark.slow
 def test_the_diff_says_when_the_file_changed_since_or_is_gone(written):
     record = next(r for r in history(written) if r["operation"] == "overwrite")
     target = written / record["target_file"]
@@ -107,6 +109,7 @@ def test_the_diff_says_when_the_file_changed_since_or_is_gone(written):
         target.write_bytes(kept)
 
 
+@pytest.mark.slow
 def test_an_unknown_or_ambiguous_id_is_an_error_that_names_what_exists(written):
     proc = diff(written, "zzzz")
     said = b" ".join(proc.stderr.split())

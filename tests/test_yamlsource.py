@@ -388,6 +388,7 @@ def test_libyaml_and_the_python_parser_give_the_same_data_and_positions(path, mo
         (slow.data, slow.positions, slow.key_positions)
 
 
+@pytest.mark.slow
 def test_deep_nesting_never_reaches_libyamls_unbounded_composer(tmp_path):
     # libyaml composes nested collections by recursion in C: 200,000 '[' end the process with
     # a segmentation fault. Orion hands such text to the Python parser instead.

@@ -34,7 +34,8 @@ Decisions worth knowing:
   a bare JSON error line (no ``data:``). The SDK raises for the first two and drops the last
   two without a word; the client here decodes those two as error events too (see
   :class:`_ErrorLineDecoder`). Once content has arrived, such an error (and data that is not
-  JSON) ends the stream as ``Finish("truncated", "error", error=<the server's message>)``:
+  JSON, and raw bytes that are not UTF-8, which the SDK's decoder would raise from inside its
+  iterator) ends the stream as ``Finish("truncated", "error", error=<the server's message>)``:
   what arrived is kept and the message counts as cut off, like ``length``. An error before
   any content raises :class:`ModelError` with the server's message, as a refusal does.
 * **A leading ``<think>`` block.** A reasoning model served without a reasoning parser (vLLM,
@@ -67,7 +68,7 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -238,7 +239,7 @@ class OpenAICompatibleModel:
             async for chunk in response:
                 for event in state.feed(chunk):
                     yield event
-        except (APIError, _ErrorEvent, json.JSONDecodeError) as err:
+        except (APIError, _ErrorEvent, _NotUtf8, json.JSONDecodeError) as err:
             fault = self._fault(err, state)
         finally:
             await response.close()
@@ -265,6 +266,9 @@ class OpenAICompatibleModel:
         elif isinstance(err, json.JSONDecodeError):
             fault = ModelError(f"the endpoint at {self.base_url} sent an event that is not "
                                f"JSON (after {after}): {err}")
+        elif isinstance(err, _NotUtf8):
+            fault = ModelError(f"the endpoint at {self.base_url} sent bytes that are not UTF-8 "
+                               f"(after {after}): {err}")
         else:
             fault = ModelError(f"the endpoint at {self.base_url} reported an error in the "
                                f"middle of the response: {_server_message(err)}")
@@ -463,11 +467,32 @@ class _StreamState:
         return replace(finish, response_id=self.response_id, response_model=self.response_model)
 
 
+class _NotUtf8(Exception):
+    """A line of the stream that is not UTF-8 (the SDK's decoder would raise
+    :class:`UnicodeDecodeError` from deep inside its iterator)."""
+
+    def __init__(self, line: bytes, err: UnicodeDecodeError) -> None:
+        self.line = line
+        super().__init__(f"byte 0x{line[err.start]:02x} at position {err.start} of an event "
+                         f"line of {len(line)} bytes is not UTF-8")
+
+
 class _ErrorLineDecoder(SSEDecoder):
     """The SDK's SSE decoder, plus the two error lines servers send outside the SSE format,
     which the SDK would drop: llama.cpp's ``error: {json}`` line and Ollama's bare JSON error
     object (a line ``{"error": ...}`` without ``data:``). Each becomes at once the event the SDK
-    raises :class:`APIError` for (``data: {"error": ...}``)."""
+    raises :class:`APIError` for (``data: {"error": ...}``). A line that is not UTF-8 raises
+    :class:`_NotUtf8`, which ends the stream as a server's error does."""
+
+    def _decode_lines(self, lines: Iterator[bytes]) -> Iterator[ServerSentEvent]:
+        for raw_line in lines:
+            try:
+                line = raw_line.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise _NotUtf8(raw_line, err) from None
+            sse = self.decode(line)
+            if sse:
+                yield sse
 
     def decode(self, line: str) -> ServerSentEvent | None:
         if line.startswith("error:") or line.startswith("{"):

@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any
 from orion.errors import ActionError, OrionError, TriggerNotAllowed
 from orion.plan import history
 from orion.plan.store import DB_NAME, DamagedPlan, Plan, PlanStore, RevisionConflict, Status
-from orion.statechart.lifecycle import SNAPSHOT_FORMAT
+from orion.statechart.interpreter.lifecycle import SNAPSHOT_FORMAT
 
 if TYPE_CHECKING:
+    from orion.api import Host
     from orion.runtime.runtime import Runtime
-    from orion.statechart.definition import Definition
-    from orion.statechart.lifecycle import Lifecycle
+    from orion.statechart.interpreter.definition import Definition
+    from orion.statechart.interpreter.lifecycle import Lifecycle
 
 SERVICE = "plan"
 #: After the plan store failed to open, how long plan work stays unavailable before the next try.
@@ -280,7 +281,8 @@ class PlanService:
         result = lifecycle.current.result if lifecycle.current else None
         if not isinstance(result, Plan):
             raise OrionError("the plan draft was not stored")
-        return self.saw(result)
+        self.saw(result)
+        return result
 
     def _changed(self, base: tuple[str, int], now: Plan | None) -> PlanChanged:
         """The refusal of a draft based on ``base`` while the active plan is ``now``: the
@@ -348,7 +350,14 @@ def describe(plan: Plan | None) -> str:
     return f"plan {title}, {plan.status.value}, revision {plan.revision}"
 
 
-def plan_service_for(runtime: Runtime) -> PlanService:
+def plan_service_for(host: Host) -> PlanService:
+    """The PlanService of ``host``, made on first use. Plan mode run in Orion's runtime
+    (they start lifecycles and read the stream), so a host of another kind is a TypeError."""
+    from orion.runtime.runtime import Runtime
+
+    if not isinstance(host, Runtime):
+        raise TypeError(f"plan mode run in Orion's runtime, not in {type(host).__name__}")
+    runtime = host
     service = runtime.services.get(SERVICE)
     if service is None:
         service = runtime.services[SERVICE] = PlanService(runtime)

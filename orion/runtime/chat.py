@@ -29,9 +29,8 @@ from orion.models.openai_compat import OpenAICompatibleModel
 from orion.plugins import PluginManager
 from orion.runtime.runtime import CommandError, Runtime
 from orion.runtime.screen import ChatScreen
+from orion.runtime.stop_signals import CHAT_SIGNALS, until_stopped
 from orion.trace import events as trace_events
-from orion.write_session.manager import manager_for
-from orion.write_session.recovery import startup
 
 #: Where the chat's history of messages is kept, in the state directory (``.orion``).
 HISTORY_FILE = "chat_history"
@@ -60,14 +59,18 @@ async def run_chat(config: WorkspaceConfig, plugins: PluginManager, *, base_url:
     endpoint cannot be used (authentication), else 0."""
     screen = ChatScreen(out=sys.stdout)
     model = make_model(config, base_url=base_url, model_name=model_name)
+    # Said before the runtime starts: its plugins' start-up notices (the write sessions a
+    # crashed chat left) come after it.
+    screen.notice(f"orion chat with {model.name} in {config.workspace.resolve()}; /help lists "
+                  "commands")
     runtime = Runtime(model=model, plugins=plugins, workspace=config.workspace, config=config,
                       clock=RealClock(), reporter=screen)
     screen.attach(runtime)
-    screen.notice(f"orion chat with {model.name} in {runtime.workspace}; /help lists commands")
     chat = Chat(runtime, screen)
     try:
         async with model.session():  # one connection pool for the whole conversation
-            return await (chat.at_terminal() if on_terminal() else chat.from_lines())
+            talk = chat.at_terminal() if on_terminal() else chat.from_lines()
+            return await until_stopped(talk, CHAT_SIGNALS)
     finally:
         screen.close()
         runtime.close()  # a write session still open says what stays and how to finish it
@@ -139,7 +142,6 @@ class Chat:
         try:
             with editor.keys():
                 try:
-                    startup(runtime)  # orphaned write sessions: notices; --continue adopts one
                     editor.start()
                     return await self._messages(editor.read, editor.replying)
                 finally:
@@ -151,7 +153,6 @@ class Chat:
     # -- lines from a pipe or a file -------------------------------------------------------
 
     async def from_lines(self) -> int:
-        startup(self.runtime)  # orphaned write sessions: notices, and --continue adopts one
         lines = _Lines()
         restore = _on_sigint(lambda: self.stop() or lines.end())
         try:
@@ -251,33 +252,18 @@ class _Lines:
             self.loop.remove_reader(self._fd)
 
 
-# -- what the user is told about open writes ----------------------------------------------------
+# -- what the user is told when a reply stops ---------------------------------------------------
 
 
 def stopped(runtime: Runtime, *, kept: bool) -> str:
     """What Ctrl-C during a reply left behind, for the user (``kept``: the reply's text joined
-    the conversation)."""
-    session = manager_for(runtime).active
-    if session is None:
-        return ("reply stopped; what arrived stays in the conversation, marked as interrupted"
-                if kept else "stopped")
-    session.checkpoint()
-    journal, short = session.journal, session.id[:8]
-    held = _held(session.held_messages)
-    if journal.degraded is not None:
-        return (f"reply stopped; write session {short} holds {journal.lines} lines in memory "
-                f"only ({journal.degraded}): they are lost if this chat ends{held}")
-    return (f"reply stopped; write session {short} saved ({journal.lines} lines); it stays "
-            f"open here, and `orion sessions recover {short}` finishes it from another shell"
-            f"{held}")
-
-
-def _held(messages: list[str]) -> str:
-    if not messages:
-        return ""
-    if len(messages) == 1:
-        return "; your message is held with it and sent once the file is written"
-    return f"; your {len(messages)} messages are held with it and sent once the file is written"
+    the conversation); a plugin whose work the reply was (a write session's content) says what
+    it saved (``reply_stopped``)."""
+    said = [line for line in runtime.plugins.hook.reply_stopped(host=runtime) if line]
+    if said:
+        return "; ".join(said)
+    return ("reply stopped; what arrived stays in the conversation, marked as interrupted"
+            if kept else "stopped")
 
 
 async def _guarded(runtime: Runtime, screen: ChatScreen, work) -> int | None:

@@ -184,6 +184,8 @@ class ChatPrompt:
         if self._task is not None:
             try:
                 await self._task
+            except OSError:  # the terminal is gone (hung up): there is no prompt to take off
+                pass
             finally:
                 app.erase_when_done = False
 

@@ -14,8 +14,7 @@ from rich.console import Console
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from orion.statechart.lifecycle import Lifecycle
-    from orion.write_session.progress import Progress
+    from orion.runtime.report import Progress
 
 #: How many of a write's last lines the preview shows while it streams.
 PREVIEW_LINES = 3
@@ -23,22 +22,8 @@ PREVIEW_LINES = 3
 #: long the content (the journal has all of it).
 PREVIEW_KEEP_CHARS = 4096
 
-#: The word the live line uses for a write session, by the first of its lifecycle's tags that
-#: it has (docs/write-sessions.md lists the tags); a write that has none of them is writing.
-WRITE_WORDS = (("correcting", "correcting"), ("finalizing", "checking"),
-               ("continuing", "continuing"), ("paused", "waiting"), ("receiving", "writing"))
-
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _PADDING = re.compile(r" +\n")
-
-
-def write_word(lifecycle: Lifecycle) -> str:
-    """What a write session is doing, in a word a user understands: writing, continuing,
-    checking, correcting or waiting."""
-    for tag, word in WRITE_WORDS:
-        if lifecycle.has_tag(tag):
-            return word
-    return "writing"
 
 
 def size_text(size: int) -> str:

@@ -4,14 +4,48 @@ supplies one that prints."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from rich.markup import escape
 
 if TYPE_CHECKING:
     from orion.models.events import Finish
     from orion.tools.executor import ToolOutcome
-    from orion.write_session.progress import Progress
+
+
+class Progress(Protocol):
+    """Where a streaming write stands: what a live progress line shows (the write sessions
+    report theirs with one)."""
+
+    @property
+    def target(self) -> str: ...
+    @property
+    def lines(self) -> int: ...
+    @property
+    def bytes(self) -> int: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def continuation(self) -> int: ...
+    @property
+    def max_continuations(self) -> int: ...
+    def line(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class OpenWrite:
+    """The write open in a runtime, as ``orion chat`` shows it: the ``open_write`` hook's
+    answer. The model's text goes to it, not to the reply."""
+
+    #: The write's id (a write session's).
+    id: str
+    #: What it is doing, in a word a user understands: writing, continuing, checking,
+    #: correcting or waiting.
+    word: str
+    #: Where it stands now (called when the screen draws, not at every chunk).
+    progress: Callable[[], Progress]
 
 
 class Reporter:
@@ -38,6 +72,10 @@ class Reporter:
 
     def progress_done(self) -> None:
         """The write stopped streaming: end the live line."""
+
+    def changed(self, summary: Callable[[], str]) -> None:
+        """A write replaced a file that existed: ``summary()`` says what changed, in a line
+        (called only by a reporter that shows it: reading both versions costs)."""
 
 
 class ConsoleReporter(Reporter):

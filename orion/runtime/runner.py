@@ -4,21 +4,21 @@ The runner and the scripted model share one cursor over the script: the runner t
 and ``wait_ms`` entries, and every model request takes the ``expect`` and ``model`` entries in
 front of it. Time is virtual, so ``wait_ms: 2500`` passes at once.
 
-Before the first entry, orphaned write sessions are handled
-(:func:`orion.write_session.recovery.startup`); write sessions still open when the script ends
-have their journals released, as when the process exits.
+What plugins do when a runtime starts (``runtime_started``: the write sessions handle the
+orphans of earlier runs, and one marked for ``--continue`` asks the model to go on) happens
+before the first entry; what they release when it closes, after the last. The report is put
+together from the plugins' answers to ``report_run`` (:mod:`orion.runtime.run_report`).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orion.clock import VirtualClock
+from orion.clock import VirtualClock, kernel_boot_time
 from orion.confined import PathSwapped, open_parent
 from orion.config import WorkspaceConfig, load_config
 from orion.errors import ConfigError, OrionError
@@ -27,32 +27,44 @@ from orion.models.script import Script
 from orion.models.scripted import ScriptedModel
 from orion.plugins import PluginManager
 from orion.runtime.report import Reporter
+from orion.runtime.run_report import FileReport, RunReport
 from orion.runtime.runtime import Runtime
+from orion.runtime.stop_signals import RUN_SIGNALS, Stopped, until_stopped
 from orion.trace import events as trace_events
-from orion.plan.service import plan_service_for
-from orion.write_session.manager import manager_for
-from orion.write_session.recovery import startup
 
-@dataclass(frozen=True)
-class FileReport:
-    path: str
-    bytes: int
-    sha256: str
+__all__ = ["FileReport", "RunReport", "RunResult", "play", "seed_files", "with_script_settings"]
+
+
+def _sections() -> dict[str, Any]:
+    """The sections of ``orion run --json`` that plugins fill, as they are when none does:
+    the object has the same keys whichever plugins are loaded."""
+    return {"sessions": [], "plan": None}
 
 
 @dataclass
 class RunResult:
     ok: bool
     files: list[FileReport] = field(default_factory=list)
-    sessions: list[dict[str, Any]] = field(default_factory=list)
     prompts: list[str] = field(default_factory=list)
-    plan: dict[str, Any] | None = None
     errors: list[str] = field(default_factory=list)
+    #: The plugins' sections of the report (``report_run``), by key.
+    sections: dict[str, Any] = field(default_factory=_sections)
+    #: The signal that stopped the run (SIGTERM, SIGHUP, SIGINT), if one did.
+    stopped: int | None = None
+
+    @property
+    def sessions(self) -> list[dict[str, Any]]:
+        """The write sessions of the run, as the write sessions' plugin reports them."""
+        return self.sections.get("sessions") or []
+
+    @property
+    def plan(self) -> dict[str, Any] | None:
+        """The plan, as plan mode reports it."""
+        return self.sections.get("plan")
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "files": [asdict(f) for f in self.files],
-                "sessions": self.sessions, "prompts": self.prompts, "plan": self.plan,
-                "errors": self.errors}
+        return {"ok": self.ok, "files": [asdict(f) for f in self.files], **self.sections,
+                "prompts": self.prompts, "errors": self.errors}
 
 
 def seed_files(root: Path, files: dict[str, str]) -> None:
@@ -102,54 +114,65 @@ async def play(script: Script, *, workspace: Path, plugins: PluginManager,
     config = with_script_settings(load_config(workspace), script)
     seed_files(workspace, script.files)
     cursor = script.cursor()
-    # Virtual time that starts now: timers fire without waiting, and trace times are real dates.
+    # Virtual time that starts now: timers fire without waiting, trace times are real dates,
+    # and the second clock starts at the kernel's (sessions of other processes compare with it).
     runtime = Runtime(model=ScriptedModel(cursor), plugins=plugins, workspace=workspace,
                       state_dir=state_dir, config=config,
-                      clock=VirtualClock(start_ms=time.time() * 1000.0), reporter=reporter)
+                      clock=VirtualClock(start_ms=time.time() * 1000.0, boot=kernel_boot_time()),
+                      reporter=reporter)
     errors: list[str] = []
+    stopped: Stopped | None = None
     try:
-        # Orphaned write sessions first: a session marked for --continue asks the model to go
-        # on, and that request takes the script's first model entries.
-        startup(runtime)
-        await runtime.pump()
-        while not cursor.done:
-            entry = cursor.peek()
-            if entry is None:
-                break
-            if entry.kind == "user":
-                cursor.next()
-                await runtime.handle(entry.user)
-            elif entry.kind == "wait_ms":
-                cursor.next()
-                runtime.advance(entry.wait_ms)
-                await runtime.pump()
-            else:
-                raise ScriptError(f"{entry.where}: the script has a {entry.kind} entry next, but "
-                                  "no model request came for it (Orion was waiting for the "
-                                  "user or for time to pass)")
+        await until_stopped(_play_entries(runtime, cursor), RUN_SIGNALS)
+    except Stopped as exc:
+        # SIGTERM, SIGHUP or Ctrl-C: what follows (the runtime closing) saves the open write
+        # sessions and says how to go on; the command exits with 128 + the signal's number.
+        stopped = exc
+        errors.append(f"{exc}: the run did not finish")
     except OrionError as exc:
         errors.append(str(exc))
         runtime.tracer.emit(trace_events.error("orion run", exc, at_ms=runtime.clock.now_ms(),
                                                conversation_id=runtime.conversation.id))
-    sessions = [{"id": s.id, "target_file": s.target_file, "operation": s.operation,
-                 "status": s.status, "continuations": s.continuations,
-                 "corrections": s.corrections} for s in manager_for(runtime).summaries()]
-    reports = {s.id: s.report for s in manager_for(runtime).summaries()}
-    for session in sessions:  # a write that failed or ended incomplete fails the run
-        # why it is incomplete, as its report says (cut off, or no DONE after the idle prompts)
-        why = re.search(r"\(incomplete: ([^)]*)\)", reports.get(session["id"], ""))
-        outcome = {"failed": "failed", "incomplete": "is incomplete: "
-                   + (why.group(1) if why else "the output was cut off")}
-        if session["status"] in outcome:
-            errors.append(f"the write of {session['target_file']} (session "
-                          f"{session['id'][:8]}) {outcome[session['status']]}")
-    writes = list(manager_for(runtime).writes)
-    plan = plan_service_for(runtime).report()
+    except BaseException:
+        runtime.close()  # whatever ended the run, open journals are flushed and released
+        raise
+    result = RunResult(ok=False, errors=errors,
+                       stopped=stopped.signum if stopped is not None else None)
+    for report in plugins.hook.report_run(host=runtime):
+        if not isinstance(report, RunReport):
+            raise TypeError(f"a report_run implementation returned {report!r}, not a RunReport")
+        result.sections.update(report.sections)
+        result.files.extend(report.files)
+        result.errors.extend(report.problems)
     runtime.close()  # flushes traces, releases open journals, closes the plan store
-    # Only what this run wrote: another process writing in the workspace meanwhile is not ours.
-    mine: dict[str, FileReport] = {}
-    for result in writes:
-        mine.pop(result.relative, None)
-        mine[result.relative] = FileReport(result.relative, result.bytes, result.sha256)
-    return RunResult(ok=not errors, files=list(mine.values()), sessions=sessions, plan=plan,
-                     prompts=list(runtime.prompts), errors=errors)
+    # A file written twice is reported once, where and as it was last written.
+    files: dict[str, FileReport] = {}
+    for file in result.files:
+        files.pop(file.path, None)
+        files[file.path] = file
+    result.files = list(files.values())
+    result.prompts = list(runtime.prompts)
+    result.ok = not result.errors
+    return result
+
+
+async def _play_entries(runtime: Runtime, cursor: Any) -> None:
+    """The script's entries, in order."""
+    # A write session adopted at start (--continue) asked the model to go on: that request
+    # takes the script's first model entries.
+    await runtime.pump()
+    while not cursor.done:
+        entry = cursor.peek()
+        if entry is None:
+            break
+        if entry.kind == "user":
+            cursor.next()
+            await runtime.handle(entry.user)
+        elif entry.kind == "wait_ms":
+            cursor.next()
+            runtime.advance(entry.wait_ms)
+            await runtime.pump()
+        else:
+            raise ScriptError(f"{entry.where}: the script has a {entry.kind} entry next, but "
+                              "no model request came for it (Orion was waiting for the "
+                              "user or for time to pass)")

@@ -24,10 +24,10 @@ from orion.plugins import PluginManager
 from orion.runtime.conversation import Budget, Conversation, Message
 from orion.runtime.pipeline import Turn, apply_edit, default_order, resolve
 from orion.runtime.report import Reporter
-from orion.statechart.catalog import Catalog
-from orion.statechart.definition import Definition
+from orion.statechart.io.catalog import Catalog
+from orion.statechart.interpreter.definition import Definition
 from orion.statechart.interpreter.listeners import Listeners, PluginHooks
-from orion.statechart.lifecycle import Lifecycle
+from orion.statechart.interpreter.lifecycle import Lifecycle
 from orion.trace.recorder import Recorder, capture_content
 from orion.workspace import state_directory
 
@@ -38,6 +38,11 @@ class CommandError(OrionError):
 
 class TurnLimitError(OrionError):
     """A user turn needed more model requests than ``max_requests_per_turn`` allows."""
+
+
+class OutOfMemory(OrionError):
+    """A model request ran out of memory (``MemoryError``). The turn ends; the conversation
+    and the process go on (what the request held is let go)."""
 
 
 class _NotifyingClock:
@@ -121,7 +126,7 @@ class Runtime:
                                conversation=lambda: self.conversation.id)
         self._turn_lock = asyncio.Lock()
         self._catalog: Catalog | None = None
-        plugins.hook.runtime_started(runtime=self)
+        plugins.hook.runtime_started(host=self, runtime=self)
 
     # -- lifecycles ---------------------------------------------------------------------------
 
@@ -231,10 +236,18 @@ class Runtime:
                 self.compact()
                 self.requests += 1
                 turn = Turn(self, self.requests)
-                for system in self.pipeline:
-                    await system.run(turn)
-                    if turn.stop:
-                        break
+                failed: OutOfMemory | None = None
+                try:
+                    for system in self.pipeline:
+                        await system.run(turn)
+                        if turn.stop:
+                            break
+                except MemoryError:
+                    failed = OutOfMemory(f"out of memory during model request {self.requests};"
+                                         " the reply was dropped")
+                if failed is not None:  # raised outside the handler: its frames are let go
+                    del turn
+                    raise failed
                 self.deliver_prompts()
                 if not (turn.follow_up or self._pending):
                     return
@@ -268,18 +281,25 @@ class Runtime:
         """``/reset``: a new, empty conversation; plugins end what belonged to the old one."""
         self.conversation.reset()
         self._pending = False
-        self.plugins.hook.conversation_reset(runtime=self)
+        self.plugins.hook.conversation_reset(host=self, runtime=self)
         self.deliver_prompts()
 
     def close(self) -> None:
         """Record the open turn, flush what is still batched for the trace stores, and close
-        the services (the write sessions' journals, the plan store)."""
-        self.plugins.hook.runtime_closing(runtime=self)
-        self.tracer.close()
-        for service in self.services.values():
-            close = getattr(service, "close", None)
-            if callable(close):
-                close()
+        the services (the write sessions' journals, the plan store). Each step runs even when
+        one before it failed (a terminal that went away with SIGHUP fails every notice): the
+        first failure is raised once all have run."""
+        steps = [lambda: self.plugins.hook.runtime_closing(host=self, runtime=self), self.tracer.close]
+        steps += [close for service in self.services.values()
+                  if callable(close := getattr(service, "close", None))]
+        failure: Exception | None = None
+        for step in steps:
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - raised below, after the other steps
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def _after_timer(self) -> None:
         self.deliver_prompts()

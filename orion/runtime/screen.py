@@ -27,14 +27,15 @@ from typing import TYPE_CHECKING, Any
 
 from orion.console import is_terminal
 from orion.runtime.blocks import MarkdownBlocks
-from orion.runtime.render import Renderer, WriteTail, live_line, write_word
-from orion.runtime.report import ConsoleReporter
-from orion.write_session.manager import manager_for
+from orion.runtime.render import Renderer, WriteTail, live_line
+from orion.runtime.report import ConsoleReporter, OpenWrite
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from orion.runtime.prompt import ChatPrompt
+    from orion.runtime.report import Progress
     from orion.runtime.runtime import Runtime
-    from orion.write_session.progress import Progress
 
 CLEAR_LINE = "\r\x1b[2K"
 
@@ -47,8 +48,9 @@ PREVIEW_SOURCE_LINES = 40
 
 class ChatScreen(ConsoleReporter):
     """The reporter of ``orion chat``: the reply on ``out`` (stdout), everything else on the
-    console (stderr). :meth:`attach` gives it the runtime (what a write session is doing is
-    read from there); ``editor`` is the terminal's prompt while it runs."""
+    console (stderr). :meth:`attach` gives it the runtime (the write open in it, if any, is
+    asked of its plugins: ``open_write``); ``editor`` is the terminal's prompt while it
+    runs."""
 
     def __init__(self, console=None, *, out) -> None:
         super().__init__(console, stream=True, out=out)
@@ -73,11 +75,16 @@ class ChatScreen(ConsoleReporter):
         self._preview: tuple[tuple[str, int, int], str] = (("", 0, 0), "")
         self._live_drawn = False  # without a prompt: the live line is on the terminal
         self._logged: tuple[str, str, int] | None = None  # not a terminal: the last progress
-        self._writes_seen = 0
+        self._changes: list[Callable[[], str]] = []  # files changed, said after the report
 
     def attach(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self._writes_seen = len(manager_for(runtime).writes)
+
+    def _open_write(self) -> OpenWrite | None:
+        runtime = self.runtime
+        if runtime is None:
+            return None
+        return runtime.plugins.hook.open_write(host=runtime)
 
     # -- where output goes -----------------------------------------------------------------
 
@@ -161,8 +168,7 @@ class ChatScreen(ConsoleReporter):
 
     def _start_message(self) -> None:
         self._in_message = True
-        runtime = self.runtime
-        self._write = runtime is not None and manager_for(runtime).active is not None
+        self._write = self._open_write() is not None
         self._reply = []
         if self._write and self.markdown and self.editor is not None:
             self._tail = WriteTail()
@@ -200,8 +206,8 @@ class ChatScreen(ConsoleReporter):
     # -- a write ---------------------------------------------------------------------------
 
     def progress(self, progress: Progress) -> None:
-        session = manager_for(self.runtime).active if self.runtime is not None else None
-        self._progress = (session.id if session is not None else "", progress)
+        write = self._open_write()
+        self._progress = (write.id if write is not None else "", progress)
         if self.editor is not None:
             self.editor.invalidate()
         elif self.terminal:
@@ -218,14 +224,14 @@ class ChatScreen(ConsoleReporter):
     def _live_text(self) -> str | None:
         """The live line of the write session that is open, if any; the word comes from its
         lifecycle's tags as it is now."""
-        session = manager_for(self.runtime).active if self.runtime is not None else None
-        if session is None:
+        write = self._open_write()
+        if write is None:
             return None
-        session_id, progress = self._progress
-        if session_id != session.id:  # none from this session yet (it began, or was adopted)
-            progress = session.progress()
-            self._progress = (session.id, progress)
-        return live_line(progress, write_word(session.lifecycle))
+        write_id, progress = self._progress
+        if write_id != write.id or progress is None:  # none from this write yet (it began,
+            progress = write.progress()               # or was adopted)
+            self._progress = (write.id, progress)
+        return live_line(progress, write.word)
 
     def _draw_live(self) -> None:
         text = self._live_text()
@@ -274,28 +280,14 @@ class ChatScreen(ConsoleReporter):
             self._preview = (key, "".join(rendered[-keep:]))
         return self._preview[1]
 
+    def changed(self, summary: Callable[[], str]) -> None:
+        self._changes.append(summary)
+
     def _announce_writes(self) -> None:
         """After a write's report: what it changed in a file that existed."""
-        if self.runtime is None:
-            return
-        writes = manager_for(self.runtime).writes
-        new, self._writes_seen = writes[self._writes_seen:], len(writes)
-        for result in new:
-            if result.backup is not None:
-                self.notice(self._changed_lines(result))
-
-    def _changed_lines(self, result) -> str:
-        from orion.write_session.diff import changes
-
-        try:
-            summary = changes(result.backup.read_bytes(), result.path.read_bytes()).summary()
-        except OSError as exc:
-            return f"{result.relative}: what changed cannot be read ({exc.strerror or exc})"
-        try:
-            write_id = result.backup.relative_to(self.runtime.state_dir / "backups").parts[0]
-        except ValueError:  # not where backups are kept: no id to name
-            return f"{result.relative}: {summary}"
-        return f"{result.relative}: {summary}; `orion sessions diff {write_id[:8]}` shows them"
+        changes, self._changes = self._changes, []
+        for summary in changes:
+            self.notice(summary())
 
     def close(self) -> None:
         if self._live_drawn:

@@ -72,7 +72,7 @@ def watch(directory: str, mark: str, user: int | None = None) -> dict:
             handles.append(os.open(name, os.O_RDONLY | os.O_NONBLOCK, dir_fd=dir_fd))
             seen["opened"] += 1
         except OSError as exc:
-            seen["refused"].append(errno.errorcode.get(exc.errno, str(exc.errno)))
+            seen["refused"].append(errno.errorcode.get(exc.errno or 0, str(exc.errno)))
 
     def modified(name: str) -> None:
         if name in waiting:
@@ -111,7 +111,8 @@ class Observer:
     def __init__(self, directory: str | os.PathLike[str], *, mark: str | None = None,
                  user: int | None = None):
         if mark is None:
-            from orion.confined import TEMP_MARK as mark
+            from orion.confined import TEMP_MARK
+            mark = TEMP_MARK
         self.process = subprocess.Popen(
             [sys.executable, "-m", "orion.testing.observer", str(Path(directory)), mark,
              *(["--user", str(user)] if user is not None else [])],

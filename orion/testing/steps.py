@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,8 @@ def _int(value: str | None) -> int | None:
     return None if value is None else int(value)
 
 
-INT = {name: _int for name in ("count", "line", "ms", "amount", "size", "repeat", "first",
+# pytest-bdd types a converter as taking a str; an optional group passes None, which _int keeps.
+INT: dict[str, Callable[[str], object]] = {name: _int for name in ("count", "line", "ms", "amount", "size", "repeat", "first",
                                "last")}
 
 DONE_PROMPT = "If you're finished, reply with DONE on its own line; otherwise continue."
@@ -148,7 +150,8 @@ def _session_id(world: World, path: str) -> str:
     if path in book["sessions"]:
         return book["sessions"][path]
     from orion.write_session.recovery import scan
-    found = [o for o in scan(world.state_dir, now_ms=world.now_ms) if o.target_file == path]
+    found = [o for o in scan(world.state_dir, now_ms=world.now_ms, now_boot=world.now_boot)
+             if o.target_file == path]
     assert found, f"no write session was begun for {path!r}"
     return found[-1].id
 
@@ -308,19 +311,23 @@ def disk_is_full(orion_world: World) -> None:
 
 
 class ContentOn:
-    """A plugin that points each new write session's ``content.txt`` at ``target`` (a full
-    device, a file the kernel refuses): the journal then meets that fault for real."""
+    """A plugin that makes each new write session's journal append its content to ``target``
+    (a full device, a file the kernel refuses) from its ``begin`` on: the journal then meets
+    that fault for real. (Not a link in the journal's place: a journal never follows one.)"""
 
     def __init__(self, target: str | Path):
         self.target = target
 
     @hookimpl
-    def lifecycle_started(self, lifecycle):
-        if lifecycle.name != "write_session" or lifecycle.host is None:
+    def lifecycle_transition(self, lifecycle, transition, host):
+        if lifecycle.name != "write_session" or transition.trigger != "begin":
             return
-        directory = Path(lifecycle.host.state_dir) / "write_sessions" / lifecycle.id
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / "content.txt").symlink_to(self.target)
+        from orion.write_session.manager import manager_for
+
+        # The journal itself, not the public view: this step plants a real fault under it.
+        session = manager_for(host).get(lifecycle.id) if host is not None else None
+        if session is not None:
+            session.journal.redirect_content(self.target)
 
 
 # -- the user and time -----------------------------------------------------------------------
@@ -617,6 +624,13 @@ def not_asked_to_reply_done(orion_world: World) -> None:
     assert DONE_PROMPT not in orion_world.prompts_since_mark
 
 
+@then("the model was asked to reply DONE once")
+def asked_to_reply_done_once(orion_world: World) -> None:
+    """In the whole scenario, the idle prompt went into the conversation exactly once."""
+    asked = [p for p in orion_world.reporter.prompts if DONE_PROMPT in p]
+    assert len(asked) == 1, f"the model was asked to reply DONE {len(asked)} times"
+
+
 @then("the model is not asked anything")
 def not_asked_anything(orion_world: World) -> None:
     assert not orion_world.requests_since_mark, \
@@ -906,10 +920,19 @@ def nothing_outside_changed(orion_world: World) -> None:
 
 @then(parsers.re(rf"a backup of {PATH} holds its previous content"))
 def backup_holds_previous(orion_world: World, path: str) -> None:
+    """A copy of the file as it was, or (an append) the range the append added, which gives
+    the file as it was back from the file as it is."""
+    from orion.write_session.operations import read_append_range
+
     before = _book(orion_world)["given_files"][path]
     backups = [p for p in (orion_world.state_dir / "backups").rglob(Path(path).name)
                if p.is_file()]
-    assert any(p.read_bytes() == before for p in backups), backups
+    if any(p.read_bytes() == before for p in backups):
+        return
+    current = _file(orion_world, path).read_bytes()
+    ranges = [read_append_range(p) for p in (orion_world.state_dir / "appends").glob("*.json")]
+    assert any(r is not None and r.target_file == path and r.pre_image(current) == before
+               for r in ranges), (backups, ranges)
 
 
 # -- Then: write sessions --------------------------------------------------------------------
@@ -1118,7 +1141,7 @@ def no_recovery_offered(orion_world: World) -> None:
 def _orphan(world: World, path: str):
     from orion.write_session.recovery import scan
     wanted = _session_id(world, path)
-    for orphan in scan(world.state_dir, now_ms=world.now_ms):
+    for orphan in scan(world.state_dir, now_ms=world.now_ms, now_boot=world.now_boot):
         if orphan.id == wanted:
             return orphan
     raise AssertionError(f"no write session directory for {path!r}")
@@ -1138,7 +1161,8 @@ def _command(world: World, action: Any) -> Any:
 @step("the user lists the write sessions")
 def user_lists_sessions(orion_world: World) -> None:
     from orion.write_session.recovery import scan
-    _book(orion_world)["listed"] = scan(orion_world.state_dir, now_ms=orion_world.now_ms)
+    _book(orion_world)["listed"] = scan(orion_world.state_dir, now_ms=orion_world.now_ms,
+                                      now_boot=orion_world.now_boot)
 
 
 @then(parsers.re(rf"the list shows the write session of {PATH} with {COUNT} lines?"),
@@ -1190,7 +1214,8 @@ def user_discards(orion_world: World, path: str) -> None:
 def user_cleans(orion_world: World, amount: int, unit: str) -> None:
     from orion.write_session.recovery import clean
     removed = _command(orion_world, lambda: clean(
-        orion_world.state_dir, duration_ms(amount, unit), now_ms=orion_world.now_ms))
+        orion_world.state_dir, duration_ms(amount, unit), now_ms=orion_world.now_ms,
+        now_boot=orion_world.now_boot))
     _book(orion_world)["cleaned"] = removed or []
 
 

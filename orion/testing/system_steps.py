@@ -28,9 +28,12 @@ from typing import Any
 import pytest
 from pytest_bdd import given, parsers, then, when
 
-from orion import hookimpl
 from orion.testing.steps import PATH, TEXT, ContentOn, _book, lines_of, unescape
 from orion.testing.world import World
+
+#: The step libraries loaded with these (pytest loads a plugin module's ``pytest_plugins``):
+#: statecharts written in a scenario, and real faults of a write.
+pytest_plugins = ["orion.testing.chart_steps", "orion.testing.fault_steps"]
 
 #: How long a command may take before the step fails (it never sleeps; this bounds a hang).
 COMMAND_TIMEOUT_S = 120
@@ -56,8 +59,8 @@ def clock_before_real_time(orion_world: World, amount: int) -> None:
 # -- the orion command -------------------------------------------------------------------------
 
 
-def _run(world: World, args: list[str], request: pytest.FixtureRequest,
-         **more_env: str) -> None:
+def _run(world: World, args: list[str], request: pytest.FixtureRequest, *,
+         preexec: Any = None, stdin: str = "", **more_env: str) -> None:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("ORION_", "WRITE_SESSION_"))}
     env.update(more_env)
@@ -67,19 +70,24 @@ def _run(world: World, args: list[str], request: pytest.FixtureRequest,
     console["mark"] = len(console["runs"])
     world.mark()
     process = subprocess.run([sys.executable, "-m", "orion", *args], cwd=world.workspace,
-                             env=env, input="", capture_output=True, text=True,
-                             timeout=COMMAND_TIMEOUT_S)
+                             env=env, input=stdin, capture_output=True, text=True,
+                             timeout=COMMAND_TIMEOUT_S, preexec_fn=preexec)
     console["runs"].append({"args": args, "code": process.returncode,
                             "stdout": process.stdout, "stderr": process.stderr})
 
 
 @when(parsers.re(r'the user runs "orion (?P<command>[^"]+)"'))
 def user_runs(orion_world: World, command: str, request: pytest.FixtureRequest) -> None:
-    """``<session>`` in the command is the id of the latest write session begun."""
+    """``<session>`` in the command is the id of the latest write session begun (in this
+    scenario's runtime, or else the one session an ``orion`` command left behind)."""
     if "<session>" in command:
         book = _book(orion_world)
         session_id = book["sessions"].get(book["target"] or "")
-        assert session_id, "no write session was begun, so <session> names none"
+        if not session_id:
+            from orion.write_session.recovery import scan
+            left = scan(orion_world.state_dir, now_ms=time.time() * 1000)
+            assert len(left) == 1, f"<session> names no one session: {[o.id for o in left]}"
+            session_id = left[0].id
         command = command.replace("<session>", session_id[:8])
     _run(orion_world, shlex.split(command), request)
 
@@ -289,7 +297,7 @@ def journals_permission_denied(orion_world: World) -> None:
         fd = os.open(PERMISSION_DENIED_FILE, os.O_WRONLY | os.O_APPEND)
     except OSError as exc:
         if exc.errno != errno.EACCES:
-            pytest.skip(f"{PERMISSION_DENIED_FILE} gives {errno.errorcode.get(exc.errno)} here, "
+            pytest.skip(f"{PERMISSION_DENIED_FILE} gives {errno.errorcode.get(exc.errno or 0)} here, "
                         "not EACCES")
     else:
         os.close(fd)

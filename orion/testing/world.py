@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from orion.clock import VirtualClock
+from orion.clock import BootTime, VirtualClock
 from orion.config import load_config
 from orion.errors import OrionError
 from orion.models.base import ModelRequest, ScriptError
@@ -31,8 +31,7 @@ from orion.models.events import ModelEvent, TextDelta
 from orion.models.script import ModelReply
 from orion.models.scripted import stream_reply
 from orion.plugins import PluginManager, make_plugin_manager
-from orion.runtime.report import Reporter
-from orion.write_session.progress import Progress
+from orion.runtime.report import Progress, Reporter
 from orion.runtime.runtime import Runtime
 from orion.workspace import state_dir_path
 
@@ -175,6 +174,9 @@ class World:
         self.loop = asyncio.new_event_loop()
         self._runtime: Runtime | None = None
         self._now_ms = float(start_ms)  # the time while no runtime runs
+        #: The second clock (orion.clock.BootTime) while no runtime runs: a boot of the
+        #: scenario's own, which wall-clock steps do not move.
+        self._boot = BootTime("scenario", 0.0)
         self._task: asyncio.Task[Any] | None = None  # a conversation paused at a model request
         self.errors: list[OrionError] = []
         self.replies: list[str] = []  # what slash commands answered
@@ -218,17 +220,14 @@ class World:
             hook(self)
         self._runtime = Runtime(model=self.model, plugins=plugins, workspace=self.workspace,
                                 config=load_config(self.workspace, env=self.env),
-                                clock=VirtualClock(start_ms=self._now_ms),
+                                clock=VirtualClock(start_ms=self._now_ms, boot=self._boot),
                                 reporter=self.reporter, env=self.env)
         self.starts += 1
-        # What `orion run` and `orion chat` do first: handle the write sessions a crashed
-        # process left behind (offer, expire, adopt one marked for --continue).
-        try:
-            from orion.write_session.recovery import startup
-        except ImportError:  # pragma: no cover - Orion without write sessions
-            self.startup_actions = []
-        else:
-            self.startup_actions = startup(self._runtime)
+        # The runtime handled the write sessions a crashed process left behind as it started
+        # (offer, expire, adopt one marked for --continue), as `orion run` and `orion chat` do.
+        from orion.write_session.manager import manager_for
+
+        self.startup_actions = list(manager_for(self._runtime).at_start)
 
     @property
     def state_dir(self) -> Path:
@@ -238,6 +237,11 @@ class World:
     @property
     def now_ms(self) -> float:
         return self._runtime.clock.now_ms() if self._runtime is not None else self._now_ms
+
+    @property
+    def now_boot(self) -> BootTime:
+        """The second clock (see :mod:`orion.clock`) now."""
+        return _virtual(self._runtime).since_boot() if self._runtime is not None else self._boot
 
     def restart(self, after_ms: float = 0.0) -> None:
         """End the runtime as a process that exits does (journals flushed and released, traces
@@ -250,9 +254,8 @@ class World:
                 from orion.write_session.manager import manager_for
                 manager_for(runtime).close()
             runtime.close()
-            self._now_ms = runtime.clock.now_ms()
-            self._runtime = None
-        self._now_ms += after_ms
+            self._stop_clock(runtime)
+        self._pass(after_ms)
         self.start()
 
     def crash(self) -> None:
@@ -274,14 +277,31 @@ class World:
                 with contextlib.suppress(OSError, ValueError, IndexError):
                     if int(lock.read_text(encoding="ascii").split()[0]) == os.getpid():
                         lock.write_text(f"{DEAD_PID}\n", encoding="ascii")
+        self._stop_clock(runtime)
+
+    def _stop_clock(self, runtime: Runtime) -> None:
         self._now_ms = runtime.clock.now_ms()
+        self._boot = _virtual(runtime).since_boot()
         self._runtime = None
+
+    def _pass(self, ms: float) -> None:
+        """``ms`` pass while no runtime runs: both clocks move."""
+        self._now_ms += ms
+        self._boot = BootTime(self._boot.boot, self._boot.ms + ms)
+
+    def step_wall_clock(self, ms: float) -> None:
+        """The wall clock jumps by ``ms`` (an NTP correction, a virtual machine resumed): the
+        second clock does not move."""
+        if self._runtime is not None:
+            _virtual(self._runtime).step(ms)
+        else:
+            self._now_ms += ms
 
     def start(self, after_ms: float = 0.0) -> None:
         """Start a runtime (after a crash: the new process), ``after_ms`` later."""
         if self._runtime is not None:
             return
-        self._now_ms += after_ms
+        self._pass(after_ms)
         self._start()
         if self.runtime.pending:  # an adopted session asks the model to continue
             self._drive(self.runtime.pump())
@@ -438,3 +458,10 @@ class World:
         self.loop.run_until_complete(self.loop.shutdown_asyncgens())
         self.loop.close()
         self._logs.close()
+
+
+def _virtual(runtime: Runtime) -> VirtualClock:
+    """The world's runtime runs on the virtual clock the world gave it."""
+    clock = runtime.clock
+    assert isinstance(clock, VirtualClock), clock
+    return clock

@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from orion.context import ContextRequest as GateRequest
 from orion.tools.spec import ToolCall, ToolSpec
 
 if TYPE_CHECKING:
     from orion.plugins import PluginManager
-
-
-@dataclass(frozen=True)
-class GateRequest:
-    """What gating plugins may look at: the conversation and the active lifecycle states."""
-
-    conversation_id: str = ""
-    states: Mapping[str, str] = field(default_factory=dict)
-    #: The active tags of each lifecycle, by key: what a plugin asks instead of a state's name.
-    tags: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    #: The runtime (the host, see ``orion.api.Host``); ``None`` outside one.
-    runtime: Any = None
 
 
 @dataclass(frozen=True)

@@ -129,7 +129,7 @@ def encode_event(event: TraceEvent, *, max_text: int = MAX_TEXT,
     attributes = json_safe(getattr(event, "attributes", None), max_text=max_text, blobs=blobs)
     if type(attributes) is not dict:
         attributes = {"orion.attributes": attributes}
-    fields = {
+    fields: dict[str, Any] = {
         "kind": _label(getattr(event, "kind", ""), max_text),
         "name": _label(getattr(event, "name", ""), max_text),
         "at_ms": _number(getattr(event, "at_ms", 0.0)),

@@ -36,6 +36,7 @@ reports them in its failures.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import functools
 import itertools
@@ -156,8 +157,10 @@ def _not_json(value: Any) -> Any:
 # JSON-decoded model output, stay storable) and no circular-reference bookkeeping (attributes
 # are JSON data; a cycle would be a caller bug, raised as RecursionError). About twice as fast
 # as ``json.dumps(..., separators=(",", ":"))``, which builds an encoder per call.
-if json.encoder.c_make_encoder is not None:  # pragma: no branch - CPython
-    _encode = json.encoder.c_make_encoder(
+# (c_make_encoder is CPython's C accelerator, absent from the type stubs)
+_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+if _make_encoder is not None:  # pragma: no branch - CPython
+    _encode = _make_encoder(
         None, _not_json, json.encoder.encode_basestring_ascii, None, ":", ",", False, False,
         True)
 
@@ -319,7 +322,8 @@ class TraceStore:
                 raise
         db = self._db
         db.conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
-        with setting_up(self.path):
+        # A database in memory is this connection's alone: there is no file to lock.
+        with setting_up(self.path) if self.path is not None else contextlib.nullcontext():
             db.enable_wal()
             if db.execute("PRAGMA synchronous").fetchone()[0] != 1:
                 db.execute("PRAGMA synchronous = NORMAL")

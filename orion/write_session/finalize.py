@@ -19,7 +19,7 @@ from orion.write_session.journal import CONTENT, mark
 from orion.write_session.operations import TargetChanged, WriteResult, execute
 from orion.write_session.repair import (apply_corrections, correction_prompt, parse_corrections,
                                         safe_replacement)
-from orion.write_session.undo import write_undo_record
+from orion.write_session.undo import prune_after_write, write_undo_record
 
 if TYPE_CHECKING:
     from orion.validation import Issue
@@ -188,6 +188,8 @@ class Finalizer:
                               sha256=result.sha256, backup=result.backup,
                               written_at_ms=self.runtime.clock.now_ms(), status=self.status,
                               set_aside=self.aside.lines)
+            prune_after_write(self.runtime.state_dir,
+                              int(self.lifecycle.settings.get("keep_backups", 100)))
         except OSError as exc:
             self.runtime.reporter.notice(
                 f"{result.relative} is written, but its undo record could not be saved "
@@ -320,15 +322,17 @@ class Finalizer:
         """The process ends with the session open: close the journal, so the next start sees
         an orphan; content the journal could not save goes to a rescue file, and the user is
         told where (or that it could not be saved anywhere)."""
-        self._take_batch()
-        if self.status == "active":
-            self.checkpoint()  # with the held messages
-            if self.journal.degraded is not None:
-                kept = self._keep_content()
-                if kept is not None:
-                    self.runtime.reporter.notice(self._unsaved("is still open as Orion ends",
-                                                                kept))
-        self.journal.close()
+        try:
+            self._take_batch()
+            if self.status == "active":
+                self.checkpoint()  # with the held messages
+                if self.journal.degraded is not None:
+                    kept = self._keep_content()
+                    if kept is not None:
+                        self.runtime.reporter.notice(
+                            self._unsaved("is still open as Orion ends", kept))
+        finally:
+            self.journal.close()
 
     def _unsaved(self: WriteSession, what: str, kept: str) -> str:
         where = (f"its content ({self.journal.lines} lines) was written to {kept}"

@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING
 
 from orion.write_session.decision import CUT_LINE, HEAD_LINES, Quoted, Start, read_start
-from orion.write_session.journal import ENCODING_ERRORS
+from orion.write_session.journal import ENCODING_ERRORS, JournalOutOfMemory
 from orion.write_session.progress import Progress
 from orion.write_session.protocol import EndMarker
 
@@ -103,13 +103,19 @@ class Ingest:
         new lines."""
         content = self.marker.feed(text)
         if content:
-            size = self.journal.append(content)
+            try:
+                size = self.journal.append(content)
+            except JournalOutOfMemory as exc:
+                # What arrived is on disk (or in a rescue file): the session ends here, as a
+                # failed write does, and the stream stops with the error.
+                self._failed(exc)
+                raise
             if "\n" in content:
                 if _monotonic() - self._last_live >= LIVE_LINE_INTERVAL_S:
                     self._live()
                 streamed = self._streamed
                 if streamed is not None and streamed.due(size):
-                    streamed.check(self.journal.read(streamed.checked))
+                    streamed.check(self.journal.whole_lines(streamed.checked))
 
     def _take_batch(self: WriteSession) -> None:
         """Take in the content chunks fed since the last batch (see :meth:`feed`)."""

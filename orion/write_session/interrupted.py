@@ -12,8 +12,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orion.write_session.journal import CONTENT, remove_session
-from orion.write_session.operations import apply_operation, backup_path
+from orion.write_session.journal import CONTENT, read_private, remove_session
+from orion.write_session.operations import (append_range_path, apply_operation, backup_path,
+                                            read_append_range)
 from orion.write_session.plan import CheckedPlan, PlanRejected, WritePlan
 from orion.write_session.repair import safe_replacement
 from orion.write_session.undo import undo_record_path, write_undo_record
@@ -78,15 +79,17 @@ def already_written(orphan: Orphan, workspace: str | os.PathLike[str],
     else:
         backup = backup_path(state_dir=Path(state_dir), session_id=orphan.id,
                              relative=checked.relative)
-        # execute() saves the backup before it writes: no backup (or another one), no write.
+        # execute() saves the backup (an append: the range it adds) before it writes: no
+        # backup (or another one), no write.
+        appended = read_append_range(append_range_path(Path(state_dir), orphan.id))
         try:
-            pre = backup.read_bytes()
+            pre = appended.pre_image(current) if appended is not None else backup.read_bytes()
         except OSError:
             return False
-        if sha_of(pre) != before_sha:
+        if pre is None or sha_of(pre) != before_sha:
             return False
     try:
-        raw = (orphan.directory / CONTENT).read_bytes()
+        raw = read_private(orphan.directory / CONTENT)
     except OSError:
         raw = b""
     wanted = record.get("content_sha256")
@@ -104,6 +107,8 @@ def write_recovered_undo_record(state_dir: Path, orphan: Orphan, relative: str, 
                        data: bytes, status: str, written_at_ms: float) -> Path:
     """The record ``orion sessions undo`` reads (the format of the session's own)."""
     backup = backup_path(state_dir=state_dir, session_id=orphan.id, relative=relative)
+    if not backup.is_file():
+        backup = append_range_path(state_dir, orphan.id)
     return write_undo_record(state_dir, session_id=orphan.id, relative=relative,
                              operation=operation, sha256=sha_of(data),
                              backup=backup if backup.is_file() else None,

@@ -48,6 +48,7 @@ virtual clock that does not move must not keep the content off the disk.
 
 from __future__ import annotations
 
+import builtins
 import codecs
 import errno
 import hashlib
@@ -56,14 +57,16 @@ import json
 import logging
 import os
 import shutil
+import stat
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from orion.clock import BootTime, kernel_boot_time
 from orion.errors import OrionError
 
-__all__ = ["Journal", "JournalLocked", "DEGRADING_ERRNOS", "ENCODING_ERRORS", "mark", "marks",
+__all__ = ["Journal", "JournalLocked", "JournalOutOfMemory", "DEGRADING_ERRNOS", "ENCODING_ERRORS", "mark", "marks",
            "read_state", "remove_session", "unmark"]
 
 log = logging.getLogger("orion.write_session")
@@ -81,9 +84,16 @@ STATUS = "degraded"
 #: overwrites reserved bytes in place, which needs no new space on a full disk.
 STATUS_RESERVE = 1024
 
-#: Disk errors that switch the journal to memory only instead of failing the session.
+#: Disk errors that switch the journal to memory only instead of failing the session: the
+#: disk's (full, quota, file-size limit, read-only, permission, I/O), a link where a journal
+#: file belongs, and the process's own limits on opening files (EMFILE, ENFILE) and on kernel
+#: memory (ENOMEM).
 DEGRADING_ERRNOS = frozenset({errno.ENOSPC, errno.EACCES, errno.EROFS, errno.EDQUOT,
-                              errno.EFBIG, errno.EIO, errno.EPERM})
+                              errno.EFBIG, errno.EIO, errno.EPERM, errno.ELOOP, errno.EMFILE,
+                              errno.ENFILE, errno.ENOMEM})
+#: Of those, the ones that only keep a new file from being opened: the content file, open
+#: already, still takes the content, and only the state waits for the next checkpoint.
+OPEN_LIMITS = frozenset({errno.EMFILE, errno.ENFILE})
 
 #: Name of the codec error handler the journal encodes with (registered on import).
 ENCODING_ERRORS = "orion.journal"
@@ -91,6 +101,77 @@ ENCODING_ERRORS = "orion.journal"
 #: few kilobytes at every automatic flush costs more in calls than in hashing, and what is
 #: left for finalizing stays small.
 HASH_BATCH = 1 << 18
+
+#: A journal holds what the model wrote for the user's file: its directory and files are their
+#: owner's only (a target its owner may not even read keeps that for the journal too).
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+#: Every journal file is opened without following a symbolic link: a journal shipped in a
+#: cloned repository (or changed under a running one) cannot make Orion read a file outside
+#: the workspace as content, nor write into one.
+_PRIVATE = os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def file_mode(target_mode: int | None) -> int:
+    """The mode of a journal's files for a target of ``target_mode`` (None: a new file):
+    :data:`FILE_MODE`, less the owner's read bit when the target withholds it."""
+    if target_mode is None:
+        return FILE_MODE
+    return FILE_MODE & (target_mode | 0o200)
+
+
+def open_private(path: str | os.PathLike[str], flags: int, mode: int = FILE_MODE) -> int:
+    """``os.open`` of a journal file, never through a symbolic link (ELOOP when ``path`` is
+    one) and never blocking on a FIFO put in its place."""
+    return os.open(path, flags | _PRIVATE | os.O_NONBLOCK, mode)
+
+
+def read_private(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of the journal file ``path``: a regular file, not a symbolic link (ELOOP) nor
+    anything else (EINVAL, naming what it is)."""
+    fd = open_private(path, os.O_RDONLY)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        chunks = []
+        while chunk := os.read(fd, max(info.st_size + 1, 1 << 16)):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def write_private(path: str | os.PathLike[str], data: bytes, mode: int = FILE_MODE) -> None:
+    """``path`` (created or truncated) holding ``data``, never through a symbolic link."""
+    fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        os.set_blocking(fd, True)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+def links_in(directory: str | os.PathLike[str]) -> dict[str, str]:
+    """The names in a session directory (and the directory itself, as ``.``) that are symbolic
+    links, with where each leads: a journal never has one of its own."""
+    found: dict[str, str] = {}
+    d = Path(directory)
+    try:
+        if d.is_symlink():
+            return {".": os.readlink(d)}
+        entries = list(os.scandir(d))
+    except OSError:
+        return found
+    for entry in entries:
+        try:
+            if entry.is_symlink():
+                found[entry.name] = os.readlink(entry.path)
+        except OSError:
+            continue
+    return found
 
 
 def _encode_surrogates(exc: UnicodeError) -> tuple[bytes, int]:
@@ -113,6 +194,17 @@ codecs.register_error(ENCODING_ERRORS, _encode_surrogates)
 
 class JournalLocked(OrionError):
     """The session is owned by another running process."""
+
+
+class JournalOutOfMemory(OrionError):
+    """The journal could not grow its buffer (``MemoryError``). Everything received is on
+    disk (``content.txt``), or in the rescue file :attr:`rescued` names, or, when neither took
+    it, :attr:`saved` is False; the journal keeps no content in memory any more, and the
+    session cannot be finished in this process."""
+
+    def __init__(self, message: str, *, saved: bool, rescued: str | None = None):
+        super().__init__(message)
+        self.saved, self.rescued = saved, rescued
 
 
 def _wall_ms() -> float:
@@ -165,8 +257,12 @@ class Journal:
     def __init__(self, directory: str | os.PathLike[str], *, flush_lines: int = 50,
                  flush_interval_ms: float = 5000, now_ms: Callable[[], float] | None = None,
                  on_degraded: Callable[[str], object] | None = None,
-                 content_path: str | os.PathLike[str] | None = None):
-        """Use :meth:`create` or :meth:`open`; this only sets the fields up."""
+                 content_path: str | os.PathLike[str] | None = None, mode: int = FILE_MODE,
+                 since_boot: Callable[[], BootTime | None] = kernel_boot_time):
+        """Use :meth:`create` or :meth:`open`; this only sets the fields up. ``mode``: of the
+        files the journal creates (see :func:`file_mode`). ``since_boot``: the second clock
+        (:mod:`orion.clock`), read with every save, so a session's age is never the wall
+        clock's word alone."""
         if flush_lines < 1:
             raise ValueError("flush_lines must be at least 1")
         if flush_interval_ms <= 0:
@@ -176,6 +272,7 @@ class Journal:
         #: for tests, e.g. ``/dev/full``, and for keeping the content on another filesystem).
         self.content_path = Path(content_path) if content_path is not None \
             else self.directory / CONTENT
+        self._mode = mode
         self.metadata: dict[str, Any] = {}
         #: The caller's state as last passed to :meth:`flush` (or read back by :meth:`open`).
         self.state: dict[str, Any] = {}
@@ -207,9 +304,13 @@ class Journal:
         # advance while a model streams for seconds, and a crash would then lose everything.
         self._last_flush_real = _real_ms()
         self._last_save_ms: float | None = None
+        self._since_boot = since_boot
+        self._last_save_boot: BootTime | None = None
         self._last_state_ms = float("-inf")
         self._last_state_real = float("-inf")
         self._rescued: str | None = None
+        self._state_waits = False  # the open-file limit kept the state from being saved
+        self._buf_failed = False  # MemoryError: the content is on disk only (see _spill)
 
     # -- construction ------------------------------------------------------------------------
 
@@ -218,19 +319,22 @@ class Journal:
                flush_lines: int = 50, flush_interval_ms: float = 5000,
                now_ms: Callable[[], float] | None = None,
                on_degraded: Callable[[str], object] | None = None,
-               content_path: str | os.PathLike[str] | None = None) -> Journal:
+               content_path: str | os.PathLike[str] | None = None,
+               mode: int = FILE_MODE,
+               since_boot: Callable[[], BootTime | None] = kernel_boot_time) -> Journal:
         """Start a new session in ``directory`` (created if needed; it must not hold a session
         already: :class:`FileExistsError`)."""
         journal = cls(directory, flush_lines=flush_lines, flush_interval_ms=flush_interval_ms,
-                      now_ms=now_ms, on_degraded=on_degraded, content_path=content_path)
+                      now_ms=now_ms, on_degraded=on_degraded, content_path=content_path,
+                      mode=mode, since_boot=since_boot)
         journal.metadata = {**metadata, "created_at": journal._now_ms()}
         try:
-            journal.directory.mkdir(parents=True, exist_ok=True)
-            path = journal.directory / METADATA
-            with open(path, "x", encoding="utf-8") as f:
-                json.dump(journal.metadata, f, ensure_ascii=False, indent=2, default=str)
-            with open(journal.directory / STATUS, "wb") as f:
-                f.write(b" " * STATUS_RESERVE)
+            journal.directory.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+            journal.directory.mkdir(mode=DIR_MODE, exist_ok=True)
+            _write_new(journal.directory / METADATA, json.dumps(
+                journal.metadata, ensure_ascii=False, indent=2, default=str).encode("utf-8"),
+                journal._mode)
+            _write_new(journal.directory / STATUS, b" " * STATUS_RESERVE, journal._mode)
             journal._take_lock()
             journal._open_content()
         except FileExistsError:
@@ -243,21 +347,22 @@ class Journal:
     def open(cls, directory: str | os.PathLike[str], *, flush_lines: int = 50,
              flush_interval_ms: float = 5000, now_ms: Callable[[], float] | None = None,
              on_degraded: Callable[[str], object] | None = None,
-             content_path: str | os.PathLike[str] | None = None) -> Journal:
+             content_path: str | os.PathLike[str] | None = None,
+             mode: int = FILE_MODE,
+             since_boot: Callable[[], BootTime | None] = kernel_boot_time) -> Journal:
         """Take over an existing session: read its content and state, count lines and bytes,
         take the lock. Raises :class:`JournalLocked` if another live process owns it and
         :class:`FileNotFoundError` if ``directory`` holds no session."""
         journal = cls(directory, flush_lines=flush_lines, flush_interval_ms=flush_interval_ms,
-                      now_ms=now_ms, on_degraded=on_degraded, content_path=content_path)
+                      now_ms=now_ms, on_degraded=on_degraded, content_path=content_path,
+                      mode=mode, since_boot=since_boot)
         d = journal.directory
-        with open(d / METADATA, encoding="utf-8") as f:
-            journal.metadata = json.load(f)
+        journal.metadata = json.loads(read_private(d / METADATA))
         owner = cls._lock_owner(d)
         if owner is not None and owner != os.getpid() and cls.is_live(d):
             raise JournalLocked(f"write session {d} is owned by running process {owner}")
         try:
-            with open(journal.content_path, "rb") as f:
-                data = f.read()
+            data = read_private(journal.content_path)
             journal._buf = io.BytesIO(data)
             journal._buf.seek(0, io.SEEK_END)
             journal._size = journal._flushed = len(data)
@@ -272,6 +377,7 @@ class Journal:
             pass
         if saved is not None:
             journal._last_save_ms = saved.get("last_save_ms")
+            journal._last_save_boot = BootTime.from_json(saved.get("last_save_boot"))
             seq = saved.get("seq")
             journal._seq = seq if isinstance(seq, int) else 0
             journal.state = {k: v for k, v in saved.items() if k not in _COUNT_KEYS}
@@ -289,8 +395,11 @@ class Journal:
         :attr:`bytes`, the content's size so far (the caller's next check needs it)."""
         if not text:
             return self._size
-        data = text.encode("utf-8", ENCODING_ERRORS)
-        self._buf.write(data)
+        try:
+            data = text.encode("utf-8", ENCODING_ERRORS)
+            self._buf.write(data)
+        except MemoryError:
+            self._spill(text)  # raises JournalOutOfMemory
         size = self._size = self._size + len(data)
         n = data.count(b"\n")
         if n:
@@ -331,6 +440,7 @@ class Journal:
             self._disk_failed(exc, self.content_path)
             return
         self._last_save_ms = now
+        self._last_save_boot = self._since_boot()
         due = now - self._last_state_ms >= self._interval \
             or real - self._last_state_real >= self._interval
         if not (with_state or due):
@@ -342,7 +452,7 @@ class Journal:
             else:
                 self._append_state()
         except OSError as exc:
-            self._disk_failed(exc, self.directory / STATE)
+            self._state_failed(exc)
 
     def truncate(self, size: int) -> None:
         """Take back everything after the first ``size`` bytes, in memory and on disk: a
@@ -430,6 +540,17 @@ class Journal:
         with self._buf.getbuffer() as view:
             return bytes(view[start:])
 
+    def whole_lines(self, start: int) -> bytes:
+        """The complete lines from byte ``start`` on (up to the last line break; empty when
+        none ends after ``start``): a copy of that part only, and no copy at all when it is
+        the whole content (a one-line write of gigabytes is checked without a second copy).
+        Drop it before the next :meth:`append`, which would otherwise copy the buffer."""
+        content = self._buf.getvalue()  # the buffer itself (see content())
+        end = content.rfind(b"\n", start) + 1
+        if end <= start:
+            return b""
+        return content if start == 0 and end == len(content) else content[start:end]
+
     @property
     def lines(self) -> int:
         """Number of newlines received (a last line without one is not counted)."""
@@ -486,6 +607,8 @@ class Journal:
         """Whether ``content.txt`` holds every byte received, after writing what is pending.
         A degraded journal tries the disk once more (space may have been freed): the bytes the
         file lacks are appended and fsynced. Never raises for a disk error."""
+        if self._buf_failed:  # out of memory: _spill saved what it could, and nothing is held
+            return self._degraded is None and self._fd is not None
         if self._degraded is None and self._fd is not None:
             try:
                 self._write_pending()
@@ -497,7 +620,7 @@ class Journal:
                 except OSError:
                     return False
         try:
-            fd = os.open(self.content_path, os.O_WRONLY | os.O_CREAT, 0o644)
+            fd = open_private(self.content_path, os.O_WRONLY | os.O_CREAT, self._mode)
         except OSError:
             return False
         try:
@@ -526,6 +649,10 @@ class Journal:
         """Write all the content to a new file ``orion-rescued-<name>`` in the first of
         ``places`` that takes it (fsynced), note it in the session directory if possible and
         return its path; the last ``OSError`` when none does."""
+        if self._buf_failed:  # out of memory: _spill wrote the rescue file, or none could be
+            if self._rescued is not None:
+                return Path(self._rescued)
+            raise OSError(errno.ENOMEM, "out of memory, and no disk took the content")
         failure: OSError | None = None
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:100]
         for place in places:
@@ -575,7 +702,7 @@ class Journal:
         else:
             data = b""
         try:
-            fd = os.open(self.directory / STATUS, os.O_WRONLY)
+            fd = open_private(self.directory / STATUS, os.O_WRONLY)
         except OSError:
             return
         try:
@@ -588,7 +715,8 @@ class Journal:
     # -- lifetime ----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Flush what is pending, close the content file and release the lock."""
+        """Flush what is pending, close the content file and release the lock. The content
+        is on disk then, and no longer in memory (the counts stay)."""
         if self._closed:
             return
         if self._fd is not None and (self._flushed < self._size or self._last_save_ms is None):
@@ -597,18 +725,20 @@ class Journal:
             try:  # fold the checkpoints into state.json: one file for readers after a clean end
                 self._write_state()
             except OSError as exc:
-                self._disk_failed(exc, self.directory / STATE)
+                self._state_failed(exc)
         if self._degraded is not None:  # how much the disk lacks, for orion sessions list
             self._mark_status({"reason": self._degraded, "rescued": self._rescued})
         self._close_fd()
         self._release_lock()
         self._closed = True
+        self._buf = io.BytesIO()  # the disk has it; a closed journal holds no content
 
     def remove(self) -> None:
         """Delete the session directory (after the target was written or the session dropped)."""
         self._close_fd()
         self._owns_lock = False
         self._closed = True
+        self._buf = io.BytesIO()
         remove_session(self.directory)
 
     def __enter__(self) -> Journal:
@@ -627,7 +757,7 @@ class Journal:
         process's start time, so a pid reused by an unrelated process is not live either.
         """
         try:
-            text = (Path(directory) / LOCK).read_text(encoding="ascii")
+            text = read_private(Path(directory) / LOCK).decode("ascii")
             parts = text.split()
             pid = int(parts[0])
         except (OSError, ValueError, IndexError, UnicodeDecodeError):
@@ -653,7 +783,7 @@ class Journal:
     @staticmethod
     def _lock_owner(directory: Path) -> int | None:
         try:
-            return int((directory / LOCK).read_text(encoding="ascii").split()[0])
+            return int(read_private(directory / LOCK).decode("ascii").split()[0])
         except (OSError, ValueError, IndexError, UnicodeDecodeError):
             return None
 
@@ -678,10 +808,25 @@ class Journal:
             if exc.errno not in DEGRADING_ERRNOS:
                 raise
 
+    def redirect_content(self, path: str | os.PathLike[str]) -> None:
+        """Append the content to ``path`` from now on instead of ``content.txt`` (a seam for
+        fault tests: a full device, a file the kernel refuses; a disk error on opening it
+        degrades the journal as any other would)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+        self.content_path = Path(path)
+        try:
+            self._open_content()
+        except OSError as exc:
+            self._disk_failed(exc, self.content_path)
+
     # -- disk --------------------------------------------------------------------------------
 
     def _open_content(self) -> None:
-        self._fd = os.open(self.content_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = open_private(self.content_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, self._mode)
+        os.set_blocking(fd, True)
+        self._fd = fd
 
     def _close_fd(self) -> None:
         fd, self._fd = self._fd, None
@@ -701,10 +846,11 @@ class Journal:
                 start += os.write(self._fd, view[start:end])  # type: ignore[arg-type]
                 self._flushed = start
 
-    def _state_record(self) -> bytes:
+    def _state_record(self) -> builtins.bytes:
         self._seq += 1
         record = {"lines": self._lines, "bytes": self._size, "flushed_bytes": self._flushed,
-                  "last_save_ms": self._last_save_ms, "degraded": self._degraded,
+                  "last_save_ms": self._last_save_ms,
+                  "last_save_boot": self._last_save_boot, "degraded": self._degraded,
                   **self.state, "seq": self._seq}
         return json.dumps(record, ensure_ascii=False, default=str).encode("utf-8")
 
@@ -726,24 +872,109 @@ class Journal:
         lines whole (a torn last line is skipped by :func:`read_state`)."""
         data = self._state_record() + b"\n"
         if self._log_fd is None:
-            self._log_fd = os.open(self.directory / STATE_LOG,
-                                   os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self._log_fd = open_private(self.directory / STATE_LOG,
+                                        os.O_WRONLY | os.O_CREAT | os.O_APPEND, self._mode)
         view = memoryview(data)
         while view:
             view = view[os.write(self._log_fd, view):]
         self._log_bytes += len(data)
 
-    @staticmethod
-    def _replace(path: Path, data: bytes) -> None:
+    def _replace(self, path: Path, data: builtins.bytes) -> None:
+        """``path`` replaced by ``data`` atomically (a temp file made anew, then renamed: a
+        link in either name is replaced, never followed)."""
         tmp = path.with_name(path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        _write_new(tmp, data, self._mode)
         os.replace(tmp, path)
+
+    def _state_failed(self, exc: OSError) -> None:
+        """The state could not be saved. When only opening a file is refused (the process's
+        open-file limit), the content file, open already, still takes the content: the state
+        waits for the next checkpoint. Anything else is a disk failure."""
+        if exc.errno not in OPEN_LIMITS or self._fd is None:
+            self._disk_failed(exc, self.directory / STATE)
+            return
+        if not self._state_waits:
+            self._state_waits = True
+            log.warning("write session %s: cannot open a file to save its state (%s); the "
+                        "content still reaches %s, the state waits for the next checkpoint",
+                        self.directory, _describe(exc, None), self.content_path)
+
+    def _spill(self, text: str) -> None:
+        """The buffer cannot grow (``MemoryError``): everything received goes to disk instead
+        (the pending bytes, then ``text`` in small pieces), the buffer is let go, and
+        :class:`JournalOutOfMemory` says where the content is."""
+        received = self._size
+        self._buf_failed = True
+        saved, rescued = False, None
+        if self._fd is not None:
+            try:
+                self._write_pending()
+                received += self._write_text(self._fd, text)
+                os.fsync(self._fd)
+                saved = True
+            except OSError as exc:
+                self._disk_failed(exc, self.content_path)
+        if not saved:
+            rescued = self._rescue_with(text)
+        self._buf = io.BytesIO()  # what memory there is goes back to the process
+        self._size = self._flushed = received if saved else self._size
+        self._lines = self._lines + text.count("\n")
+        size = f"{received / (1024 * 1024):.1f} MiB"
+        if saved:
+            where = f"all of it is saved in {self.content_path}"
+        elif rescued:
+            where = f"all of it was written to {rescued}"
+        else:
+            where = "it could not be saved anywhere"
+        log.warning("write session %s: out of memory after %s of content; %s",
+                    self.directory, size, where)
+        raise JournalOutOfMemory(f"out of memory after {size} of content ({self._lines} "
+                                 "lines)", saved=saved, rescued=rescued)
+
+    @staticmethod
+    def _write_text(fd: int, text: str) -> int:
+        """``text`` encoded and written a piece at a time (no second copy of it in memory);
+        the bytes written."""
+        written = 0
+        for start in range(0, len(text), 1 << 16):
+            piece = text[start:start + (1 << 16)].encode("utf-8", ENCODING_ERRORS)
+            view = memoryview(piece)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+                written += n
+        return written
+
+    def _rescue_with(self, text: str) -> str | None:
+        """The buffer and ``text`` to a rescue file (the disk of the journal failed too)."""
+        from tempfile import gettempdir
+
+        for place in (self.directory.parent.parent / "rescued", Path(gettempdir()), Path.home()):
+            path = place / f"orion-rescued-{self.directory.name[:8]}-out-of-memory.txt"
+            try:
+                place.mkdir(parents=True, exist_ok=True)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+            except OSError:
+                continue
+            try:
+                with self._buf.getbuffer() as view:
+                    done = 0
+                    while done < self._size:
+                        done += os.write(fd, view[done:self._size])
+                self._write_text(fd, text)
+                os.fsync(fd)
+            except OSError:
+                os.close(fd)
+                path.unlink(missing_ok=True)
+                continue
+            os.close(fd)
+            self._rescued = str(path)
+            return str(path)
+        return None
 
     def _disk_failed(self, exc: OSError, path: Path | None = None) -> None:
         """Switch to memory only on a disk-full/read-only/permission error; re-raise others."""
@@ -763,7 +994,20 @@ class Journal:
             self._on_degraded(self._degraded)
 
 
-_COUNT_KEYS = frozenset({"lines", "bytes", "flushed_bytes", "last_save_ms", "degraded", "seq"})
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    """A new journal file holding ``data`` (:class:`FileExistsError` when the name is taken,
+    by a link too)."""
+    fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+_COUNT_KEYS = frozenset({"lines", "bytes", "flushed_bytes", "last_save_ms", "last_save_boot",
+                         "degraded", "seq"})
 
 
 def read_state(directory: str | os.PathLike[str]) -> tuple[dict[str, Any] | None, str | None]:
@@ -774,7 +1018,7 @@ def read_state(directory: str | os.PathLike[str]) -> tuple[dict[str, Any] | None
     best: dict[str, Any] | None = None
     problem: str | None = None
     try:
-        data = (d / STATE).read_bytes()
+        data = read_private(d / STATE)
     except FileNotFoundError:
         data = None
     except OSError as exc:
@@ -791,7 +1035,7 @@ def read_state(directory: str | os.PathLike[str]) -> tuple[dict[str, Any] | None
             else:
                 problem = f"{STATE} is not a JSON object"
     try:
-        lines = (d / STATE_LOG).read_bytes().splitlines()
+        lines = read_private(d / STATE_LOG).splitlines()
     except OSError:
         lines = []
     for line in reversed(lines):  # the last complete record; a torn tail does not parse
@@ -826,7 +1070,7 @@ def mark(directory: str | os.PathLike[str], kind: str) -> bool:
     if kind not in MARKS:
         raise ValueError(f"unknown mark {kind!r}")
     try:
-        os.close(os.open(_mark_path(Path(directory), kind), os.O_WRONLY | os.O_CREAT, 0o644))
+        os.close(open_private(_mark_path(Path(directory), kind), os.O_WRONLY | os.O_CREAT))
         return True
     except OSError as exc:
         log.info("cannot mark write session %s as %s: %s", directory, kind, exc)
@@ -872,4 +1116,11 @@ def remove_session(directory: str | os.PathLike[str], *, strict: bool = False) -
     directory that cannot be deleted raises :class:`OSError`."""
     for kind in MARKS:
         unmark(directory, kind)
+    if os.path.islink(directory):  # a link in the place of a session: the link goes, not where it leads
+        try:
+            os.unlink(directory)
+        except OSError:
+            if strict:
+                raise
+        return
     shutil.rmtree(directory, ignore_errors=not strict)

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from orion.clock import since_boot
 from orion.errors import OrionError, SnapshotError
-from orion.write_session.journal import Journal
+from orion.write_session.journal import Journal, file_mode
 from orion.write_session.operations import WriteResult
 from orion.write_session.plan import WritePlan, check_plan
 from orion.write_session.session import (SessionSummary, WriteSession, lifecycle_key,
                                          session_dir)
 
 if TYPE_CHECKING:
+    from orion.api import Host
     from orion.runtime.runtime import Runtime
-    from orion.statechart.definition import Definition
-    from orion.statechart.lifecycle import Lifecycle
+    from orion.statechart.interpreter.definition import Definition
+    from orion.statechart.interpreter.lifecycle import Lifecycle
     from orion.write_session.recovery import Orphan
 
 SERVICE = "write_sessions"
@@ -25,13 +27,24 @@ class SessionBusy(OrionError):
     """A second ``WritePlanTool_begin`` while a session is open."""
 
 
+#: Ended sessions a runtime keeps whole (``write_sessions()``, ``/sessions``); older ones are
+#: kept as their summaries only, so a long conversation of writes stays bounded.
+KEEP_ENDED = 100
+
+
 class SessionManager:
     def __init__(self, runtime: Runtime):
         self.runtime = runtime
+        #: The open sessions and the latest :data:`KEEP_ENDED` ended ones, oldest first.
         self.sessions: list[WriteSession] = []
+        #: The summaries of the ended sessions older than those.
+        self.retired: list[SessionSummary] = []
         #: Every write this runtime made (sessions and ``WritePlanTool_execute``), in order:
         #: what ``orion run`` reports as its own.
         self.writes: list[WriteResult] = []
+        #: What start-up did with the write sessions of earlier runs
+        #: (:class:`orion.write_session.startup.StartupAction`, one per orphan handled).
+        self.at_start: list[Any] = []
 
     @property
     def active(self) -> WriteSession | None:
@@ -66,7 +79,8 @@ class SessionManager:
              "intent": plan.intent, "target_file": checked.relative,
              "operation": plan.operation.value, "plan": plan.model_dump(mode="json")},
             flush_lines=settings["flush_lines"], flush_interval_ms=settings["flush_interval_ms"],
-            now_ms=runtime.clock.now_ms)
+            now_ms=runtime.clock.now_ms, mode=file_mode(checked.mode),
+            since_boot=lambda: since_boot(runtime.clock))
         session = WriteSession(runtime, checked, lifecycle, journal)
         runtime.lifecycles[lifecycle_key(lifecycle.id)] = lifecycle
         self.sessions.append(session)
@@ -80,7 +94,15 @@ class SessionManager:
                 "instruction": instruction(checked.relative, session.terminator)}
 
     def summaries(self) -> list[SessionSummary]:
-        return [session.summary() for session in self.sessions]
+        return self.retired + [session.summary() for session in self.sessions]
+
+    def ended(self, session: WriteSession) -> None:
+        """``session`` has ended: beyond :data:`KEEP_ENDED` ended sessions, the oldest is kept
+        as its summary only."""
+        ended = [s for s in self.sessions if s.status != "active" or not s.active]
+        for old in ended[:max(0, len(ended) - KEEP_ENDED)]:
+            self.retired.append(old.summary())
+            self.sessions.remove(old)
 
     def adopt(self, orphan: Orphan) -> WriteSession:
         """Take over a session a crashed process left behind and go on with it: reopen its
@@ -109,7 +131,8 @@ class SessionManager:
         settings = definition.settings
         journal = Journal.open(orphan.directory, flush_lines=settings["flush_lines"],
                                flush_interval_ms=settings["flush_interval_ms"],
-                               now_ms=runtime.clock.now_ms)
+                               now_ms=runtime.clock.now_ms, mode=file_mode(checked.mode),
+            since_boot=lambda: since_boot(runtime.clock))
         try:
             lifecycle = self._restore(definition, journal, orphan)
             if lifecycle.finished:
@@ -168,8 +191,14 @@ class SessionManager:
     def close(self) -> None:
         """Release the journals of sessions still open (flushed, lock removed), as a process
         that ends does: ``orion sessions`` and the next start then see them as orphans."""
+        failure: Exception | None = None
         for session in self.sessions:
-            session.release()
+            try:
+                session.release()
+            except Exception as exc:  # noqa: BLE001 - the others are released all the same
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
 
 def instruction(target: str, terminator: str) -> str:
@@ -184,7 +213,14 @@ def instruction(target: str, terminator: str) -> str:
             "output is cut off, Orion saves what arrived and asks you to continue.")
 
 
-def manager_for(runtime: Runtime) -> SessionManager:
+def manager_for(host: Host) -> SessionManager:
+    """The SessionManager of ``host``, made on first use. Write sessions run in Orion's runtime
+    (they start lifecycles and read the stream), so a host of another kind is a TypeError."""
+    from orion.runtime.runtime import Runtime
+
+    if not isinstance(host, Runtime):
+        raise TypeError(f"write sessions run in Orion's runtime, not in {type(host).__name__}")
+    runtime = host
     manager = runtime.services.get(SERVICE)
     if manager is None:
         manager = runtime.services[SERVICE] = SessionManager(runtime)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import shutil
 import threading
@@ -41,13 +42,17 @@ from pathlib import Path, PurePosixPath
 from orion.confined import (TEMP_MARK, Parent, open_parent, open_temp, temp_name,
                             write_and_close)
 from orion.errors import OrionError
+from orion.write_session.undo import replace_json
 from orion.write_session.plan import (BOM, CheckedPlan, Operation, PlanRejected, line_ending,
                                       match_plan, recheck, split_bom, with_line_ending)
 
-__all__ = ["TEMP_MARK", "TargetChanged", "WriteResult", "apply_operation", "backup_path",
+__all__ = ["TEMP_MARK", "AppendedRange", "TargetChanged", "WriteResult", "append_range_path",
+           "apply_operation", "backup_path", "read_append_range",
            "count_lines", "describe", "execute", "save_backup", "write_atomically"]
 #: Where backups go, under the state directory: ``backups/<session_id>/<relative path>``.
 BACKUPS = "backups"
+#: Where an append keeps the range it added instead: ``appends/<session_id>.json``.
+APPENDS = "appends"
 #: From this size on, the SHA-256 of the new content is computed in a thread during the write.
 HASH_IN_THREAD = 1 << 20
 
@@ -278,6 +283,53 @@ def _store_backup(data: bytes, info: os.stat_result, dest: Path) -> Path:
     return dest
 
 
+def append_range_path(state_dir: Path, session_id: str) -> Path:
+    """Where an append keeps the range it added (instead of a copy of the file): the file's
+    old length and the SHA-256 of those bytes, ``<state_dir>/appends/<id>.json``."""
+    if (not session_id or session_id in (".", "..")
+            or any(c in session_id for c in "/\\\x00")):
+        raise ValueError(f"invalid session id {session_id!r}")
+    return Path(state_dir) / APPENDS / f"{session_id}.json"
+
+
+@dataclass(frozen=True)
+class AppendedRange:
+    """What an append added to a file: everything after its first ``length`` bytes, which
+    had the SHA-256 ``sha256``."""
+
+    target_file: str
+    length: int
+    sha256: str
+
+    def pre_image(self, current: bytes) -> bytes | None:
+        """The file as it was before the append, from the file as it is now; None when the
+        file no longer starts with those bytes."""
+        head = current[:self.length]
+        return head if len(head) == self.length and \
+            hashlib.sha256(head).hexdigest() == self.sha256 else None
+
+
+def read_append_range(path: Path) -> AppendedRange | None:
+    """The range an append kept at ``path``, or None when there is none (or it is damaged)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return AppendedRange(str(data["target_file"]), int(data["length"]),
+                             str(data["sha256"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _store_append_range(existing: bytes, dest: Path, relative: str) -> Path:
+    """Keep the range an append adds (a session keeps the first one, as it keeps the first
+    pre-image)."""
+    if dest.exists():
+        return dest
+
+    replace_json(dest, {"target_file": relative, "length": len(existing),
+                        "sha256": hashlib.sha256(existing).hexdigest()})
+    return dest
+
+
 def stat_mode(info: os.stat_result) -> int:
     return info.st_mode & 0o7777
 
@@ -315,7 +367,12 @@ def _execute_locked(first: CheckedPlan, checked: CheckedPlan, parent: Parent, co
         raise TargetChanged(changed_message(checked.relative))
     after = apply_operation(checked, existing, content)
     backup = None
-    if existing is not None:
+    if existing is not None and checked.plan.operation is Operation.APPEND \
+            and after.startswith(existing):
+        # The old bytes stay in the file: what an undo needs is where they end.
+        backup = _store_append_range(existing, append_range_path(state_dir, session_id),
+                                     checked.relative)
+    elif existing is not None:
         info = parent.stat()
         assert info is not None  # read() found it, under the lock
         backup = _store_backup(existing, info, backup_path(

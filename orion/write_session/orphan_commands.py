@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from orion.clock import BootTime, kernel_boot_time
 from orion.confined import open_parent
 from orion.write_session.journal import Journal, mark, remove_session
-from orion.write_session.operations import backup_path
+from orion.write_session.operations import append_range_path, backup_path, read_append_range
 from orion.write_session.set_aside import SetAside, archived, archived_ids
 from orion.write_session.undo import record_paths, replace_json
 from orion.workspace import PathOutsideWorkspace, resolve_inside
@@ -34,7 +36,8 @@ def mark_resume(state_dir: str | os.PathLike[str], session_id: str, *,
                             f"{'; '.join(orphan.problems)}")
     orphan.plan()
     replace_json(orphan.directory / RESUME,
-                  {"marked_at_ms": wall_ms() if now_ms is None else now_ms})
+                 {"marked_at_ms": wall_ms() if now_ms is None else now_ms,
+                  "marked_at_boot": kernel_boot_time()})
     mark(orphan.directory, "resume")
     orphan.status = "resume"
     return orphan
@@ -51,12 +54,12 @@ def discard(state_dir: str | os.PathLike[str], session_id: str) -> Orphan:
 
 
 def clean(state_dir: str | os.PathLike[str], older_than_ms: float,
-          now_ms: float | None = None) -> list[Orphan]:
+          now_ms: float | None = None, now_boot: BootTime | None = None) -> list[Orphan]:
     """Remove every session that is not live and whose last save (or ``--continue`` mark) is
-    more than ``older_than_ms`` before ``now_ms``; return them."""
-    now = wall_ms() if now_ms is None else now_ms
+    more than ``older_than_ms`` ago (its age as :func:`scan` gives it, from ``now_ms`` and
+    ``now_boot``: the real clocks by default); return them."""
     removed = []
-    for orphan in scan(state_dir, now_ms=now):
+    for orphan in scan(state_dir, now_ms=now_ms, now_boot=now_boot):
         if orphan.live or orphan.age_ms is None or orphan.age_ms <= older_than_ms:
             continue
         if Journal.is_live(orphan.directory):  # taken over since the scan
@@ -75,16 +78,9 @@ class UndoResult:
     report: str
 
 
-def undo(workspace: str | os.PathLike[str], state_dir: str | os.PathLike[str],
-         session_id: str, *, now_ms: float | None = None) -> UndoResult:
-    """Put the target back as it was before the session wrote it, if nothing changed it since:
-    restore the backup atomically, or delete a file the session created. Refuses with
-    :class:`UndoRefused` otherwise."""
-    workspace, state_dir = Path(workspace).resolve(), Path(state_dir).resolve()
-    path = pick(session_id.strip(), record_paths(state_dir), "undo record of a write session",
-                 state_dir / "undo")
-    full_id = path.stem if path.name != "undo.json" else path.parent.name
-    short = full_id[:8]
+def _undo_record(path: Path, short: str,
+                 workspace: Path) -> tuple[dict[str, Any], str, Path]:
+    """The undo record at ``path``, the target it names and where that is, or the refusal."""
     record, problem = read_json(path)
     if problem or not isinstance(record, dict):
         raise RecoveryError(f"the undo record of session {short} is damaged: "
@@ -99,9 +95,25 @@ def undo(workspace: str | os.PathLike[str], state_dir: str | os.PathLike[str],
     except PathOutsideWorkspace as exc:
         raise RecoveryError(f"the undo record of session {short} names {relative!r}, which is "
                             f"not inside {workspace}: {exc}") from exc
+    return record, relative, target
+
+
+def undo(workspace: str | os.PathLike[str], state_dir: str | os.PathLike[str],
+         session_id: str, *, now_ms: float | None = None) -> UndoResult:
+    """Put the target back as it was before the session wrote it, if nothing changed it since:
+    restore the backup atomically, or delete a file the session created. Refuses with
+    :class:`UndoRefused` otherwise."""
+    workspace, state_dir = Path(workspace).resolve(), Path(state_dir).resolve()
+    path = pick(session_id.strip(), record_paths(state_dir), "undo record of a write session",
+                 state_dir / "undo")
+    full_id = path.stem if path.name != "undo.json" else path.parent.name
+    short = full_id[:8]
+    record, relative, target = _undo_record(path, short, workspace)
     backup_name = record.get("backup")
     backup = None
-    if not (backup_name is None and record.get("operation") == "create"):
+    appended = read_append_range(append_range_path(state_dir, full_id)) \
+        if record.get("operation") == "append" else None
+    if appended is None and not (backup_name is None and record.get("operation") == "create"):
         backup = Path(backup_name) if isinstance(backup_name, str) else backup_path(
             state_dir=state_dir, session_id=full_id, relative=relative)
         if not backup.is_file():
@@ -116,7 +128,16 @@ def undo(workspace: str | os.PathLike[str], state_dir: str | os.PathLike[str],
             what = "was deleted" if current is None else "changed"
             raise UndoRefused(f"{relative} {what} since session {short} wrote it; nothing "
                               "undone")
-        if backup is None:
+        if appended is not None:  # the append is taken off the end again
+            pre = appended.pre_image(current)
+            info = parent.stat()
+            if pre is None or info is None:
+                raise UndoRefused(f"{relative} no longer starts with the bytes session {short} "
+                                  "appended to; nothing undone")
+            parent.replace(pre, mode=info.st_mode & 0o7777)
+            action, report = ("restored",
+                              f"restored {relative} as it was before session {short}")
+        elif backup is None:
             parent.unlink()
             action, report = "deleted", f"deleted {relative} (session {short} had created it)"
         else:

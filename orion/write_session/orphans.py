@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orion.clock import BootTime, kernel_boot_time
 from orion.errors import OrionError
-from orion.write_session.journal import CONTENT, METADATA, STATUS, Journal, read_state
+from orion.write_session.journal import (CONTENT, METADATA, STATUS, Journal, links_in,
+                                         read_private, read_state)
 from orion.write_session.plan import WritePlan
 from orion.write_session.durations import format_age
 
@@ -76,6 +78,12 @@ class Orphan:
     last_save_ms: float | None = None
     #: When ``--continue`` marked it, if it was marked.
     resume_ms: float | None = None
+    #: The second clock (:class:`orion.clock.BootTime`) at the last save and at the mark.
+    last_save_boot: BootTime | None = None
+    resume_boot: BootTime | None = None
+    #: How long ago the last save (or the ``--continue`` mark) was: by the wall clock, and by
+    #: the second clock when both readings are of this boot; the smaller one, so a wall clock
+    #: stepped ahead never makes a session look older than it is.
     age_ms: float | None = None
     live: bool = False
     #: ``open``, ``finalizing`` (its saved state holds the finalizing record: the write may have
@@ -95,6 +103,9 @@ class Orphan:
     #: The issues that blocked its write (status ``blocked``), as ``line:col: code: message``.
     blocked: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    #: Names in the session directory that are symbolic links, with where each leads (``.``:
+    #: the directory itself). A journal never has one; Orion never follows them.
+    links: dict[str, str] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict, repr=False)
     saved_state: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -107,6 +118,20 @@ class Orphan:
         """The later of the last save and the ``--continue`` mark: what the TTL counts from."""
         times = [t for t in (self.last_save_ms, self.resume_ms) if t is not None]
         return max(times) if times else None
+
+    def age_at(self, now_ms: float, now_boot: BootTime | None) -> float | None:
+        """How long ago the last save or the ``--continue`` mark was (see :attr:`age_ms`)."""
+        ages = [_age(wall, boot, now_ms, now_boot)
+                for wall, boot in ((self.last_save_ms, self.last_save_boot),
+                                   (self.resume_ms, self.resume_boot)) if wall is not None]
+        return min(ages) if ages else None
+
+    @property
+    def has_content(self) -> bool:
+        """Whether deleting it would lose something: content, text set aside, held messages,
+        or content a rescue file or the disk does not hold whole."""
+        return bool(self.bytes or self.set_aside_lines or self.held
+                    or self.received_bytes)
 
     @property
     def complete(self) -> bool:
@@ -131,11 +156,11 @@ class Orphan:
             raise RecoveryError(f"write session {self.short}: metadata.json holds no valid "
                                 f"write plan ({_first_line(exc)})") from exc
 
-    def describe(self, now_ms: float | None = None) -> str:
+    def describe(self, now_ms: float | None = None, now_boot: BootTime | None = None) -> str:
         """``docs/guide.md (120 lines, saved 5 min ago)``."""
         target = self.target_file or "an unknown file"
         age = self.age_ms if now_ms is None or self.last_save_ms is None \
-            else now_ms - self.last_save_ms
+            else _age(self.last_save_ms, self.last_save_boot, now_ms, now_boot)
         saved = f", saved {format_age(age)}" if age is not None else ""
         return f"{target} ({_lines(self.lines)}{saved})"
 
@@ -169,25 +194,34 @@ def sessions_dir(state_dir: str | os.PathLike[str]) -> Path:
     return Path(state_dir) / SESSIONS
 
 
-def scan(state_dir: str | os.PathLike[str], *, now_ms: float | None = None) -> list[Orphan]:
+def scan(state_dir: str | os.PathLike[str], *, now_ms: float | None = None,
+         now_boot: BootTime | None = None) -> list[Orphan]:
     """Every session directory under ``<state_dir>/write_sessions/``, oldest save first. A
-    damaged directory is listed with its ``problems``; this never raises for one."""
+    damaged directory is listed with its ``problems``; this never raises for one. The ages
+    count from ``now_ms`` and ``now_boot`` (default: the real clocks, both given or neither)."""
     root = sessions_dir(state_dir)
-    now = wall_ms() if now_ms is None else now_ms
+    if now_ms is None:
+        now_ms, now_boot = wall_ms(), kernel_boot_time()
     try:
         entries = [p for p in root.iterdir() if p.is_dir()]
     except (FileNotFoundError, NotADirectoryError):
         return []
-    found = [load(path, now_ms=now) for path in entries]
+    found = [load(path, now_ms=now_ms, now_boot=now_boot) for path in entries]
     found.sort(key=lambda o: (o.last_save_ms is None, o.last_save_ms or 0.0, o.id))
     return found
 
 
-def load(directory: Path, *, now_ms: float | None = None) -> Orphan:
+def load(directory: Path, *, now_ms: float | None = None,
+         now_boot: BootTime | None = None) -> Orphan:
     """One session directory as an :class:`Orphan` (never raises for its contents)."""
-    now = wall_ms() if now_ms is None else now_ms
+    if now_ms is None:
+        now_ms, now_boot = wall_ms(), kernel_boot_time()
     orphan = Orphan(id=directory.name, directory=directory)
     problems = orphan.problems
+    orphan.links = links_in(directory)
+    for name, target in orphan.links.items():
+        what = "the session directory" if name == "." else name
+        problems.append(f"{what} is a symbolic link to {target!r}, which Orion never follows")
     metadata, problem = read_json(directory / METADATA)
     if problem:
         problems.append(problem)
@@ -213,6 +247,7 @@ def load(directory: Path, *, now_ms: float | None = None) -> Orphan:
     if state is not None:
         orphan.saved_state = state
         orphan.last_save_ms = _number(state.get("last_save_ms"))
+        orphan.last_save_boot = BootTime.from_json(state.get("last_save_boot"))
         orphan.degraded = _str(state.get("degraded"))
         orphan.continuations = _int(state.get("continuations"))
         orphan.corrections = _int(state.get("corrections"))
@@ -223,8 +258,7 @@ def load(directory: Path, *, now_ms: float | None = None) -> Orphan:
         if isinstance(record, dict):
             orphan.finalizing = record
     try:
-        with open(directory / CONTENT, "rb") as f:
-            data = f.read()
+        data = read_private(directory / CONTENT)
         orphan.bytes, orphan.lines = len(data), data.count(b"\n")
     except FileNotFoundError:
         pass
@@ -237,6 +271,8 @@ def load(directory: Path, *, now_ms: float | None = None) -> Orphan:
         marked, _ = read_json(resume)
         orphan.resume_ms = _number(marked.get("marked_at_ms")) if isinstance(marked, dict) \
             else None
+        orphan.resume_boot = BootTime.from_json(marked.get("marked_at_boot")) \
+            if isinstance(marked, dict) else None
         if orphan.resume_ms is None:
             orphan.resume_ms = _mtime_ms(resume)
     elif orphan.finalizing is not None:
@@ -247,8 +283,7 @@ def load(directory: Path, *, now_ms: float | None = None) -> Orphan:
     if orphan.last_save_ms is None:
         orphan.last_save_ms = orphan.created_ms if orphan.created_ms is not None \
             else _mtime_ms(directory)
-    activity = orphan.last_activity_ms
-    orphan.age_ms = None if activity is None else max(0.0, now - activity)
+    orphan.age_ms = orphan.age_at(now_ms, now_boot)
     orphan.live = Journal.is_live(directory)
     return orphan
 
@@ -267,7 +302,7 @@ def _load_status(orphan: Orphan) -> None:
     """The reserved ``degraded`` file: why the journal went memory-only, how much it had
     received, where the content was rescued to."""
     try:
-        text = (orphan.directory / STATUS).read_bytes().strip()
+        text = read_private(orphan.directory / STATUS).strip()
     except OSError:
         return
     if not text:
@@ -289,7 +324,7 @@ def resolve_id(state_dir: str | os.PathLike[str], session_id: str, *,
                now_ms: float | None = None) -> Orphan:
     """The session whose id is ``session_id`` or starts with it."""
     prefix = session_id.strip()
-    orphans = scan(state_dir, now_ms=now_ms)
+    orphans = scan(state_dir, now_ms=now_ms, now_boot=kernel_boot_time())
     return pick(prefix, {o.id: o for o in orphans}, "write session", sessions_dir(state_dir))
 
 
@@ -314,6 +349,14 @@ def wall_ms() -> float:
     return time.time() * 1000.0
 
 
+def _age(wall: float, boot: BootTime | None, now_ms: float, now_boot: BootTime | None) -> float:
+    """Milliseconds since an event saved at ``wall`` (and ``boot``): the wall clock's figure,
+    or the second clock's when it is smaller (a wall clock stepped ahead)."""
+    age = max(0.0, now_ms - wall)
+    elapsed = now_boot.elapsed_since(boot) if now_boot is not None else None
+    return min(age, max(0.0, elapsed)) if elapsed is not None else age
+
+
 def sha_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -329,7 +372,7 @@ def _first_line(exc: BaseException) -> str:
 
 def read_json(path: Path) -> tuple[Any, str | None]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_private(path).decode("utf-8")
     except FileNotFoundError:
         return None, f"{path.name} is missing"
     except (OSError, UnicodeDecodeError) as exc:

@@ -47,6 +47,33 @@ class RecoveryResult:
         return dict(self.__dict__)
 
 
+def _refuse_live_or_linked(orphan: Orphan) -> None:
+    """A session another process owns, or a journal with a link in it, is not recovered."""
+    if orphan.live:
+        raise SessionLive(f"write session {orphan.short} is owned by a running process; "
+                          "finish it there (or stop that process first)")
+    if orphan.links:
+        name, target = next(iter(orphan.links.items()))
+        what = "its directory" if name == "." else f"its {name}"
+        raise RecoveryError(
+            f"write session {orphan.short} cannot be recovered: {what} is a symbolic link to "
+            f"{target!r}, and Orion never follows a link in a journal (it could make Orion copy "
+            f"a file from anywhere into the workspace). Nothing written; discard it with orion "
+            f"sessions discard {orphan.short}")
+
+
+def _refuse_partial(orphan: Orphan) -> None:
+    """A journal that could not take all the content it received is not written as if whole."""
+    if orphan.received_bytes is None:
+        return
+    where = f"; the whole content was written to {orphan.rescued}" if orphan.rescued else ""
+    raise RecoveryError(
+        f"write session {orphan.short} holds only {orphan.bytes} of the "
+        f"{orphan.received_bytes} bytes it received: its journal could not be written "
+        f"({orphan.degraded}){where}. Nothing written; discard it with orion sessions "
+        f"discard {orphan.short} once the content is safe")
+
+
 def recover_finalize(workspace: str | os.PathLike[str], state_dir: str | os.PathLike[str],
                      session_id: str, plugins: PluginManager, *,
                      settings: dict[str, Any] | None = None) -> RecoveryResult:
@@ -59,9 +86,7 @@ def recover_finalize(workspace: str | os.PathLike[str], state_dir: str | os.Path
     shows the target already written, only the cleanup is done."""
     workspace, state_dir = Path(workspace).resolve(), Path(state_dir).resolve()
     orphan = resolve_id(state_dir, session_id)
-    if orphan.live:
-        raise SessionLive(f"write session {orphan.short} is owned by a running process; "
-                          "finish it there (or stop that process first)")
+    _refuse_live_or_linked(orphan)
     plan = orphan.plan()
     now = wall_ms()
     if orphan.finalizing and already_written(orphan, workspace, state_dir, plugins):
@@ -71,14 +96,7 @@ def recover_finalize(workspace: str | os.PathLike[str], state_dir: str | os.Path
                               f"{relative} was already written by session {orphan.short}; "
                               "cleaned up", len(data), count_lines(data), sha_of(data))
     _refuse_a_second_edit(orphan, plan, workspace, state_dir)
-    if orphan.received_bytes is not None:
-        where = (f"; the whole content was written to {orphan.rescued}" if orphan.rescued
-                 else "")
-        raise RecoveryError(
-            f"write session {orphan.short} holds only {orphan.bytes} of the "
-            f"{orphan.received_bytes} bytes it received: its journal could not be written "
-            f"({orphan.degraded}){where}. Nothing written; discard it with orion sessions "
-            f"discard {orphan.short} once the content is safe")
+    _refuse_partial(orphan)
     try:
         checked = check_plan(plan, workspace=workspace, state_dir=state_dir)
     except PlanRejected as exc:
@@ -159,7 +177,7 @@ def workspace_settings(workspace: Path, plugins: PluginManager) -> dict[str, Any
     applied), or ``{}`` when the statechart cannot be loaded."""
     from orion.config import load_config
     from orion.errors import ConfigError, StatechartError
-    from orion.statechart.catalog import Catalog
+    from orion.statechart.io.catalog import Catalog
 
     try:
         config = load_config(workspace)

@@ -42,7 +42,7 @@ from orion.write_session.set_aside import SetAside
 if TYPE_CHECKING:
     from orion.runtime.conversation import Message
     from orion.runtime.runtime import Runtime
-    from orion.statechart.lifecycle import Lifecycle
+    from orion.statechart.interpreter.lifecycle import Lifecycle
 
 __all__ = ["KeepRefused", "SessionSummary", "WriteSession", "lifecycle_key", "session_dir",
            "validate_write"]
@@ -67,6 +67,8 @@ class SessionSummary:
     set_aside: int = 0
     #: Messages the user typed while the session was open, not sent yet.
     held: int = 0
+    #: Why an incomplete session is incomplete (cut off, no DONE after the idle prompts).
+    incomplete_reason: str | None = None
 
 
 class KeepRefused(OrionError):
@@ -161,7 +163,7 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
             self.lifecycle.context.get("corrections", 0), self.journal.lines,
             self.journal.bytes, self.report or (self.result.report if self.result else ""),
             self.journal.degraded, [str(i) for i in self.issues], self.aside.lines,
-            len(self.held_messages))
+            len(self.held_messages), self.lifecycle.context.get("incomplete_reason"))
 
     def _degraded(self, reason: str) -> None:
         self.runtime.reporter.notice(
@@ -327,11 +329,20 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
         return state
 
     def _detach(self) -> None:
+        """The session has ended (written, failed, abandoned, set aside): it stops listening,
+        and lets go of what only an open session needs (the corrected content, the streamed
+        checks, the last chunks), so a long conversation of writes does not keep each one's."""
         if self.feed in self.runtime.text_sinks:
             self.runtime.text_sinks.remove(self.feed)
         if self.hold in self.runtime.user_gates:
             self.runtime.user_gates.remove(self.hold)
         self.runtime.lifecycles.pop(lifecycle_key(self.id), None)
+        self._fixed = self._streamed = None
+        self._message_text, self._held, self._batch = [], [], []
+        self.messages = []  # the conversation holds them (as references, once written)
+        from orion.write_session.manager import manager_for
+
+        manager_for(self.runtime).ended(self)
 
     def _trace(self, kind: str, name: str, attributes: dict[str, Any]) -> None:
         self.runtime.tracer.emit(TraceEvent(kind, name, self.runtime.clock.now_ms(),

@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from orion.write_session.journal import DIR_MODE, read_private, write_private
+
 __all__ = ["Part", "SetAside", "ARCHIVE", "archived", "first_line", "count_lines"]
 
 #: The directory of a session's parts, in its journal directory and under the state directory.
@@ -111,7 +113,7 @@ class SetAside:
         """A part's text, as it arrived."""
         if number in self._texts:
             return self._texts[number]
-        return (self.directory / f"{number}.txt").read_bytes()
+        return read_private(self.directory / f"{number}.txt")
 
     # -- changing ----------------------------------------------------------------------------
 
@@ -149,9 +151,9 @@ class SetAside:
     def _save(self, number: int | None, data: bytes | None) -> None:
         """Best effort: the bytes stay in memory whatever the disk says."""
         try:
-            self.directory.mkdir(exist_ok=True)
+            self.directory.mkdir(mode=DIR_MODE, exist_ok=True)
             if number is not None and data is not None:
-                (self.directory / f"{number}.txt").write_bytes(data)
+                write_private(self.directory / f"{number}.txt", data)
             _replace(self.directory / INDEX, {"parts": [asdict(p) for p in self.parts]})
         except OSError:
             pass
@@ -164,9 +166,9 @@ class SetAside:
             return None
         target_file, target = target, Path(state_dir) / ARCHIVE / session_id
         try:
-            target.mkdir(parents=True, exist_ok=True)
+            target.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
             for part in self.parts:
-                (target / f"{part.number}.txt").write_bytes(self.read(part.number))
+                write_private(target / f"{part.number}.txt", self.read(part.number))
             _replace(target / INDEX, {"target_file": self.target or target_file,
                                       "parts": [asdict(p) for p in self.parts]})
         except OSError:
@@ -215,7 +217,7 @@ def remove_archive(state_dir: Path, session_id: str) -> None:
 
 def _read(path: Path) -> tuple[Any, str | None]:
     try:
-        return json.loads(path.read_text(encoding="utf-8")), None
+        return json.loads(read_private(path).decode("utf-8")), None
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         return None, str(exc)
 
@@ -238,7 +240,10 @@ def _read_index(directory: Path) -> list[Part]:
     except OSError:
         return []
     for number in numbers:
-        data_bytes = (directory / f"{number}.txt").read_bytes()
+        try:
+            data_bytes = read_private(directory / f"{number}.txt")
+        except OSError:
+            continue
         parts.append(Part(number, "unknown", 0, len(data_bytes), count_lines(data_bytes),
                           first_line(data_bytes)))
     return parts
@@ -246,5 +251,5 @@ def _read_index(directory: Path) -> list[Part]:
 
 def _replace(path: Path, data: Any) -> None:
     temp = path.with_name(path.name + ".tmp")
-    temp.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
+    write_private(temp, json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8"))
     os.replace(temp, path)

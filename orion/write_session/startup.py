@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orion.clock import BootTime, since_boot
 from orion.errors import OrionError
 from orion.write_session.journal import marks, remove_session, unmark
 from orion.write_session.undo import prune as prune_backups
@@ -19,6 +20,7 @@ from orion.write_session.durations import format_duration
 from orion.write_session.interrupted import already_written, finish_cleanup
 from orion.write_session.leftovers import sweep_temp_leftovers
 from orion.write_session.orphans import RESUME, Orphan, load, sessions_dir
+from orion.write_session.trash import move_to_trash, sweep_trash, trash_dir
 
 if TYPE_CHECKING:
     from orion.runtime.runtime import Runtime
@@ -32,7 +34,8 @@ DEFAULT_TTL_MS = 3_600_000
 
 @dataclass
 class StartupAction:
-    """What :func:`startup` did with one orphan: ``repaired``, ``expired``, ``adopted``,
+    """What :func:`startup` did with one orphan: ``repaired``, ``expired`` (removed: it held
+    nothing), ``trashed`` (moved to the trash), ``deleted`` (from the trash), ``adopted``,
     ``offered`` or ``failed``, and the notice it gave."""
 
     session_id: str
@@ -64,7 +67,7 @@ def startup(runtime: Runtime) -> list[StartupAction]:
                                                                     DEFAULT_TTL_MS))
     except OrionError:
         ttl = DEFAULT_TTL_MS
-    now = runtime.clock.now_ms()
+    now, now_boot = runtime.clock.now_ms(), since_boot(runtime.clock)
     actions: list[StartupAction] = []
     _housekeeping(runtime)
     try:
@@ -76,26 +79,27 @@ def startup(runtime: Runtime) -> list[StartupAction]:
         return actions
     entries = {entry.name: entry for entry in directories if entry.name not in owned}
     flagged = (marked["resume"] | marked["finalizing"]) & entries.keys()
-    named = [load(Path(entries[name].path), now_ms=now) for name in sorted(flagged)]
+    named = [load(Path(entries[name].path), now_ms=now, now_boot=now_boot)
+             for name in sorted(flagged)]
     rest = [entry for name, entry in entries.items() if name not in flagged]
     if ttl > 0:  # a stat each: only directories untouched for longer than the TTL are opened
         expired = set()
         for entry in rest:
             if _older_than(entry, now - ttl):
-                orphan = load(Path(entry.path), now_ms=now)
+                orphan = load(Path(entry.path), now_ms=now, now_boot=now_boot)
                 if orphan.age_ms is not None and orphan.age_ms > ttl:
                     named.append(orphan)
                     expired.add(entry.name)
         rest = [entry for entry in rest if entry.name not in expired]
     if len(rest) <= NAMED_AT_START:
-        named += [load(Path(entry.path), now_ms=now) for entry in rest]
+        named += [load(Path(entry.path), now_ms=now, now_boot=now_boot) for entry in rest]
         rest = []
     named.sort(key=lambda o: (o.last_save_ms is None, o.last_save_ms or 0.0, o.id))
     for orphan in named:
         if orphan.live:
             continue
         try:
-            action = _startup_one(runtime, manager, orphan, ttl, now)
+            action = _startup_one(runtime, manager, orphan, ttl, now, now_boot)
         except (OrionError, OSError, ValueError) as exc:
             action = StartupAction(orphan.id, "failed",
                                    f"could not check write session {orphan.short}: {exc}")
@@ -103,9 +107,17 @@ def startup(runtime: Runtime) -> list[StartupAction]:
         runtime.reporter.notice(action.notice)
         _trace(runtime, orphan, action)
     if rest:
-        action = _summed_up(runtime, rest, now)
+        action = _summed_up(runtime, rest, now, now_boot)
         actions.append(action)
         runtime.reporter.notice(action.notice)
+    if ttl > 0:
+        for gone in sweep_trash(runtime.state_dir, ttl, now_boot=now_boot):
+            action = StartupAction(gone.id, "deleted", (
+                f"deleted write session {gone.id[:8]} for {gone.target_file or 'an unknown file'}"
+                f" ({gone.lines} lines) from {trash_dir(runtime.state_dir)}: it was there "
+                f"for {format_duration(ttl)}"))
+            actions.append(action)
+            runtime.reporter.notice(action.notice)
     runtime.deliver_prompts()
     return actions
 
@@ -120,7 +132,8 @@ def _older_than(entry: os.DirEntry[str], limit_ms: float) -> bool:
         return False
 
 
-def _summed_up(runtime: Runtime, rest: list[os.DirEntry[str]], now: float) -> StartupAction:
+def _summed_up(runtime: Runtime, rest: list[os.DirEntry[str]], now: float,
+               now_boot: BootTime | None) -> StartupAction:
     """One line for many orphans, naming the newest (the one most likely wanted)."""
     def changed(entry: os.DirEntry[str]) -> float:
         try:
@@ -128,11 +141,11 @@ def _summed_up(runtime: Runtime, rest: list[os.DirEntry[str]], now: float) -> St
         except OSError:
             return 0.0
 
-    newest = load(Path(max(rest, key=changed).path), now_ms=now)
+    newest = load(Path(max(rest, key=changed).path), now_ms=now, now_boot=now_boot)
     count = len(rest)
     notice = (f"{count} write sessions from other runs are kept in "
               f"{sessions_dir(runtime.state_dir)}; the newest is {newest.short} for "
-              f"{newest.describe(now)}. `orion sessions list` shows them all, "
+              f"{newest.describe(now, now_boot)}. `orion sessions list` shows them all, "
               f"`orion sessions recover ID` writes or continues one, `orion sessions clean` "
               "removes old ones")
     from orion.trace.events import Kind, TraceEvent
@@ -170,17 +183,14 @@ def _housekeeping(runtime: Runtime) -> None:
 
 
 def _startup_one(runtime: Runtime, manager: Any, orphan: Orphan, ttl: int,
-                 now: float) -> StartupAction:
+                 now: float, now_boot: BootTime | None) -> StartupAction:
     workspace, state_dir = runtime.workspace, runtime.state_dir
     if orphan.finalizing and already_written(orphan, workspace, state_dir, runtime.plugins):
         relative = finish_cleanup(orphan, workspace, state_dir, "repaired", now)
         return StartupAction(orphan.id, "repaired", f"repaired session {orphan.short}: "
                                                     f"{relative} was already written")
     if ttl > 0 and orphan.age_ms is not None and orphan.age_ms > ttl:
-        remove_session(orphan.directory)
-        return StartupAction(orphan.id, "expired",
-                             f"removed orphaned write session {orphan.short} for "
-                             f"{orphan.describe(now)}: older than {format_duration(ttl)}")
+        return _expire(runtime, orphan, ttl, now, now_boot)
     if orphan.status == "resume" and not orphan.problems:
         try:
             session = manager.adopt(orphan)
@@ -189,13 +199,13 @@ def _startup_one(runtime: Runtime, manager: Any, orphan: Orphan, ttl: int,
             unmark(orphan.directory, "resume")
             return StartupAction(orphan.id, "failed",
                                  f"could not continue write session {orphan.short} for "
-                                 f"{orphan.describe(now)}: {exc}. " + _offer(orphan))
+                                 f"{orphan.describe(now, now_boot)}: {exc}. " + _offer(orphan))
         return StartupAction(orphan.id, "adopted",
                              f"continuing write session {orphan.short} for "
-                             f"{orphan.describe(now)} ({session.state})")
+                             f"{orphan.describe(now, now_boot)} ({session.state})")
     if orphan.blocked:
         return StartupAction(orphan.id, "offered",
-                             f"write session {orphan.short} for {orphan.describe(now)} was "
+                             f"write session {orphan.short} for {orphan.describe(now, now_boot)} was "
                              f"blocked ({'; '.join(orphan.blocked[:3])}): fix its content, "
                              f"then {_offer(orphan)}")
     if orphan.problems:
@@ -204,7 +214,26 @@ def _startup_one(runtime: Runtime, manager: Any, orphan: Orphan, ttl: int,
                              f"({'; '.join(orphan.problems)}): orion sessions discard "
                              f"{orphan.short}")
     return StartupAction(orphan.id, "offered", f"orphaned write session {orphan.short} for "
-                                               f"{orphan.describe(now)}: {_offer(orphan)}")
+                                               f"{orphan.describe(now, now_boot)}: {_offer(orphan)}")
+
+
+def _expire(runtime: Runtime, orphan: Orphan, ttl: int, now: float,
+            now_boot: BootTime | None) -> StartupAction:
+    """An orphan past the TTL: one that holds nothing is removed; any other goes to the trash
+    (:mod:`orion.write_session.trash`), never deleted on its age alone."""
+    described = orphan.describe(now, now_boot)
+    if not orphan.has_content:
+        remove_session(orphan.directory)
+        return StartupAction(orphan.id, "expired",
+                             f"removed orphaned write session {orphan.short} for {described}: "
+                             f"older than {format_duration(ttl)}, and it held nothing")
+    moved = move_to_trash(orphan.directory, runtime.state_dir, now_ms=now, now_boot=now_boot)
+    back = sessions_dir(runtime.state_dir)
+    return StartupAction(orphan.id, "trashed",
+                         f"moved orphaned write session {orphan.short} for {described} to "
+                         f"{moved}: older than {format_duration(ttl)}. It is deleted from there "
+                         f"after another {format_duration(ttl)}; `mv {moved} {back}/` brings it "
+                         "back")
 
 
 def _offer(orphan: Orphan) -> str:

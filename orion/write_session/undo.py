@@ -8,7 +8,11 @@ file). Records and backups live in different trees, so a workspace file named ``
 has a backup that never meets a record. Older state directories kept the record as
 ``backups/<id>/undo.json``; those are still read.
 
-:func:`prune` keeps the newest ``keep_backups`` records with their backups.
+:func:`prune` keeps the newest ``keep_backups`` records with their backups, at start and
+(:func:`prune_after_write`) after every write, so a long day of writes keeps ``keep_backups``
+of them, not all. An append keeps no copy of the file: its backup is the range it appended
+(``appends/<id>.json``: the file's old length and the SHA-256 of those bytes), which is all
+an undo needs.
 """
 
 from __future__ import annotations
@@ -22,11 +26,14 @@ from typing import Any
 
 from orion.confined import temp_name
 
-__all__ = ["UNDO", "UndoRecord", "prune", "records", "undo_record_path", "write_undo_record"]
+__all__ = ["UNDO", "UndoRecord", "prune", "prune_after_write", "records", "undo_record_path",
+           "write_undo_record"]
 
 UNDO = "undo"
 BACKUPS = "backups"
 SET_ASIDE = "set_aside"  # the text a session set aside (orion.write_session.set_aside)
+APPENDS = "appends"  # the range an append added (orion.write_session.operations)
+SESSIONS = "write_sessions"
 LEGACY_NAME = "undo.json"
 
 
@@ -119,8 +126,17 @@ def records(state_dir: Path) -> list[UndoRecord]:
         data = _load(path)
         if data is not None:
             found.append(UndoRecord(session_id, path, data))
-    found.sort(key=lambda r: (r.written_at_ms, r.id), reverse=True)
+    # Writes of one `orion run` share its virtual time: the order they were recorded in (the
+    # record file's change time) tells them apart.
+    found.sort(key=lambda r: (r.written_at_ms, _changed_ns(r.path), r.id), reverse=True)
     return found
+
+
+def _changed_ns(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
 
 
 def prune(state_dir: Path, keep: int, *, open_sessions: set[str] = frozenset()) -> list[str]:
@@ -135,6 +151,26 @@ def prune(state_dir: Path, keep: int, *, open_sessions: set[str] = frozenset()) 
             continue
         shutil.rmtree(Path(state_dir) / BACKUPS / record.id, ignore_errors=True)
         shutil.rmtree(Path(state_dir) / SET_ASIDE / record.id, ignore_errors=True)
+        (Path(state_dir) / APPENDS / f"{record.id}.json").unlink(missing_ok=True)
         record.path.unlink(missing_ok=True)
         removed.append(record.id)
     return removed
+
+
+def prune_after_write(state_dir: Path, keep: int) -> list[str]:
+    """:func:`prune` after a write: a listing of names when there are at most ``keep``
+    records (the usual case once pruned), the records read only when one is too many. Sessions
+    whose journal is still there keep their backups. Never raises for the disk (a record left
+    over is pruned next time); returns the ids removed."""
+    if keep <= 0:
+        return []
+    try:
+        if len(record_paths(state_dir)) <= keep:
+            return []
+        try:
+            open_ids = {entry.name for entry in os.scandir(Path(state_dir) / SESSIONS)}
+        except OSError:
+            open_ids = set()
+        return prune(state_dir, keep, open_sessions=open_ids)
+    except OSError:
+        return []

@@ -69,7 +69,7 @@ def feature_scenarios() -> list[Scenario]:
 def test_the_design_pages_define_rules() -> None:
     rules = design_rules()
     pages = {page for page in rules.values()}
-    assert len(pages) == 6, f"rules found only in {sorted(pages)}"
+    assert len(pages) == 9, f"rules found only in {sorted(pages)}"
     assert len(rules) >= 40, sorted(rules)
 
 

@@ -41,7 +41,7 @@ def ask_for_review(lifecycle, transition) -> None:
     if runtime is None:
         return
     session = write_session_of(lifecycle)
-    target = session.plan.relative if session is not None else "the file"
+    target = session.file if session is not None else "the file"
     runtime.reporter.notice(f"{target} is ready and waits for your review: /approve-write "
                             "writes it, /reject-write drops it.")
 
@@ -60,7 +60,7 @@ def approve_write(runtime, args: str) -> str:
     # `fire` runs the statechart's `finalize` (the write), then reports to the model as Orion
     # does after DONE; a failed write keeps the content for `orion sessions recover`.
     if session.fire("approve_write") not in ("written", "incomplete"):
-        return f"{session.plan.relative} was not written; see the notice above."
+        return f"{session.file} was not written; see the notice above."
     return f"Approved: {session.report}."
 
 
@@ -70,7 +70,7 @@ def reject_write(runtime, args: str) -> str:
         return "No write waits for review."
     # The statechart ends in `abandoned`: `fire` drops the session and gives the reason.
     session.fire("reject_write", reason="the user rejected the write")
-    return f"Rejected: {session.plan.relative} was not written."
+    return f"Rejected: {session.file} was not written."
 
 
 @hookimpl
@@ -87,14 +87,14 @@ def build_context(request):
     session = waiting(runtime) if runtime is not None else None
     if session is None:
         return None
-    return ContextBlock("review", f"The content of {session.plan.relative} is complete and waits "
+    return ContextBlock("review", f"The content of {session.file} is complete and waits "
                                   "for the user's review; do not send it again.", order=21)
 
 
 @hookimpl
-def conversation_reset(runtime):
+def conversation_reset(host):
     """A write that waits for review belongs to the old conversation: it is set aside, its
     content kept for ``orion sessions recover``, nothing written."""
-    session = waiting(runtime)
+    session = waiting(host)
     if session is not None:
         session.set_aside("the conversation was reset before the review")

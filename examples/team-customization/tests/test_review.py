@@ -13,9 +13,9 @@ scenarios("review.feature")
 
 @then(parsers.re(r'the write of "(?P<path>[^"]+)" waits for the user\'s review'))
 def write_waits_for_review(orion_world: World, path: str) -> None:
-    [session] = [s for s in write_sessions(orion_world.runtime) if s.plan.relative == path]
+    [session] = [s for s in write_sessions(orion_world.runtime) if s.file == path]
     assert session.lifecycle.has_tag("review"), session.lifecycle.state
-    assert session.result is None and not (orion_world.workspace / path).exists()
+    assert not session.written and not (orion_world.workspace / path).exists()
     assert any(f"{path} is ready and waits for your review" in notice
                for notice in orion_world.reporter.notices), orion_world.reporter.notices
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterator
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -132,7 +133,7 @@ def _yaml_type(value: object) -> str:
 
 
 def schema_findings(doc: SourceDocument, exc: ValidationError) -> Iterator[Diagnostic]:
-    grouped: dict[tuple, list[dict]] = {}
+    grouped: dict[tuple, list[Any]] = {}
     for err in exc.errors():
         full = tuple(err["loc"])
         if err["type"] == "extra_forbidden":

@@ -15,7 +15,7 @@ def unknown_name(chart: Chart) -> Iterator[Finding]:
     if names is None:
         return
     for i, t in enumerate(chart.spec.transitions):
-        loc = ("transitions", i)
+        loc: Loc = ("transitions", i)
         yield from _unknown(chart, (*loc, "guards"), t.guards, names.guards, "guard")
         yield from _unknown(chart, (*loc, "unless"), t.unless, names.guards, "guard")
         yield from _unknown(chart, (*loc, "actions"), t.actions, names.actions, "action")

@@ -217,17 +217,16 @@ class Definition:
     # -- compilation --------------------------------------------------------------------------
 
     def _compile(self) -> LifecycleMachine:
-        nodes, registry = self.nodes, self.registry
+        nodes = self.nodes
+        guards, actions = self._named()
         states: dict[str, LifecycleState] = {}
         for path in reversed(nodes):  # children before their parents
             node = nodes[path]
             spec = node.spec
             state = LifecycleState(
                 node.name, path=path, final=spec.final, initial=spec.initial,
-                on_enter=[_Action(registry.actions[n], f"on entry to {path!r}")
-                          for n in spec.entry],
-                on_exit=[_Action(registry.actions[n], f"on exit from {path!r}")
-                         for n in spec.exit],
+                on_enter=[_Action(actions[n], f"on entry to {path!r}") for n in spec.entry],
+                on_exit=[_Action(actions[n], f"on exit from {path!r}") for n in spec.exit],
                 tags=spec.tags, timers=self.timers.get(path, ()), done=done_event(nodes, path))
             state.add_substates([states[child] for child in node.children])
             states[path] = state
@@ -242,18 +241,26 @@ class Definition:
             if t.dest is not None:
                 domain = transition_domain(nodes, edge.owner, t.dest, t.type == "internal")
                 enter = entry_path(nodes, domain, t.dest)
-            guards = [_Guard(registry.guards[g]) for g in t.guards]
-            unless = [_Guard(registry.guards[g]) for g in t.unless]
-            actions = [_Action(registry.actions[a], edge.where) for a in t.actions]
+            conditions = [_Guard(guards[g]) for g in t.guards]
+            unless = [_Guard(guards[g]) for g in t.unless]
+            before = [_Action(actions[a], edge.where) for a in t.actions]
             # A ``*`` transition is the root's; transitions keeps it under each top-level state.
             for source in (tops if edge.owner is None else [edge.owner]):
                 transition = machine.add_chart_transition(
-                    edge.trigger, descriptors(edge.trigger), source, t.dest, conditions=guards,
-                    unless=unless, before=actions, owner=edge.owner, domain=domain,
+                    edge.trigger, descriptors(edge.trigger), source, t.dest, conditions=conditions,
+                    unless=unless, before=before, owner=edge.owner, domain=domain,
                     enter=enter, index=edge.index, where=edge.where)
                 if edge.timer is not None:
                     self.timer_transitions[(source, edge.timer)] = transition
         return machine
+
+    def _named(self) -> tuple[Mapping[str, Registered], Mapping[str, Registered]]:
+        """The guards and actions of this chart: the ones provided for it by name (a
+        registry's ``guards_for``), else the shared ones."""
+        registry = self.registry
+        if hasattr(registry, "actions_for"):
+            return registry.guards_for(self.name), registry.actions_for(self.name)
+        return registry.guards, registry.actions
 
 
 def _canonical(spec: StatechartSpec) -> dict[str, Any]:

@@ -224,7 +224,8 @@ class Lifecycle:
             else:
                 if self._queue:
                     raise MacrostepLimit(self.name, trigger, self.state, MAX_MICROSTEPS,
-                                         [queued.args[1] for queued in self._queue])
+                                         [queued.args[1]  # type: ignore[attr-defined]
+                                          for queued in self._queue])
         except (ActionError, MacrostepLimit) as exc:
             reason = "an action failed before it was processed" \
                 if isinstance(exc, ActionError) else "the trigger did not come to rest"

@@ -32,7 +32,7 @@ def coerce(setting: SettingSpec, value: Any, where: str, *, strict: bool = False
     try:
         if strict and kind != "str" and isinstance(value, str):
             raise ValueError
-        result = _PARSERS[kind](value)
+        result: Any = _PARSERS[kind](value)
     except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{where}: expected {kind}, got {_short(value)}") from None
     if kind == "int" and abs(result) > MAX_INT:

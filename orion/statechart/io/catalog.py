@@ -142,7 +142,7 @@ class Catalog:
 
     def _fingerprint(self) -> tuple:
         """What resolving depends on: every file and what ``stat`` says of it, the plugins."""
-        files = []
+        files: list[tuple[ChartSource, int | None, int | None]] = []
         for chain in self.sources.values():
             for source in chain:
                 try:
@@ -238,7 +238,8 @@ class Catalog:
 
     def _resolve_document(self, source: ChartSource, doc: SourceDocument,
                           seen: tuple[Path, ...]) -> Resolved:
-        names = checks.Names(self.plugins.registry.guards, self.plugins.registry.actions)
+        registry = self.plugins.registry
+        names = checks.Names(registry.guards_for(source.name), registry.actions_for(source.name))
         chain = self.sources.get(source.name, [source])
         below = chain[:chain.index(source)] if source in chain else []
         if is_overlay(doc.data):

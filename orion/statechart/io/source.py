@@ -24,6 +24,11 @@ def parse(source: str | Path, plugins: Any, *, text: str | None = None,
         return None, None, checks.coded(exc.diagnostics, checks.YAML_SOURCE)
     names = None
     if check_names:
-        names = checks.Names(plugins.registry.guards, plugins.registry.actions)
+        registry = plugins.registry
+        chart = doc.data.get("statechart") if isinstance(doc.data, dict) else None
+        if isinstance(chart, str) and hasattr(registry, "actions_for"):
+            names = checks.Names(registry.guards_for(chart), registry.actions_for(chart))
+        else:
+            names = checks.Names(registry.guards, registry.actions)
     spec, diagnostics = checks.check(doc, names)
     return doc, spec, diagnostics

@@ -28,23 +28,23 @@ def _listify(value: Any) -> Any:
     return [value] if isinstance(value, str) else value
 
 
-def _names(pattern: str, what: str, *, min_length: int = 0) -> Any:
-    """A list of names that may also be written as one bare name."""
+def _names_schema(pattern: str, what: str) -> WithJsonSchema:
     item = {"type": "string", "pattern": pattern}
-    return Annotated[
-        list[Annotated[str, Field(pattern=pattern)]],
-        Field(min_length=min_length),
-        BeforeValidator(_listify),
-        WithJsonSchema({"anyOf": [item, {"type": "array", "items": item}],
-                        "description": f"one {what} name or a list of them"}),
-    ]
+    return WithJsonSchema({"anyOf": [item, {"type": "array", "items": item}],
+                           "description": f"one {what} name or a list of them"})
 
 
-Names = _names(PLUGIN_NAME, "guard or action")
-Tags = _names(IDENTIFIER, "tag")
-Identifiers = _names(IDENTIFIER, "trigger")
-SourceNames = _names(r"^(\*|[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z][A-Za-z0-9_-]*)*)$", "state path (or '*')",
-                     min_length=1)
+# Lists of names that may also be written as one bare name. Each is spelled out as an
+# ``Annotated`` alias (not built by a function) so that type checkers see ``list[str]``.
+SOURCE_NAME = r"^(\*|[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z][A-Za-z0-9_-]*)*)$"
+Names = Annotated[list[Annotated[str, Field(pattern=PLUGIN_NAME)]], BeforeValidator(_listify),
+                  _names_schema(PLUGIN_NAME, "guard or action")]
+Tags = Annotated[list[Annotated[str, Field(pattern=IDENTIFIER)]], BeforeValidator(_listify),
+                 _names_schema(IDENTIFIER, "tag")]
+Identifiers = Annotated[list[Annotated[str, Field(pattern=IDENTIFIER)]],
+                        BeforeValidator(_listify), _names_schema(IDENTIFIER, "trigger")]
+SourceNames = Annotated[list[Annotated[str, Field(pattern=SOURCE_NAME)]], Field(min_length=1),
+                        BeforeValidator(_listify), _names_schema(SOURCE_NAME, "state path (or '*')")]
 
 
 Milliseconds = Annotated[int, Field(ge=0, strict=True)]
