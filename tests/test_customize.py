@@ -738,6 +738,12 @@ def run_features(project: Path, tests: str = "tests/test_review.py"
                           timeout=300)
 
 
+def _failures(result: subprocess.CompletedProcess[str]) -> str:
+    """The failures pytest reported, without its short summary (which repeats each failure's
+    message, whole when the CI variable is set)."""
+    return result.stdout.split("short test summary info")[0]
+
+
 def test_a_broken_overlay_fails_the_feature_run_once_with_orion_checks_findings(tmp_path):
     project = team_project(tmp_path, {"team_review/statecharts/write_session.yaml": (
         "    valid:\n", "    vaild:\n")})
@@ -746,7 +752,7 @@ def test_a_broken_overlay_fails_the_feature_run_once_with_orion_checks_findings(
     chart = project / "team_review" / "statecharts" / "write_session.yaml"
     finding = (f"{chart}:19:5: 'vaild' is not the id of a transition of 'write_session' (ids: "
                "begin, pause, pause_after_continuation, ")
-    assert result.stdout.count(finding) == 1, result.stdout
+    assert _failures(result).count(finding) == 1, result.stdout
     assert "did you mean 'valid'? [SC602]\n" in result.stdout
     assert "1 failed, 6 skipped" in result.stdout
     assert "Orion's charts or plugins have errors; no scenario of theirs can run (orion " \
@@ -763,8 +769,9 @@ def test_a_broken_plugin_fails_the_feature_run_once_naming_its_file_and_line(tmp
     assert result.returncode == 1
     plugin = project / "team_review" / "plugin.py"
     line = line_of(plugin, "def build_context(requst)")
-    assert result.stdout.count(f"error: {plugin}:{line}: plugin 'team_review': build_context() "
-                               "takes no argument named 'requst' (did you mean 'request'?)") == 1
+    assert _failures(result).count(f"error: {plugin}:{line}: plugin 'team_review': build_context() "
+                                   "takes no argument named 'requst' (did you mean 'request'?)"
+                                   ) == 1, result.stdout
     assert "1 failed, 6 skipped" in result.stdout
     assert "Traceback" not in result.stdout and "The above exception" not in result.stdout
 

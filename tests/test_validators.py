@@ -866,7 +866,7 @@ def test_a_placeholder_padded_past_any_bound_is_still_found(pm, pad, where):
 
 
 def test_the_white_space_a_long_line_is_stripped_of_is_what_str_strip_strips():
-    from plugins.validate_placeholders import WHITE_SPACE
+    from orion_plugins.validate_placeholders import WHITE_SPACE
 
     assert set(WHITE_SPACE) == {chr(c) for c in range(0x110000) if chr(c).isspace()} - {"\n"}
 
