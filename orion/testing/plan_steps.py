@@ -85,11 +85,21 @@ def plan_rows(world: World) -> list[dict[str, Any]]:
 
 
 def workspace_files(world: World) -> dict[str, str]:
-    """The workspace's files (not the state directory) and their hashes."""
+    """The workspace's files (not the state directory) and their hashes. A file that is gone
+    by the time it is read (another process of the scenario renames directories meanwhile) is
+    not one of them."""
     state = world.state_dir
-    return {str(p.relative_to(world.workspace)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(world.workspace.rglob("*"))
-            if p.is_file() and not p.is_relative_to(state)}
+    found: dict[str, str] = {}
+    for path in sorted(world.workspace.rglob("*")):
+        if path.is_relative_to(state):
+            continue
+        try:
+            if path.is_file():
+                found[str(path.relative_to(world.workspace))] = hashlib.sha256(
+                    path.read_bytes()).hexdigest()
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+    return found
 
 
 def remember(world: World) -> None:
