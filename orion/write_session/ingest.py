@@ -193,21 +193,13 @@ class Ingest:
         the reply did not send again is set aside (the reply takes its place); then the rest
         is content."""
         if start.cut_line == "set_aside":
-            line = self.journal.last_line()
-            at = self.journal.bytes - len(line)
+            line, at = self._take_back_last_line()
             if line:
-                self.journal.truncate(at)
-                self._bytes_at_start = min(self._bytes_at_start, at)
-                self._restart_streamed_checks(at)
                 self._set_aside(CUT_LINE, line, at)
         elif self._cut_terminator(start, held):
             # The cut took the line break of a terminator line, and the reply confirms it: the
             # unfinished line was never content.
-            line = self.journal.last_line()
-            at = self.journal.bytes - len(line)
-            self.journal.truncate(at)
-            self._bytes_at_start = min(self._bytes_at_start, at)
-            self._restart_streamed_checks(at)
+            self._take_back_last_line()
         rest = held[start.repeat:]
         if start.repeat and self._marker_at_end is not None:
             # The line sent again is read whole: a fence line cut after its first backtick
@@ -220,6 +212,16 @@ class Ingest:
         # starts where the next chunk starts (feed sets it).
         self._mode, self._claimed_from = "content", -1
         self._take_in(rest)
+
+    def _take_back_last_line(self: WriteSession) -> tuple[bytes, int]:
+        """Take the unfinished last line out of the content: the line and where it started."""
+        line = self.journal.last_line()
+        at = self.journal.bytes - len(line)
+        if line:
+            self.journal.truncate(at)
+            self._bytes_at_start = min(self._bytes_at_start, at)
+            self._restart_streamed_checks(at)
+        return line, at
 
     def _cut_terminator(self: WriteSession, start: Start, held: str) -> bool:
         """Whether a message cut off after a terminator (``DONE`` with no line break yet) is
