@@ -41,7 +41,7 @@ from transitions.extensions.nesting import HierarchicalMachine
 
 import orion
 from orion.clock import VirtualClock
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.statechart.definition import load_definition
 from timing import compare
 

@@ -41,7 +41,7 @@ from timing import compare
 from orion.clock import VirtualClock
 from orion.models.base import ModelRequest
 from orion.models.events import Finish, ModelEvent, TextDelta
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.runtime.runtime import Runtime
 
 REPLY = ("The answer is short.",)

@@ -37,9 +37,9 @@ from timing import calibrate, timed
 
 import orion_plugins.plan_mode as plan_plugin
 from orion.clock import VirtualClock
-from orion.context import ContextRequest
+from orion.runtime.context import ContextRequest
 from orion.plan.service import plan_service_for
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.runtime.runtime import Runtime
 from orion.tools.gating import GateRequest
 from orion.tools.spec import ToolCall

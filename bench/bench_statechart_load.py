@@ -11,7 +11,7 @@ tenth group nested one level further), a ``next`` transition from each leaf to t
 one, a ``back`` transition from each group to the first leaf, an ``after`` timer in every group
 and a ``*`` reset. For each size it reports:
 
-- ``yaml``: :func:`orion.yamlsource.load_yaml` alone (PyYAML plus the positions Orion keeps
+- ``yaml``: :func:`orion.config.yamlsource.load_yaml` alone (PyYAML plus the positions Orion keeps
   for its diagnostics): the baseline, as every load starts with it;
 - ``check+compile``: :func:`orion.statechart.checks.check` on the parsed document (schema and
   every static check, plugin names included), compiling the
@@ -44,12 +44,12 @@ import time
 from pathlib import Path
 
 from orion.clock import VirtualClock
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.statechart import checks
 from orion.statechart.catalog import Catalog
 from orion.statechart.definition import Definition
 from orion.statechart.settings import resolve
-from orion.yamlsource import load_yaml
+from orion.config.yamlsource import load_yaml
 
 SIZES = (100, 1_000, 10_000)
 OVERLAY_SIZES = (1_000, 5_000, 10_000)

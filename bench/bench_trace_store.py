@@ -46,7 +46,7 @@ import sqlite_utils
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from orion.trace.events import Kind, TraceEvent  # noqa: E402
-from orion.plugins import make_plugin_manager  # noqa: E402
+from orion.hooks.manager import make_plugin_manager  # noqa: E402
 from orion.trace.recorder import Recorder  # noqa: E402
 from orion.trace.store import ROWS_PER_STATEMENT, TraceStore  # noqa: E402
 

@@ -60,7 +60,7 @@ from bench_write_ingest import open_session  # noqa: E402
 from timing import timed  # noqa: E402
 
 from orion.models.events import Finish  # noqa: E402
-from orion.plugins import make_plugin_manager  # noqa: E402
+from orion.hooks.manager import make_plugin_manager  # noqa: E402
 from orion.runtime.conversation import Message  # noqa: E402
 from orion.statechart.definition import load_definition  # noqa: E402
 from orion.validation import PIECE_BYTES, StreamedLines, ValidationRequest  # noqa: E402

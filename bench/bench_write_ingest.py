@@ -45,7 +45,7 @@ from timing import timed  # noqa: E402
 
 from orion.clock import VirtualClock  # noqa: E402
 from orion.models.events import Finish, TextDelta  # noqa: E402
-from orion.plugins import make_plugin_manager  # noqa: E402
+from orion.hooks.manager import make_plugin_manager  # noqa: E402
 from orion.runtime.runtime import Runtime  # noqa: E402
 from orion.write_session.manager import manager_for  # noqa: E402
 from orion.write_session.plan import WritePlan  # noqa: E402

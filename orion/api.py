@@ -27,8 +27,8 @@ from orion import hookimpl
 #: ``hookimpl`` and a few types does not pay for the statechart engine or the write sessions
 #: when it is loaded, and ``orion --help`` loads every plugin.
 _WHERE = {
-    "ContextBlock": "orion.context", "ContextRequest": "orion.context",
-    "build_context": "orion.context",
+    "ContextBlock": "orion.runtime.context", "ContextRequest": "orion.runtime.context",
+    "build_context": "orion.runtime.context",
     "ActionError": "orion.errors", "ConfigError": "orion.errors", "Diagnostic": "orion.errors",
     "OrionError": "orion.errors", "PluginError": "orion.errors",
     "StatechartError": "orion.errors", "TriggerNotAllowed": "orion.errors",
@@ -74,13 +74,13 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
-    from orion.context import ContextBlock, ContextRequest, build_context
+    from orion.runtime.context import ContextBlock, ContextRequest, build_context
     from orion.errors import (ActionError, ConfigError, Diagnostic, OrionError, PluginError,
                               StatechartError, TriggerNotAllowed, UnknownTag)
     from orion.models.base import ModelRequest
     from orion.models.events import Finish, ReasoningDelta, TextDelta, ToolCall, Usage
     from orion.clock import Clock
-    from orion.plugins import PluginManager
+    from orion.hooks.manager import PluginManager
     from orion.runtime.conversation import Budget, Conversation, Message
     from orion.runtime.pipeline import Turn
     from orion.runtime.report import OpenWrite, Reporter

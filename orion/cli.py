@@ -19,7 +19,7 @@ from orion.commands import (STATE_DIR, WORKSPACE, ConfigurationError, escape, lo
 
 if TYPE_CHECKING:
     from orion.config import WorkspaceConfig
-    from orion.plugins import PluginManager
+    from orion.hooks.manager import PluginManager
     from orion.statechart.io.catalog import Catalog, Resolved
 
 # Each command imports what it uses: `orion --help` and `orion --version` import little.
@@ -89,7 +89,7 @@ def _loaded_for_check(workspace: str,
     """The workspace's configuration, plugins and catalog for ``orion check``; one that cannot
     be loaded is exit 2, and with ``--json`` a list with one finding for ``orion.yaml`` (a
     program reading the output always gets JSON)."""
-    from orion.check import located
+    from orion.commands.check import located
 
     try:
         config = load_config(workspace)
@@ -149,7 +149,7 @@ class CommandLine(click.Group):
         if not self._plugins_added:
             self._plugins_added = True
             from orion.errors import PluginError
-            from orion.plugins import command_plugin_manager
+            from orion.hooks.manager import command_plugin_manager
 
             try:
                 plugins = command_plugin_manager()
@@ -189,7 +189,7 @@ def check(files: tuple[str, ...], workspace: str, as_json: bool, fix: bool) -> N
     that runs migrated, for now) as path:line:col: warning: message [code]. Exits 1 when any
     file has errors.
     """
-    from orion.check import check_workspace
+    from orion.commands.check import check_workspace
 
     config, pm, catalog = _loaded_for_check(workspace, as_json)
     paths = _statechart_files(files) if files else []
@@ -383,7 +383,7 @@ _UNDRAWABLE = frozenset({"SC101", "SC102", "SC104", "SC201"})
 def _notes(resolved: Resolved, findings: list[Any]) -> list[tuple[str | None, str]]:
     """Each finding, with the state it is about when it is at one (its name, tags, ...) in
     the file (the chart that runs may be a merge or a migration of it)."""
-    from orion.yamlsource import YamlSourceError, load_yaml
+    from orion.config.yamlsource import YamlSourceError, load_yaml
 
     states: dict[tuple[str, int, int], str] = {}
     try:
@@ -428,7 +428,7 @@ def statechart_show(name: str, resolved: bool, workspace: str) -> None:
     config = load_config(workspace)
     found = _resolve_chart(_catalog(load_plugins(config), config), name)
     if not resolved:
-        from orion.sourcefile import CONFIG_LIMIT, NotReadable, read_regular
+        from orion.config.sourcefile import CONFIG_LIMIT, NotReadable, read_regular
 
         say(f"# {escape(str(found.source.path))}")
         try:
@@ -481,7 +481,7 @@ def plugins(as_json: bool, workspace: str) -> None:
 
 def _resolve_script(name_or_path: str) -> Path:
     """A script file, or the name of one Orion ships (``tools``, ``plan_mode``)."""
-    from orion.examples import shipped_example, shipped_examples
+    from orion.models.examples import shipped_example, shipped_examples
 
     path = Path(name_or_path)
     if path.is_file():
@@ -563,7 +563,7 @@ def _prepare_run(script: str, workspace: str, state_dir: str | None) -> tuple[An
 def _startable(config: WorkspaceConfig, state_dir: str | None) -> PluginManager:
     """The plugins of a workspace that ``orion run`` or ``orion chat`` can start in: its
     charts valid, its pipeline one that asks a model, its state directory confined."""
-    from orion.check import pipeline_problem
+    from orion.commands.check import pipeline_problem
     from orion.commands import state_path
 
     pm = load_plugins(config)
@@ -611,7 +611,7 @@ def chat(base_url: str | None, model_name: str | None, workspace: str) -> None:
               help="Where the demo writes its files (default: a new temporary directory).")
 def demo(workspace: str | None) -> None:
     """Play Orion's two lifecycles and show what happens."""
-    from orion.demo import run_demo
+    from orion.commands.demo import run_demo
 
     sys.exit(run_demo(workspace))
 

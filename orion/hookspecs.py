@@ -27,7 +27,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from orion.api import Host
-    from orion.context import ContextBlock, ContextRequest
+    from orion.runtime.context import ContextBlock, ContextRequest
     from orion.runtime.conversation import Budget, Message
     from orion.runtime.pipeline import System
     from orion.runtime.report import OpenWrite

@@ -21,7 +21,7 @@ Spans hold what the events hold: sizes, counts, hashes, ids and enums. With cont
 ``blobs`` take the place of their hashes.
 
 Without OpenTelemetry installed, importing this module raises
-:class:`~orion.plugins.PluginUnavailable`, and Orion runs without it.
+:class:`~orion.hooks.manager.PluginUnavailable`, and Orion runs without it.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from orion.trace.events import (CONVERSATION_ID, ERROR_TYPE, SEMCONV_SCHEMA_URL,
                                 TraceEvent)
 
 try:
-    from orion.plugins import PluginUnavailable
+    from orion.hooks.manager import PluginUnavailable
 except ImportError:  # an Orion whose plugin loader does not know optional built-ins yet
     class PluginUnavailable(ImportError):  # type: ignore[no-redef]
         """A built-in plugin whose optional dependency is not installed."""

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import settings
 
 import orion
-from orion.plugins import PluginManager, make_plugin_manager
+from orion.hooks.manager import PluginManager, make_plugin_manager
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,10 +12,10 @@ import pytest
 
 import orion.api as api
 from orion.clock import VirtualClock
-from orion.context import ContextRequest
+from orion.runtime.context import ContextRequest
 from orion.models.script import load_script
 from orion.models.scripted import ScriptedModel
-from orion.plugins import builtin_modules, make_plugin_manager
+from orion.hooks.manager import builtin_modules, make_plugin_manager
 from orion.runtime.runtime import Runtime
 
 PLUGINS = Path(__file__).resolve().parent.parent / "plugins"
@@ -27,7 +27,7 @@ SUBSYSTEM = {
     "plan_commands": ("orion.plan",),
     "trace_sqlite": ("orion.trace",),
     "trace_commands": ("orion.trace",),
-    "otel_exporter": ("orion.trace", "orion.plugins"),  # PluginUnavailable, at import
+    "otel_exporter": ("orion.trace", "orion.hooks.manager"),  # PluginUnavailable, at import
 }
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.testing.world import World
 
 HEADER = "<!-- SPDX-License-Identifier: Apache-2.0 -->"

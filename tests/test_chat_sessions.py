@@ -12,7 +12,7 @@ import pytest
 from sse_server import SSEServer
 from test_recovery import make_orphan
 
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 
 ORION = str(Path(sys.executable).parent / "orion")
 

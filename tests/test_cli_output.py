@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from orion.cli import cli
 from orion.errors import UnknownStatechart
-from orion.examples import shipped_examples
+from orion.models.examples import shipped_examples
 from orion.plan.store import PlanStore
 from orion.statechart import builtin_statechart, load_builtin
 

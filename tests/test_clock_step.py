@@ -27,7 +27,7 @@ import yaml
 from orion.clock import BootTime, VirtualClock, kernel_boot_time
 from orion.models.script import load_script
 from orion.models.scripted import ScriptedModel
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.runtime.report import Reporter
 from orion.runtime.runtime import Runtime
 from orion.write_session.manager import manager_for

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from orion.statechart import checks
-from orion.yamlsource import load_yaml
+from orion.config.yamlsource import load_yaml
 
 ORION = str(Path(sys.executable).parent / "orion")
 

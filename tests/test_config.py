@@ -13,7 +13,7 @@ import orion_statecharts
 from orion.cli import cli
 from orion.config import load_config
 from orion.errors import ConfigError
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.statechart import builtin_statecharts, load_definition
 
 

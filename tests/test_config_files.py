@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from orion.sourcefile import CONFIG_LIMIT
+from orion.config.sourcefile import CONFIG_LIMIT
 
 #: Generous for a loaded machine; a command that blocks on a FIFO never ends.
 HANG_S = 120
@@ -102,7 +102,7 @@ def test_a_chart_swapped_for_a_fifo_after_the_check_is_still_never_waited_for(tm
     """The read itself opens without blocking and checks what it opened: a FIFO in place of a
     file that was regular a moment before is reported, not waited on."""
     os.mkfifo(tmp_path / "chart.yaml")
-    code = ("from orion.yamlsource import YamlSourceError, load_yaml\n"
+    code = ("from orion.config.yamlsource import YamlSourceError, load_yaml\n"
             "try:\n    load_yaml('chart.yaml')\n"
             "except YamlSourceError as exc:\n    print(exc)\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,

@@ -18,7 +18,7 @@ import pytest
 import orion
 from orion.clock import VirtualClock
 from orion.errors import ActionError, StatechartError, TriggerNotAllowed, UnknownTrigger
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.statechart import checks
 from orion.statechart.definition import load_definition, parse
 

@@ -24,7 +24,7 @@ from sse_server import (SSEServer, begin_write, chunk, finish_chunk, retryable, 
 
 from orion.clock import VirtualClock
 from orion.models.openai_compat import OpenAICompatibleModel
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.runtime.runtime import Runtime
 from write_harness import Capture, Played, begin, make_runner, say
 

@@ -110,7 +110,7 @@ def _drop_oldest_turns(messages: list[Message], budget: Budget) -> list[Message]
 
 
 def test_the_builtin_compaction_keeps_what_dropping_the_oldest_turns_one_by_one_keeps():
-    from orion.plugins import make_plugin_manager
+    from orion.hooks.manager import make_plugin_manager
 
     pm = make_plugin_manager(entrypoints=False, env={})
     rng = random.Random(16)

@@ -18,7 +18,7 @@ import orion_statecharts
 from orion.cli import cli
 from orion.config import load_config
 from orion.errors import StatechartError, UnknownTag
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.statechart.catalog import Catalog
 from write_harness import BEGIN_A_TXT
 

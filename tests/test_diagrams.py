@@ -19,7 +19,7 @@ from orion.cli import cli
 from orion.statechart import load_builtin
 from orion.statechart.io.diagrams import diagram_machine, mermaid
 from orion.statechart.model.schema import StatechartSpec
-from orion.yamlsource import load_yaml
+from orion.config.yamlsource import load_yaml
 
 CHART = """
 statechart: doors

@@ -26,9 +26,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orion.confined import PathSwapped, TEMP_MARK, open_parent, temp_name
+from orion.workspace.confined import PathSwapped, TEMP_MARK, open_parent, temp_name
 from orion.models.script import load_script
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.runtime.report import Reporter
 from orion.runtime.runner import play
 from orion.testing.faults import (KILLED_WRITER, RACER, SWAPPER, WITHOUT_OVERRIDE, MountRefused,

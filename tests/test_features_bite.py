@@ -383,7 +383,7 @@ def no_recheck(p: Patcher) -> None:
     p.wrap("orion.write_session.operations:execute", make)
 
 
-@variant("WP-12", "orion.confined:Parent.replace",
+@variant("WP-12", "orion.workspace.confined:Parent.replace",
          "the target is written in place (truncated, then written), not atomically")
 def write_in_place(p: Patcher) -> None:
     def replace(self, data, *, mode=None):
@@ -393,7 +393,7 @@ def write_in_place(p: Patcher) -> None:
         finally:
             os.close(fd)
         return []  # nothing it could not keep, it says
-    p.replace("orion.confined:Parent.replace", replace)
+    p.replace("orion.workspace.confined:Parent.replace", replace)
 
 
 @variant("WP-13", "orion.write_session.operations:_store_backup",
@@ -1119,26 +1119,26 @@ def state_directory_unchecked(p: Patcher) -> None:
               lambda workspace, given=None, *, create=False: state_dir_path(workspace, given))
 
 
-@variant("FS-2", "orion.confined:open_temp",
+@variant("FS-2", "orion.workspace.confined:open_temp",
          "the temp file is created with the umask's mode and keeps no owner")
 def temp_file_as_umask_gives(p: Patcher) -> None:
     import os
 
     def open_temp(name, *, dir_fd=None, like=None, mode=None):
         return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666, dir_fd=dir_fd)
-    p.replace("orion.confined:open_temp", open_temp)
+    p.replace("orion.workspace.confined:open_temp", open_temp)
 
 
-@variant("FS-3", "orion.sourcefile:_check",
+@variant("FS-3", "orion.config.sourcefile:_check",
          "a file of any size is read", keyword="oversized")
 def no_size_cap(p: Patcher) -> None:
-    from orion.sourcefile import NotReadable, kind_of
+    from orion.config.sourcefile import NotReadable, kind_of
 
     def check(info, limit):
         kind = kind_of(info.st_mode)
         if kind is not None:
             raise NotReadable(f"is not a regular file ({kind})")
-    p.replace("orion.sourcefile:_check", check)
+    p.replace("orion.config.sourcefile:_check", check)
 
 
 @variant("FS-4", "orion.runtime.pipeline:check_replies",
@@ -1456,7 +1456,7 @@ mutant("rescued_only_in_the_state_directory", "WF-2",
        "the content is rescued only into .orion/rescued, not the temp or home directory",
        ("Path(tempfile.gettempdir()),", ""), ("Path.home()]", "]"))
 
-mutant("observers_isolated_narrowly", "WF-3", "orion.plugins:PluginManager._isolated",
+mutant("observers_isolated_narrowly", "WF-3", "orion.hooks.manager:PluginManager._isolated",
        "only an observer's programming errors are isolated; an OSError stops the write",
        ("            return function(*args, **kwargs)\n        except Exception as exc:",
         "            return function(*args, **kwargs)\n"
@@ -1476,7 +1476,7 @@ mutant("only_appends_compared", "WF-5", "orion.write_session.operations:_execute
         "if first.exists and first.sha256 is not None and "
         "first.plan.operation is Operation.APPEND:"))
 
-mutant("lock_released_at_once", "WF-6", "orion.confined:Parent.locked",
+mutant("lock_released_at_once", "WF-6", "orion.workspace.confined:Parent.locked",
        "the directory's lock is released as soon as it is taken, before the file is read",
        ("    fcntl.flock(self.fd, fcntl.LOCK_EX)\n",
         "    fcntl.flock(self.fd, fcntl.LOCK_EX)\n    fcntl.flock(self.fd, fcntl.LOCK_UN)\n"))

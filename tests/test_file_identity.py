@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orion.confined import TEMP_MARK
+from orion.workspace.confined import TEMP_MARK
 from orion.testing.observer import Observer
 
 NOBODY = 65534

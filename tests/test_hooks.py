@@ -17,11 +17,11 @@ from pydantic import BaseModel, Field
 
 from orion import hookimpl
 from orion.clock import VirtualClock
-from orion.context import ContextBlock, ContextRequest, build_context
+from orion.runtime.context import ContextBlock, ContextRequest, build_context
 from orion.errors import ActionError, ConfigError, PluginError, TriggerNotAllowed
 from orion.models.script import ScriptCursor, load_script
 from orion.models.scripted import ScriptedModel
-from orion.plugins import PluginManager, make_plugin_manager
+from orion.hooks.manager import PluginManager, make_plugin_manager
 from orion.runtime.report import Reporter
 from orion.runtime.runtime import CommandError, Runtime
 from orion.statechart import load_definition
@@ -304,7 +304,7 @@ def test_orions_own_command_groups_come_from_their_plugins(tmp_path):
         .hook.register_commands(cli=without)
     assert {"sessions", "plan"} <= set(without.commands) and "traces" not in without.commands
     # `orion --help` loads only the built-in plugins that add commands: the list is complete.
-    from orion.plugins import COMMAND_PLUGINS
+    from orion.hooks.manager import COMMAND_PLUGINS
 
     adding = {name.rsplit(".", 1)[-1] for name, plugin in
               make_plugin_manager(entrypoints=False).list_name_plugin()

@@ -15,7 +15,7 @@ from orion.api import (ContextRequest, GateRequest, Host, WriteSessionView, Writ
                        write_session_of, write_sessions)
 from orion.models.script import load_script
 from orion.models.scripted import ScriptedModel
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.runtime.runtime import Runtime
 
 WRITE = """

@@ -830,7 +830,7 @@ def test_load_definition_is_cached_per_file_content_and_settings(pm, probe, writ
 
 
 def test_load_definition_is_not_shared_between_plugin_managers(write_chart, make_probe):
-    from orion.plugins import make_plugin_manager
+    from orion.hooks.manager import make_plugin_manager
 
     path = write_chart(NESTED)
     pms = []

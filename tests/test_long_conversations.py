@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from orion.models.script import load_script
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.runtime.report import Reporter
 from orion.runtime.runner import play
 from orion.write_session import manager as manager_module

@@ -22,7 +22,7 @@ from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 import orion  # noqa: E402
 from orion.clock import VirtualClock  # noqa: E402
 from orion.models.events import Finish, Usage  # noqa: E402
-from orion.plugins import make_plugin_manager  # noqa: E402
+from orion.hooks.manager import make_plugin_manager  # noqa: E402
 from orion.statechart import load_definition  # noqa: E402
 from orion.tools.executor import ToolOutcome  # noqa: E402
 from orion.trace import events as ev  # noqa: E402
@@ -331,7 +331,7 @@ def test_the_builtin_exports_to_the_global_tracer_provider_set_after_loading(tmp
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-        from orion.plugins import make_plugin_manager
+        from orion.hooks.manager import make_plugin_manager
         from orion.trace.events import TraceEvent
 
         pm = make_plugin_manager(entrypoints=False, env={})
@@ -374,8 +374,8 @@ def test_without_opentelemetry_the_module_is_unavailable(block, tmp_path):
         try:
             import orion_plugins.otel_exporter
         except ImportError as exc:
-            import orion.plugins
-            expected = getattr(orion.plugins, "PluginUnavailable", None)
+            import orion.hooks.manager
+            expected = getattr(orion.hooks.manager, "PluginUnavailable", None)
             print(json.dumps({"type": type(exc).__name__, "message": str(exc),
                               "is_orion_class": expected is None or isinstance(exc, expected),
                               "cause": type(exc.__cause__).__name__}))
@@ -390,13 +390,13 @@ def test_without_opentelemetry_the_module_is_unavailable(block, tmp_path):
 
 @pytest.mark.slow
 def test_without_opentelemetry_orion_loads_its_other_builtins(tmp_path):
-    import orion.plugins
+    import orion.hooks.manager
 
-    if not hasattr(orion.plugins, "PluginUnavailable"):
+    if not hasattr(orion.hooks.manager, "PluginUnavailable"):
         pytest.skip("load_builtins does not skip unavailable built-ins yet")
     proc = run_python(BLOCK_BY_SYS_MODULES + textwrap.dedent("""
         import json
-        from orion.plugins import make_plugin_manager
+        from orion.hooks.manager import make_plugin_manager
         pm = make_plugin_manager(entrypoints=False, env={})
         print(json.dumps(sorted(name for name, _ in pm.list_name_plugin())))
         """), tmp_path)

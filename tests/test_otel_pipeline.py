@@ -244,7 +244,7 @@ DRIVER = textwrap.dedent("""
     from pathlib import Path
     from orion import hookimpl
     from orion.models.script import load_script
-    from orion.plugins import make_plugin_manager
+    from orion.hooks.manager import make_plugin_manager
     from orion.runtime.runner import play
     from orion.tools.gating import Decision
 

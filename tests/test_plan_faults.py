@@ -31,7 +31,7 @@ DRIVER = textwrap.dedent("""
     from orion.errors import OrionError
     from orion.models.script import load_script
     from orion.models.scripted import ScriptedModel
-    from orion.plugins import make_plugin_manager
+    from orion.hooks.manager import make_plugin_manager
     from orion.runtime.report import Reporter
     from orion.runtime.runtime import Runtime
 

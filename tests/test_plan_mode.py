@@ -26,9 +26,9 @@ from orion.models.script import load_script
 from orion.models.scripted import ScriptedModel
 from orion.plan.service import PlanCommandError, plan_service_for
 from orion.plan.store import DB_NAME, PlanStore, PlanStoreError, RevisionConflict, Status
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.runtime.runner import play
-from orion.statedb import TRACES_DB
+from orion.workspace.statedb import TRACES_DB
 from orion.runtime.runtime import Runtime
 from orion.tools.executor import ToolContext, execute_call
 from orion_plugins.turn_systems import gate_request

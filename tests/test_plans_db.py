@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from orion.plan.store import COLUMNS, REVISION_COLUMNS, PlanStore, _m001_plans
-from orion.statedb import PLANS_DB, TRACES_DB
+from orion.workspace.statedb import PLANS_DB, TRACES_DB
 
 ORION = str(Path(sys.executable).parent / "orion")
 #: No content capture, whatever the environment running the tests says.

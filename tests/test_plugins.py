@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from orion import hookimpl
 from orion.errors import PluginError
-from orion.plugins import (
+from orion.hooks.manager import (
     PluginManager,
     builtin_modules,
     canonical_distribution_name,
@@ -25,7 +25,7 @@ from orion.plugins import (
     make_plugin_manager,
     parse_allow_list,
 )
-from orion.registry import NAME
+from orion.hooks.registry import NAME
 from orion.statechart import load_definition
 from orion.statechart.schema import PLUGIN_NAME
 from orion.tools.spec import ToolSpec
@@ -767,7 +767,7 @@ def test_a_failing_guard_fails_closed_and_is_reported(tmp_path):
 
 def test_non_observer_hooks_are_not_isolated():
     """A failing build_context (not an observer) raises to the caller."""
-    from orion.context import ContextRequest, build_context
+    from orion.runtime.context import ContextRequest, build_context
 
     class Fails:
         @hookimpl

@@ -12,9 +12,9 @@ import pytest
 
 import orion
 from orion.errors import PluginError, StatechartError
-from orion.examples import shipped_example
+from orion.models.examples import shipped_example
 from orion.models.script import load_script
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.runtime.runner import play
 from orion.statechart import load_definition
 

@@ -21,7 +21,7 @@ from orion.cli import cli
 from orion.clock import VirtualClock
 from orion.models.script import load_script
 from orion.models.scripted import ScriptedModel
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.runtime.report import Reporter
 from orion.runtime.runner import play
 from orion.runtime.runtime import Runtime

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.validation import Issue, ValidationRequest, collect_issues
 from orion.write_session.repair import (Replaced, apply_corrections, correction_prompt,
                                         find_problems, parse_corrections, position,

@@ -16,7 +16,7 @@ from orion.cli import cli
 from orion.clock import VirtualClock
 from orion.models.script import load_script
 from orion.models.scripted import ScriptedModel
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.runtime.runner import play
 from orion.runtime.runtime import Runtime
 from orion.tools.gating import Decision

@@ -28,7 +28,7 @@ from orion.clock import VirtualClock
 from orion.models.base import ModelError, ModelRequest
 from orion.models.events import Finish, TextDelta
 from orion.models.openai_compat import OpenAICompatibleModel
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.runtime.runtime import Runtime
 from write_harness import Capture
 

@@ -12,11 +12,11 @@ from types import MappingProxyType
 import pytest
 
 from orion.errors import ConfigError
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.statechart import builtin_statecharts, checks, load_definition
 from orion.statechart.schema import SettingSpec, StatechartSpec
 from orion.statechart.settings import coerce, env_names, resolve
-from orion.yamlsource import load_yaml
+from orion.config.yamlsource import load_yaml
 
 ALIAS = "WRITE_SESSION_IDLE_MS"
 OWN = "ORION_WRITE_SESSION_IDLE_MS"

@@ -22,7 +22,7 @@ import yaml
 from orion.errors import ConfigError
 from orion.models.scripted import ScriptedModel
 from orion.models.script import load_script
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.runtime.runtime import Runtime
 from orion.workspace import StateDirOutside, state_directory
 

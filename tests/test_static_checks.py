@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from orion.errors import StatechartError
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.statechart import builtin_statecharts, checks, load_definition
 from orion.statechart.definition import parse
-from orion.yamlsource import load_yaml
+from orion.config.yamlsource import load_yaml
 
 NAME = "chart.yaml"
 

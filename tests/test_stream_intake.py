@@ -19,7 +19,7 @@ import pytest
 from orion.clock import VirtualClock
 from orion.models.base import ModelRequest
 from orion.models.events import Finish, ModelEvent, TextDelta
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.runtime.report import Reporter
 from orion.runtime.runtime import Runtime
 from orion.write_session.manager import manager_for

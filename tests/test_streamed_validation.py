@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from orion import hookimpl
 from orion.models.script import load_script
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.runtime.report import Reporter
 from orion.runtime.runner import play
 from orion.validation import (Issue, StreamedLines, ValidationRequest, collect_issues,

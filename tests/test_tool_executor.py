@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 import orion
 from orion.models.events import ToolCall as RawCall
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.tools.executor import ToolContext, ToolOutcome, execute_call
 from orion.tools.gating import Decision, GateRequest
 from orion.tools.spec import ToolSpec

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from orion.cli import cli
 from orion.models.script import load_script
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.runtime.runner import play
 
 #: Three user messages (a slash command before the first), a plan round in the first, a write

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from orion import hookimpl
 from orion.cli import cli
 from orion.models.script import load_script
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.runtime.runner import play
 from orion.tools.gating import Decision
 

@@ -27,7 +27,7 @@ import orion_plugins.unwrap_fence as unwrap_fence
 import orion_plugins.validate_placeholders as validate_placeholders
 import orion_plugins.validate_utf8 as validate_utf8
 from orion.config import load_config
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.validation import Issue, ValidationRequest, collect_issues
 from orion.write_session.repair import LineView, find_problems, text_lines
 from orion_plugins.validate_placeholders import placeholder

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from orion.cli import cli
 from orion.models.script import ModelEntry, load_script
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.runtime.report import Reporter
 from orion.runtime.runner import play
 

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from orion.cli import cli
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.statechart import lifecycle as lifecycle_module
 from write_harness import Played, begin, dump, make_runner, say
 

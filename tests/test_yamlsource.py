@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orion.yamlsource import SourceDocument, YamlSourceError, load_yaml
+from orion.config.yamlsource import SourceDocument, YamlSourceError, load_yaml
 
 
 def write(tmp_path: Path, text: str, name: str = "chart.yaml") -> Path:
@@ -379,7 +379,7 @@ def _yaml_files():
 def test_libyaml_and_the_python_parser_give_the_same_data_and_positions(path, monkeypatch):
     # Orion reads with libyaml when it can (scripts of several MB) and with PyYAML's Python
     # parser otherwise: a diagnostic must point at the same line and column either way.
-    import orion.yamlsource as source
+    import orion.config.yamlsource as source
 
     fast = load_yaml(path)
     monkeypatch.setattr(source, "_LIBYAML_DEPTH", 0)  # every collection takes the Python path
@@ -398,7 +398,7 @@ def test_deep_nesting_never_reaches_libyamls_unbounded_composer(tmp_path):
     deep = tmp_path / "deep.yaml"
     deep.write_text("[" * 200_000 + "]" * 200_000)
     proc = subprocess.run(
-        [sys.executable, "-c", "import sys\nfrom orion.yamlsource import load_yaml\n"
+        [sys.executable, "-c", "import sys\nfrom orion.config.yamlsource import load_yaml\n"
          "try:\n    load_yaml(sys.argv[1])\nexcept BaseException as exc:\n"
          "    print(type(exc).__name__)\n", str(deep)],
         capture_output=True, text=True, timeout=300)

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import yaml
 
-from orion import confined
+from orion.workspace import confined
 from orion.models.events import TextDelta
 from orion.models.script import load_script
 from orion.models.scripted import ScriptedModel
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.runtime import runner
 from orion.runtime.report import Reporter
 from orion.write_session.progress import Progress

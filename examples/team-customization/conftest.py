@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 import team_review.plugin
-from orion.plugins import PluginManager, make_plugin_manager
+from orion.hooks.manager import PluginManager, make_plugin_manager
 
 
 @pytest.fixture

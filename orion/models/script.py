@@ -35,8 +35,8 @@ from pydantic_core import PydanticCustomError
 
 from orion.errors import ConfigError, Diagnostic
 from orion.models.base import ScriptError
-from orion.sourcefile import SCRIPT_LIMIT, NotReadable, open_regular
-from orion.yamlsource import Loc, SourceDocument, YamlSourceError, load_yaml
+from orion.config.sourcefile import SCRIPT_LIMIT, NotReadable, open_regular
+from orion.config.yamlsource import Loc, SourceDocument, YamlSourceError, load_yaml
 
 #: The keys of a conversation entry; every entry has exactly one of them.
 ENTRY_KEYS = ("user", "model", "expect", "wait_ms")

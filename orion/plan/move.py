@@ -31,7 +31,7 @@ from pathlib import Path
 
 from orion.plan.store import (BUSY_TIMEOUT_MS, COLUMNS, LAST_DRAFTS, REVISION_COLUMNS,
                               migrations)
-from orion.statedb import PLANS_DB, TRACES_DB
+from orion.workspace.statedb import PLANS_DB, TRACES_DB
 
 log = logging.getLogger("orion.plan")
 

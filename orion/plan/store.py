@@ -32,7 +32,7 @@ from typing import Any
 from sqlite_utils import Database, Migrations
 
 from orion.errors import OrionError
-from orion.statedb import PLANS_DB, TRACES_DB, setting_up
+from orion.workspace.statedb import PLANS_DB, TRACES_DB, setting_up
 
 DB_NAME = PLANS_DB
 BUSY_TIMEOUT_MS = 5000  # a plan write waits for another session's; it never drops

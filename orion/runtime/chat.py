@@ -22,11 +22,11 @@ from rich.markup import escape
 
 from orion.clock import RealClock
 from orion.config import WorkspaceConfig
-from orion.console import is_terminal
+from orion.commands.console import is_terminal
 from orion.errors import OrionError
 from orion.models.base import ModelAuthError
 from orion.models.openai_compat import OpenAICompatibleModel
-from orion.plugins import PluginManager
+from orion.hooks.manager import PluginManager
 from orion.runtime.runtime import CommandError, Runtime
 from orion.runtime.screen import ChatScreen
 from orion.runtime.stop_signals import CHAT_SIGNALS, until_stopped

@@ -20,10 +20,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from orion.config import PipelineEdit, WorkspaceConfig
 from orion.errors import ConfigError
-from orion.yamlsource import YamlSourceError, load_yaml
+from orion.config.yamlsource import YamlSourceError, load_yaml
 
 if TYPE_CHECKING:
-    from orion.context import ContextBlock
+    from orion.runtime.context import ContextBlock
     from orion.models.base import ModelRequest
     from orion.models.events import Finish, ToolCall, Usage
     from orion.runtime.runtime import Runtime

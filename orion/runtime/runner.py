@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from orion.clock import VirtualClock, kernel_boot_time
-from orion.confined import PathSwapped, open_parent
+from orion.workspace.confined import PathSwapped, open_parent
 from orion.config import WorkspaceConfig, load_config
 from orion.errors import ConfigError, OrionError
 from orion.models.base import ScriptError
 from orion.models.script import Script
 from orion.models.scripted import ScriptedModel
-from orion.plugins import PluginManager
+from orion.hooks.manager import PluginManager
 from orion.runtime.report import Reporter
 from orion.runtime.run_report import FileReport, RunReport
 from orion.runtime.runtime import Runtime
@@ -69,7 +69,7 @@ class RunResult:
 
 def seed_files(root: Path, files: dict[str, str]) -> None:
     """Write the script's ``files`` into the workspace, confined to it as every write is (no
-    component may be a symbolic link: see :mod:`orion.confined`). An existing file with other
+    component may be a symbolic link: see :mod:`orion.workspace.confined`). An existing file with other
     content is an error, never overwritten: a script must not destroy a user's work."""
     for relative, text in files.items():
         try:

@@ -17,10 +17,10 @@ from typing import Any
 
 from orion.clock import Clock, TimerHandle, VirtualClock
 from orion.config import WorkspaceConfig, load_config
-from orion.context import ContextBlock
+from orion.runtime.context import ContextBlock
 from orion.errors import OrionError
 from orion.models.base import Model
-from orion.plugins import PluginManager
+from orion.hooks.manager import PluginManager
 from orion.runtime.conversation import Budget, Conversation, Message
 from orion.runtime.pipeline import Turn, apply_edit, default_order, resolve
 from orion.runtime.report import Reporter

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from orion.console import is_terminal
+from orion.commands.console import is_terminal
 from orion.runtime.blocks import MarkdownBlocks
 from orion.runtime.render import Renderer, WriteTail, live_line
 from orion.runtime.report import ConsoleReporter, OpenWrite

@@ -142,7 +142,7 @@ SWAPPER = textwrap.dedent("""
 #: (``big.md``) in DIRECTORY, as an atomic write does, prints ``ready`` and waits to be killed.
 KILLED_WRITER = textwrap.dedent("""
     import os, sys, time
-    from orion.confined import temp_name
+    from orion.workspace.confined import temp_name
     name = sys.argv[2] if len(sys.argv) > 2 else "big.md"
     fd = os.open(os.path.join(sys.argv[1], temp_name(name)), os.O_WRONLY | os.O_CREAT, 0o644)
     os.write(fd, b"x" * 100000)
@@ -154,7 +154,7 @@ KILLED_WRITER = textwrap.dedent("""
 #: temp file for NAME, last written AGE_S seconds ago; prints the file's name and waits.
 LIVE_WRITER = textwrap.dedent("""
     import os, sys, time
-    from orion.confined import temp_name
+    from orion.workspace.confined import temp_name
     directory, name, age = sys.argv[1], sys.argv[2], float(sys.argv[3])
     temp = os.path.join(directory, temp_name(name))
     with open(temp, "wb") as f:

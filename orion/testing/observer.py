@@ -111,7 +111,7 @@ class Observer:
     def __init__(self, directory: str | os.PathLike[str], *, mark: str | None = None,
                  user: int | None = None):
         if mark is None:
-            from orion.confined import TEMP_MARK
+            from orion.workspace.confined import TEMP_MARK
             mark = TEMP_MARK
         self.process = subprocess.Popen(
             [sys.executable, "-m", "orion.testing.observer", str(Path(directory)), mark,

@@ -34,7 +34,7 @@ from orion.config import load_config
 from orion.plan.service import plan_service_for
 from orion.plan.store import DB_NAME, Plan
 from orion.runtime.runtime import Runtime
-from orion.statedb import TRACES_DB
+from orion.workspace.statedb import TRACES_DB
 from orion.testing.steps import unescape
 from orion.testing.world import World
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from orion.errors import OrionError
-from orion.plugins import PluginManager, make_plugin_manager
+from orion.hooks.manager import PluginManager, make_plugin_manager
 from orion.testing.world import World
 
 #: The step libraries, loaded as pytest plugins when pytest-bdd is installed.
@@ -107,7 +107,7 @@ def _findings(request: pytest.FixtureRequest, world: World) -> str | None:
     """What ``orion check`` finds in the scenario's workspace, as the runtime is about to
     start in it: its errors, one per line (``None``: none); its warnings become pytest
     warnings."""
-    from orion.check import check_workspace
+    from orion.commands.check import check_workspace
     from orion.config import load_config
     from orion.statechart.io.catalog import Catalog
 

@@ -30,7 +30,7 @@ from orion.models.base import ModelRequest, ScriptError
 from orion.models.events import ModelEvent, TextDelta
 from orion.models.script import ModelReply
 from orion.models.scripted import stream_reply
-from orion.plugins import PluginManager, make_plugin_manager
+from orion.hooks.manager import PluginManager, make_plugin_manager
 from orion.runtime.report import Progress, Reporter
 from orion.runtime.runtime import Runtime
 from orion.workspace import state_dir_path

@@ -54,7 +54,7 @@ from orion.tools.gating import GateRequest, authorize
 from orion.tools.spec import ToolCall, ToolSpec
 
 if TYPE_CHECKING:
-    from orion.plugins import PluginManager
+    from orion.hooks.manager import PluginManager
 
 UNKNOWN_TOOL = "unknown_tool"
 DENIED = "denied"

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from orion.context import ContextRequest as GateRequest
+from orion.runtime.context import ContextRequest as GateRequest
 from orion.tools.spec import ToolCall, ToolSpec
 
 if TYPE_CHECKING:
-    from orion.plugins import PluginManager
+    from orion.hooks.manager import PluginManager
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ from typing import Any
 
 from sqlite_utils import Database, Migrations
 
-from orion.statedb import TRACES_DB, setting_up
+from orion.workspace.statedb import TRACES_DB, setting_up
 
 from orion.trace.events import TraceEvent
 

@@ -23,7 +23,7 @@ from orion.write_session.leftovers import remove_temp_leftovers
 from orion.write_session.orphans import Orphan, RecoveryError, sha_of
 
 if TYPE_CHECKING:
-    from orion.plugins import PluginManager
+    from orion.hooks.manager import PluginManager
 
 
 # -- the finalizing record: did the write already happen? --------------------------------------

@@ -7,7 +7,7 @@ import re
 import time
 from pathlib import Path
 
-from orion.confined import TEMP_MARK
+from orion.workspace.confined import TEMP_MARK
 
 
 

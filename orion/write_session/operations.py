@@ -18,7 +18,7 @@ they do to the bytes:
 * **Markers again.** The markers (and ``search``) are matched once more on the exact bytes
   being edited; if they no longer occur as required, :class:`PlanRejected` says so.
 
-:func:`execute` writes through directory descriptors (:mod:`orion.confined`): a temp file next
+:func:`execute` writes through directory descriptors (:mod:`orion.workspace.confined`): a temp file next
 to the target is written, fsynced, given the old file's permission bits and renamed over the
 target, then the directory is fsynced: readers see the old file or the new one, never a mix, a
 failure leaves the old file and no temp file, and no symbolic link swapped into the path after
@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from orion.confined import (TEMP_MARK, Parent, open_parent, open_temp, temp_name,
+from orion.workspace.confined import (TEMP_MARK, Parent, open_parent, open_temp, temp_name,
                             write_and_close)
 from orion.errors import OrionError
 from orion.write_session.undo import replace_json
@@ -342,7 +342,7 @@ def changed_message(relative: str) -> str:
 def execute(checked: CheckedPlan, content: bytes, *, state_dir: Path,
             session_id: str) -> WriteResult:
     """Finalize a write: :func:`~orion.write_session.plan.recheck` the plan; then, holding the
-    lock on the target's directory (see :mod:`orion.confined`), read the file through directory
+    lock on the target's directory (see :mod:`orion.workspace.confined`), read the file through directory
     descriptors, refuse with :class:`TargetChanged` when its bytes are not those the plan was
     checked against (``checked.sha256``), :func:`apply_operation`, keep the pre-image as a
     backup, replace the file atomically (with its mode; missing parent directories of a new

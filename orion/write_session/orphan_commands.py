@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from orion.clock import BootTime, kernel_boot_time
-from orion.confined import open_parent
+from orion.workspace.confined import open_parent
 from orion.write_session.journal import Journal, mark, remove_session
 from orion.write_session.operations import append_range_path, backup_path, read_append_range
 from orion.write_session.set_aside import SetAside, archived, archived_ids

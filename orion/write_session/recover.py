@@ -20,7 +20,7 @@ from orion.write_session.orphans import (Orphan, RecoveryError, SessionLive, res
                                          wall_ms)
 
 if TYPE_CHECKING:
-    from orion.plugins import PluginManager
+    from orion.hooks.manager import PluginManager
 
 
 # -- orion sessions recover ID --finalize ------------------------------------------------------

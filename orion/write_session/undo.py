@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orion.confined import temp_name
+from orion.workspace.confined import temp_name
 
 __all__ = ["UNDO", "UndoRecord", "prune", "prune_after_write", "records", "undo_record_path",
            "write_undo_record"]

@@ -24,7 +24,7 @@ from orion.statechart.checks.document import (
 )
 from orion.statechart.checks.rules import RULES, Chart, Names, Rule, coded, run
 from orion.statechart.model.schema import StatechartSpec
-from orion.yamlsource import SourceDocument
+from orion.config.yamlsource import SourceDocument
 
 __all__ = ["MAX_DEPTH", "MAX_STATES", "MAX_TRANSITIONS", "RULES", "YAML_SOURCE", "Names",
            "Rule", "check", "coded"]

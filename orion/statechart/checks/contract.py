@@ -20,7 +20,7 @@ from orion.statechart.model.contract import (
 from orion.statechart.model.events import answers, descriptors
 from orion.statechart.model.schema import StatechartSpec
 from orion.statechart.model.tree import StateNode, flatten
-from orion.yamlsource import SourceDocument
+from orion.config.yamlsource import SourceDocument
 
 TRANSITION_ID = declare("SC501", "transition-id", "two transitions with one id (an explicit "
                         "'id', or a trigger no other transition has)")

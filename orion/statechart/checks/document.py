@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 from orion.errors import Diagnostic
 from orion.statechart.checks.rules import declare
 from orion.statechart.model import schema
-from orion.yamlsource import SourceDocument
+from orion.config.yamlsource import SourceDocument
 
 YAML_SOURCE = declare("SC001", "yaml", "the file cannot be read as YAML: unreadable, empty, "
                       "malformed, a duplicate key, or a YAML 1.1 boolean used as a key")

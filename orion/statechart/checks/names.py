@@ -6,7 +6,7 @@ import difflib
 from collections.abc import Collection, Iterator
 
 from orion.statechart.checks.rules import Chart, Finding, rule
-from orion.yamlsource import Loc
+from orion.config.yamlsource import Loc
 
 
 @rule("SC401", "unknown-name", "a guard or action name that no loaded plugin provides")

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from orion.errors import Diagnostic
 from orion.statechart.model.schema import StatechartSpec
 from orion.statechart.model.tree import StateNode, flatten
-from orion.yamlsource import Loc, SourceDocument
+from orion.config.yamlsource import Loc, SourceDocument
 
 
 @dataclass(frozen=True)

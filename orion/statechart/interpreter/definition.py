@@ -20,7 +20,7 @@ from typing import Any
 
 from orion.clock import Clock, VirtualClock
 from orion.errors import ActionError, StatechartError
-from orion.registry import Registered
+from orion.hooks.registry import Registered
 from orion.statechart.interpreter.lifecycle import Lifecycle
 from orion.statechart.interpreter.listeners import Listeners, PluginHooks
 from orion.statechart.interpreter.semantics import (
@@ -318,7 +318,7 @@ def load_definition(source: str | Path, *, plugins: Any = None,
         return Definition(spec, source=str(path), plugins=None, registry=callables,
                           settings=resolve(spec, overrides, env, origin=overrides_origin))
     if plugins is None:
-        from orion.plugins import default_plugin_manager
+        from orion.hooks.manager import default_plugin_manager
 
         plugins = default_plugin_manager()
     # The registry is rebuilt whenever a plugin is (un)registered, so keying on it means a

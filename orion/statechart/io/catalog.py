@@ -35,8 +35,8 @@ from orion.statechart.io.migrate import Migration, MigrationError, Needed, migra
 from orion.statechart.io.overlay import is_overlay, merge
 from orion.statechart.model.schema import StatechartSpec
 from orion.statechart.interpreter.settings import resolve as resolve_settings
-from orion.sourcefile import CONFIG_LIMIT, NotReadable, read_regular
-from orion.yamlsource import SourceDocument, YamlSourceError, load_yaml
+from orion.config.sourcefile import CONFIG_LIMIT, NotReadable, read_regular
+from orion.config.yamlsource import SourceDocument, YamlSourceError, load_yaml
 
 if TYPE_CHECKING:
     from orion.config import WorkspaceConfig

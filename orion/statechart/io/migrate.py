@@ -7,7 +7,7 @@ own text: each tag to that state's ``tags``, each trigger's transitions as the d
 writes them, placed after the transition that comes before them there, and
 ``contract: version:`` set to the version the chart now keeps. Everything else in the file
 (comments, order, quoting, blank lines) stays as it was: the edits are made at the positions
-the YAML loader gives (:mod:`orion.yamlsource`), never by writing the data out again, and the
+the YAML loader gives (:mod:`orion.config.yamlsource`), never by writing the data out again, and the
 result is read back and compared with what was meant before anything is written.
 """
 
@@ -25,7 +25,7 @@ from orion.errors import OrionError
 from orion.statechart.io.overlay import transition_ids
 from orion.statechart.model.contract import Requirement
 from orion.statechart.model.schema import StatechartSpec
-from orion.yamlsource import Loc, SourceDocument, YamlSourceError, load_yaml
+from orion.config.yamlsource import Loc, SourceDocument, YamlSourceError, load_yaml
 
 
 class MigrationError(OrionError):

@@ -33,7 +33,7 @@ from orion.statechart.checks.document import (LIMITS, MAX_STATES, MAX_TRANSITION
 from orion.statechart.checks.contract import EDITS
 from orion.statechart.checks.sources import OVERLAY
 from orion.statechart.model.schema import OverlaySpec
-from orion.yamlsource import Loc, LocTree, SourceDocument
+from orion.config.yamlsource import Loc, LocTree, SourceDocument
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import Any
 from orion.errors import Diagnostic
 from orion.statechart import checks
 from orion.statechart.model.schema import StatechartSpec
-from orion.yamlsource import SourceDocument, YamlSourceError, load_yaml
+from orion.config.yamlsource import SourceDocument, YamlSourceError, load_yaml
 
 
 def parse(source: str | Path, plugins: Any, *, text: str | None = None,

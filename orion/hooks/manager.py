@@ -148,10 +148,10 @@ class PluginManager(pluggy.PluginManager):
                       if not name.startswith("_") and getattr(self.hook, name).has_spec())
 
     @property
-    def registry(self):  # -> orion.registry.Registry
+    def registry(self):  # -> orion.hooks.registry.Registry
         """Guards, actions and tools from the ``register_*`` hooks, collected once."""
         if self._registry is None:
-            from orion.registry import Registry
+            from orion.hooks.registry import Registry
 
             self._registry = Registry.collect(self)
         return self._registry

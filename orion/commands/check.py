@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from orion.config import WorkspaceConfig
     from orion.errors import Diagnostic
-    from orion.plugins import PluginManager
+    from orion.hooks.manager import PluginManager
     from orion.statechart.io.catalog import Catalog, Resolved
 
 

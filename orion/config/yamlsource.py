@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from orion.errors import Diagnostic
-from orion.sourcefile import CONFIG_LIMIT, NotReadable, read_regular
+from orion.config.sourcefile import CONFIG_LIMIT, NotReadable, read_regular
 
 Loc = tuple[str | int, ...]
 
@@ -112,7 +112,7 @@ def load_yaml(source: str | Path, *, text: str | None = None,
               limit: int = CONFIG_LIMIT) -> SourceDocument:
     """Parse one YAML document from ``source`` (or from ``text``, reported as ``source``).
     ``source`` is read only when it is a regular file of at most ``limit`` bytes
-    (:mod:`orion.sourcefile`); anything else is a :class:`YamlSourceError` at 1:1."""
+    (:mod:`orion.config.sourcefile`); anything else is a :class:`YamlSourceError` at 1:1."""
     path = str(source)
     if text is None:
         raw = _read_bytes(path, limit)

@@ -38,8 +38,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orion.errors import ConfigError
-from orion.sourcefile import CONFIG_LIMIT, NotReadable, check_regular
-from orion.yamlsource import SourceDocument, YamlSourceError, load_yaml
+from orion.config.sourcefile import CONFIG_LIMIT, NotReadable, check_regular
+from orion.config.yamlsource import SourceDocument, YamlSourceError, load_yaml
 
 CONFIG_FILE = "orion.yaml"
 
@@ -153,7 +153,7 @@ class WorkspaceConfig:
 def check_disabled(pm: Any, config: WorkspaceConfig) -> None:
     """``plugins.disable`` may only name plugins that exist, as ``ORION_LOAD_PLUGINS`` may: a
     typo would otherwise leave the plugin running. Raises :class:`ConfigError` at the name."""
-    from orion.plugins import installed_plugin_names
+    from orion.hooks.manager import installed_plugin_names
 
     known = installed_plugin_names()
     for i, name in enumerate(config.model.plugins.disable):
@@ -262,7 +262,7 @@ def load_config(workspace: str | Path, env: Mapping[str, str] | None = None) -> 
 
 def _check_chart_files(config: WorkspaceConfig) -> None:
     """Each file ``statecharts:`` lists that exists is a regular file within the size cap
-    (:mod:`orion.sourcefile`), else a :class:`ConfigError` at its entry: ``/dev/zero`` or a
+    (:mod:`orion.config.sourcefile`), else a :class:`ConfigError` at its entry: ``/dev/zero`` or a
     FIFO there would otherwise be read without end, or wait for a writer forever. A missing
     file is left to the chart's own check, which says so."""
     for i, (name, path) in enumerate(zip(config.model.statecharts, config.statechart_paths())):

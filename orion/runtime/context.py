@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from orion.api import Host
-    from orion.plugins import PluginManager
+    from orion.hooks.manager import PluginManager
 
 
 @dataclass(frozen=True)

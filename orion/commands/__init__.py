@@ -17,7 +17,7 @@ import click
 
 if TYPE_CHECKING:
     from orion.config import WorkspaceConfig
-    from orion.plugins import PluginManager
+    from orion.hooks.manager import PluginManager
 
 __all__ = ["STATE_DIR", "WORKSPACE", "CommandGroup", "ConfigurationError", "escape", "fail",
            "load_config", "load_plugins", "say", "show", "state_path"]
@@ -89,14 +89,14 @@ def escape(text: str) -> str:
 
 def say(markup: object) -> None:
     """A line (rich markup) or a table for people, on stderr: stdout carries only data."""
-    from orion.console import console
+    from orion.commands.console import console
 
     console(stderr=True).print(markup)
 
 
 def show(renderable: object) -> None:
     """A table (or markup) that is the command's output, on stdout."""
-    from orion.console import console
+    from orion.commands.console import console
 
     console().print(renderable)
 
@@ -123,7 +123,7 @@ def load_plugins(config: WorkspaceConfig | None = None) -> PluginManager:
     two plugins is exit 2, naming both."""
     from orion.config import check_disabled
     from orion.errors import ConfigError, PluginError
-    from orion.plugins import default_plugin_manager, make_plugin_manager
+    from orion.hooks.manager import default_plugin_manager, make_plugin_manager
 
     try:
         if config is not None and config.model.plugins.disable:

@@ -17,7 +17,7 @@ from orion.errors import PluginError
 from orion.tools.spec import ToolSpec
 
 if TYPE_CHECKING:
-    from orion.plugins import PluginManager
+    from orion.hooks.manager import PluginManager
 
 #: What a statechart accepts as a guard or action name (``orion.statechart.schema.PLUGIN_NAME``;
 #: not imported from there, because that package imports this module).

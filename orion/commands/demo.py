@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from orion import hookimpl
 from orion.models.script import load_script
-from orion.plugins import make_plugin_manager
+from orion.hooks.manager import make_plugin_manager
 from orion.runtime.report import ConsoleReporter
 from orion.runtime.runner import play
 from orion.statechart import builtin_statecharts, load_definition
