@@ -10,7 +10,7 @@ options and errors every command shares.
 
 The host is the runtime, typed :class:`Host`. Every hook that receives it calls it ``host``
 (the ``lifecycle_*`` hooks, ``runtime_started``, ``runtime_closing``, ``conversation_reset``);
-requests, tool contexts and turns carry it as ``.runtime``; from a guard or an action,
+requests, tool contexts and turns carry it as ``.host`` too; from a guard or an action,
 :func:`host_of` (``host_of(lifecycle)``). Write sessions are seen through
 :class:`WriteSessionView`, whose ``status`` is a :class:`WriteStatus`.
 """
@@ -160,7 +160,7 @@ def host_of(source: Any) -> Host | None:
     from orion.statechart.interpreter.lifecycle import Lifecycle
 
     host: Host | None = source.host if isinstance(source, Lifecycle) \
-        else getattr(source, "runtime", None)
+        else getattr(source, "host", None)
     return host
 
 

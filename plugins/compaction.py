@@ -35,7 +35,7 @@ def compact_conversation(messages: list[Message], budget: Budget) -> list[Messag
 
 @hookimpl
 def build_context(request: ContextRequest) -> ContextBlock | None:
-    runtime = request.runtime
+    runtime = request.host
     removed = runtime.conversation.compacted if runtime is not None else 0
     if removed:
         return ContextBlock("compaction",

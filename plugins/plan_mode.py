@@ -64,14 +64,14 @@ class GetArgs(BaseModel):
 
 
 def set_content(args: SetContentArgs, context: ToolContext) -> dict[str, Any]:
-    plan = plan_service_for(context.runtime).set_content(
+    plan = plan_service_for(context.host).set_content(
         args.plan_markdown, args.title, expected_revision=args.expected_revision)
     return {"plan_id": plan.id, "title": plan.title, "status": plan.status.value,
             "revision": plan.revision, "bytes": plan.bytes}
 
 
 def get(args: GetArgs, context: ToolContext) -> dict[str, Any]:
-    service = plan_service_for(context.runtime)
+    service = plan_service_for(context.host)
     plan = service.saw(service.active_plan)
     if plan is None:  # authorization denies this first; kept for direct callers
         raise OrionError("plan work is not active")
@@ -160,7 +160,7 @@ def _state_is_active(request: GateRequest) -> bool:
 
 @hookimpl
 def gate_tools(tools: Sequence[ToolSpec], request: GateRequest) -> list[str] | None:
-    runtime = request.runtime
+    runtime = request.host
     if runtime is not None:
         active = plan_service_for(runtime).plan_for_request() is not None
     else:
@@ -172,7 +172,7 @@ def gate_tools(tools: Sequence[ToolSpec], request: GateRequest) -> list[str] | N
 def authorize_tool_call(call: ParsedCall, request: GateRequest) -> Decision | None:
     if call.name not in PLAN_TOOLS:
         return None
-    runtime = request.runtime
+    runtime = request.host
     if runtime is None:
         if _state_is_active(request):
             return None
@@ -222,7 +222,7 @@ def plan_block(plan: Plan, *, include_markdown: bool) -> ContextBlock:
 
 @hookimpl
 def build_context(request: ContextRequest) -> ContextBlock | None:
-    runtime = request.runtime
+    runtime = request.host
     if runtime is None:
         return None
     service = plan_service_for(runtime)

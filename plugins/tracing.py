@@ -53,7 +53,7 @@ class TraceSystem:
     name = "trace"
 
     async def run(self, turn: Turn) -> None:
-        turn.runtime.tracer.flush()
+        turn.host.tracer.flush()
 
 
 @hookimpl

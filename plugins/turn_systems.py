@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 def gate_request(runtime: Host) -> GateRequest:
     return GateRequest(conversation_id=runtime.conversation.id, states=runtime.states(),
-                       tags=runtime.tags(), runtime=runtime)
+                       tags=runtime.tags(), host=runtime)
 
 
 def _server(base_url: str | None) -> tuple[str, int] | None:
@@ -43,10 +43,10 @@ class ContextSystem:
     name = "context"
 
     async def run(self, turn: Turn) -> None:
-        runtime = turn.runtime
+        runtime = turn.host
         request = ContextRequest(conversation_id=runtime.conversation.id,
                                  states=runtime.states(), tags=runtime.tags(),
-                                 runtime=runtime)
+                                 host=runtime)
         turn.blocks = build_context(runtime.plugins, request)
         turn.tools = advertised(runtime.plugins, list(runtime.plugins.registry.tools.values()),
                                 gate_request(runtime))
@@ -64,7 +64,7 @@ class ModelSystem:
     replies = True  # the pipeline's reply to the user comes from here
 
     async def run(self, turn: Turn) -> None:
-        runtime = turn.runtime
+        runtime = turn.host
         request = ModelRequest(
             messages=runtime.conversation.to_openai(runtime.system_message(turn.blocks)),
             tools=[tool.openai_definition() for tool in turn.tools], number=turn.number,
@@ -122,10 +122,10 @@ class ToolsSystem:
     async def run(self, turn: Turn) -> None:
         if not turn.tool_calls:
             return
-        runtime = turn.runtime
+        runtime = turn.host
         tools = {tool.name: tool for tool in turn.tools}
         context = ToolContext(workspace=runtime.workspace,
-                              conversation_id=runtime.conversation.id, runtime=runtime)
+                              conversation_id=runtime.conversation.id, host=runtime)
         conversation_id = runtime.conversation.id
         for call in turn.tool_calls:
             with runtime.tracer.span(Kind.TOOL_CALL, trace_events.tool_span_name(call.name),

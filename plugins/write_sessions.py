@@ -99,7 +99,7 @@ class KeepArgs(BaseModel):
 
 
 def keep(args: KeepArgs, context: ToolContext) -> str:
-    session = manager_for(context.runtime).active
+    session = manager_for(context.host).active
     if session is None:
         raise OrionError("no write session is open: text set aside by a finished session is "
                          "not in any file; orion sessions show ID prints it, and "
@@ -108,11 +108,11 @@ def keep(args: KeepArgs, context: ToolContext) -> str:
 
 
 def begin(args: BeginArgs, context: ToolContext) -> dict[str, Any]:
-    return manager_for(context.runtime).begin(WritePlan.model_validate(args.model_dump()))
+    return manager_for(context.host).begin(WritePlan.model_validate(args.model_dump()))
 
 
 def execute_small(args: ExecuteArgs, context: ToolContext) -> str:
-    runtime = context.runtime
+    runtime = manager_for(context.host).runtime
     content = args.content.encode("utf-8", "surrogatepass")
     if len(content) > EXECUTE_MAX_CONTENT:
         raise OrionError(f"the content is {len(content)} bytes; WritePlanTool_execute takes at "
@@ -148,7 +148,7 @@ class WriteSessionSystem:
     name = "write_session"
 
     async def run(self, turn: Turn) -> None:
-        runtime = turn.runtime
+        runtime = turn.host
         session = manager_for(runtime).active
         if turn.finish is None:
             return
@@ -173,7 +173,7 @@ def register_tools(register: Callable[[ToolSpec], None]) -> None:
 @hookimpl
 def gate_tools(tools: Sequence[ToolSpec], request: GateRequest) -> list[str] | None:
     """``WritePlanTool_keep`` only while a session is open: nothing else can be put back."""
-    runtime = request.runtime
+    runtime = request.host
     if runtime is None or manager_for(runtime).active is None:
         return [KEEP]
     return None
@@ -191,7 +191,7 @@ def register_systems(register: Callable[[Any], None]) -> None:
 
 @hookimpl
 def build_context(request: ContextRequest) -> ContextBlock | None:
-    runtime = request.runtime
+    runtime = request.host
     session = manager_for(runtime).active if runtime is not None else None
     if session is None:
         return None

@@ -68,7 +68,7 @@ def test_the_runtime_is_the_host_every_hook_reaches(runtime):
     assert isinstance(runtime, api.Host)
     lifecycle = runtime.start_lifecycle("plan_mode")
     assert api.host_of(lifecycle) is runtime
-    assert api.host_of(ContextRequest(runtime=runtime)) is runtime
+    assert api.host_of(ContextRequest(host=runtime)) is runtime
     assert api.host_of(runtime.definition("plan_mode").create()) is None  # on its own
     assert api.write_sessions(runtime) == []
     assert runtime.tags() == {"plan_mode": frozenset({"plan_off"})}

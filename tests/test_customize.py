@@ -763,7 +763,7 @@ def test_a_broken_overlay_fails_the_feature_run_once_with_orion_checks_findings(
 
 def test_a_broken_plugin_fails_the_feature_run_once_naming_its_file_and_line(tmp_path):
     project = team_project(tmp_path, {"team_review/plugin.py": (
-        "def build_context(request):\n    runtime = request.runtime",
+        "def build_context(request):\n    runtime = request.host",
         "def build_context(requst):\n    runtime = requst.runtime")})
     result = run_features(project)
     assert result.returncode == 1

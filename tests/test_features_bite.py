@@ -418,7 +418,7 @@ def small_edits_unchecked(p: Patcher) -> None:
     from orion.write_session.operations import write_atomically
 
     def execute_small(args, context):
-        target = Path(context.runtime.workspace) / args.target_file
+        target = Path(context.host.workspace) / args.target_file
         target.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(target, args.content.encode())
         return f"wrote {args.target_file}"

@@ -755,7 +755,7 @@ class Audit:
             "text": turn.response_text,
             "tool_calls": [call.name for call in turn.tool_calls],
             "outcomes": len(turn.outcomes),
-            "last_message": turn.runtime.conversation.messages[-1].role,
+            "last_message": turn.host.conversation.messages[-1].role,
         })
 
 
@@ -766,7 +766,7 @@ class StrictTools:
 
     async def run(self, turn):
         for call in turn.tool_calls:
-            turn.runtime.conversation.add_tool_result(
+            turn.host.conversation.add_tool_result(
                 call.id, f"refused: {call.name} is not allowed in this workspace")
         turn.follow_up = bool(turn.tool_calls)
 
@@ -779,7 +779,7 @@ class Offline:
 
     async def run(self, turn):
         turn.text.append("offline; context: " + ", ".join(block.name for block in turn.blocks))
-        turn.runtime.conversation.add_assistant(turn.response_text)
+        turn.host.conversation.add_assistant(turn.response_text)
 
 
 class Canned:
@@ -788,9 +788,9 @@ class Canned:
     name = "canned"
 
     async def run(self, turn):
-        last = turn.runtime.conversation.messages[-1]
+        last = turn.host.conversation.messages[-1]
         if last.role == "user" and last.content == "ping":
-            turn.runtime.conversation.add_assistant("pong")
+            turn.host.conversation.add_assistant("pong")
             turn.stop = True
 
 

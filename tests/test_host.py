@@ -83,6 +83,21 @@ def test_the_old_name_runtime_still_works_and_says_it_goes(tmp_path: Path) -> No
     runtime.close()
 
 
+def test_requests_tool_contexts_and_turns_carry_the_host_as_host(tmp_path: Path) -> None:
+    """One name everywhere a plugin meets the host; ``runtime``, the name before 0.2.0, reads
+    the same object with a warning that says when it goes."""
+    from orion.api import ToolContext, Turn
+
+    runtime = _runtime(tmp_path)
+    carriers = [ContextRequest("c1", host=runtime), ToolContext(tmp_path, host=runtime),
+                Turn(host=runtime, number=1)]
+    for carrier in carriers:
+        assert carrier.host is runtime
+        with pytest.warns(DeprecationWarning, match=r"\.runtime is now \.host .*goes in 0\.3\.0"):
+            assert carrier.runtime is runtime
+    runtime.close()
+
+
 def test_context_and_gate_requests_are_one_type() -> None:
     assert ContextRequest is GateRequest
     assert GateRequest("c1", states={"plan_mode": "inactive"}) == \

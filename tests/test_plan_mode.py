@@ -163,7 +163,7 @@ def test_plan_set_content_is_denied_when_plan_work_is_inactive(session, workspac
     every registered tool (as if gating had let it through), asks the real authorization."""
     s = session()
     tools = s.pm.registry.tools
-    context = ToolContext(workspace=s.runtime.workspace, runtime=s.runtime)
+    context = ToolContext(workspace=s.runtime.workspace, host=s.runtime)
     raw = RawToolCall("call_1", "plan_set_content", json.dumps({"plan_markdown": DRAFT}))
     outcome = asyncio.run(execute_call(raw, tools=tools, pm=s.pm, gate=gate_request(s.runtime),
                                        context=context))
@@ -195,7 +195,7 @@ def test_plan_get_is_denied_when_inactive_and_returns_the_markdown_when_active(s
                                                                                  workspace):
     """PlanGetToolTest."""
     s = session(draft(), call("plan_get"), say("Loaded."))
-    context = ToolContext(workspace=s.runtime.workspace, runtime=s.runtime)
+    context = ToolContext(workspace=s.runtime.workspace, host=s.runtime)
     raw = RawToolCall("call_1", "plan_get", "{}")
     denied = asyncio.run(execute_call(raw, tools=s.pm.registry.tools, pm=s.pm,
                                       gate=gate_request(s.runtime), context=context))

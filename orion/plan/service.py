@@ -350,9 +350,9 @@ def describe(plan: Plan | None) -> str:
     return f"plan {title}, {plan.status.value}, revision {plan.revision}"
 
 
-def plan_service_for(host: Host) -> PlanService:
+def plan_service_for(host: Host | None) -> PlanService:
     """The PlanService of ``host``, made on first use. Plan mode run in Orion's runtime
-    (they start lifecycles and read the stream), so a host of another kind is a TypeError."""
+    (they start lifecycles and read the stream), so a host of another kind (or none) is a TypeError."""
     from orion.runtime.runtime import Runtime
 
     if not isinstance(host, Runtime):

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from orion.hooks.host import runtime_alias
+
 if TYPE_CHECKING:
     from orion.api import Host
     from orion.hooks.manager import PluginManager
@@ -28,8 +30,10 @@ class ContextRequest:
     states: Mapping[str, str] = field(default_factory=dict)
     #: The active tags of each lifecycle, by key: what a plugin asks instead of a state's name.
     tags: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    #: The runtime (the host); ``None`` outside one.
-    runtime: Host | None = None
+    #: The runtime the request is made in (the host); ``None`` outside one.
+    host: Host | None = None
+
+    runtime = runtime_alias()
 
 
 def build_context(pm: PluginManager, request: ContextRequest) -> list[ContextBlock]:

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from orion.config import PipelineEdit, WorkspaceConfig
 from orion.errors import ConfigError
+from orion.hooks.host import runtime_alias
 from orion.config.yamlsource import YamlSourceError, load_yaml
 
 if TYPE_CHECKING:
@@ -50,7 +51,8 @@ class Turn:
     Systems read and fill it in order. ``follow_up`` asks for another model request in the same
     user turn (after tool results or an injected prompt); ``stop`` ends this pass early."""
 
-    runtime: Runtime
+    #: The runtime the turn runs in: the core turn systems use more of it than ``Host`` names.
+    host: Runtime
     number: int
     blocks: list[ContextBlock] = field(default_factory=list)
     tools: list[ToolSpec] = field(default_factory=list)
@@ -63,6 +65,8 @@ class Turn:
     outcomes: list[ToolOutcome] = field(default_factory=list)
     follow_up: bool = False
     stop: bool = False
+
+    runtime = runtime_alias()
 
     @property
     def response_text(self) -> str:

@@ -727,7 +727,7 @@ def _advertised(world: World) -> dict[str, dict[str, Any]]:
         specs = advertised(runtime.plugins, list(runtime.plugins.registry.tools.values()),
                            GateRequest(conversation_id=runtime.conversation.id,
                                        states=runtime.states(), tags=runtime.tags(),
-                                       runtime=runtime))
+                                       host=runtime))
         tools = [spec.openai_definition() for spec in specs]
     return {tool["function"]["name"]: tool["function"] for tool in tools}
 

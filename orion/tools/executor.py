@@ -48,12 +48,14 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from orion.errors import OrionError
+from orion.hooks.host import runtime_alias
 from orion.models.events import ToolCall as RawToolCall
 from orion.tools.arguments import LARGE_CONTENT_TOOL, ToolArgumentError, parse_arguments
 from orion.tools.gating import GateRequest, authorize
 from orion.tools.spec import ToolCall, ToolSpec
 
 if TYPE_CHECKING:
+    from orion.api import Host
     from orion.hooks.manager import PluginManager
 
 UNKNOWN_TOOL = "unknown_tool"
@@ -69,9 +71,11 @@ class ToolContext:
 
     workspace: Path
     conversation_id: str = ""
-    #: The running Orion runtime (set by the runtime), for tools that need it.
-    runtime: Any = None
+    #: The runtime the tool runs in (the host), for tools that need it; ``None`` outside one.
+    host: Host | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    runtime = runtime_alias()
 
 
 @dataclass(frozen=True)

@@ -213,9 +213,9 @@ def instruction(target: str, terminator: str) -> str:
             "output is cut off, Orion saves what arrived and asks you to continue.")
 
 
-def manager_for(host: Host) -> SessionManager:
+def manager_for(host: Host | None) -> SessionManager:
     """The SessionManager of ``host``, made on first use. Write sessions run in Orion's runtime
-    (they start lifecycles and read the stream), so a host of another kind is a TypeError."""
+    (they start lifecycles and read the stream), so a host of another kind (or none) is a TypeError."""
     from orion.runtime.runtime import Runtime
 
     if not isinstance(host, Runtime):
