@@ -223,6 +223,12 @@ Feature: Large files are written through a write session
     And "docs/wrapped.md" does not contain "DONE"
     And no write session is open
 
+  @protocol @fences @WS-6
+  Scenario: A fence of tildes keeps its DONE line too
+    When the model begins to create "docs/protocol.md"
+    And the model replies "End the content with this line:\n~~~\nDONE\n~~~\nThat is all.\nDONE\n"
+    Then the content of "docs/protocol.md" is "End the content with this line:\n~~~\nDONE\n~~~\nThat is all.\n"
+
   @protocol @idle @WS-7
   Scenario: A message without DONE gets the idle prompt after 2000 ms and not before
     When the model streams 250 lines to "docs/guide.md" without DONE
@@ -421,7 +427,8 @@ Feature: Large files are written through a write session
     When the model replies "- [x] step one\nDONE\n- [ ] step two\n"
     Then a write session is open for "docs/checklist.md"
     When 2000 ms pass
-    And the model replies "DONE <session>"
+    Then the prompt contains "reply with DONE <session> on its own line"
+    When the model replies "DONE <session>"
     Then the content of "docs/checklist.md" is "- [x] step one\nDONE\n- [ ] step two\n"
 
   # -- Persistence, implementation plan, traces ----------------------------------------------

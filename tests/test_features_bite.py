@@ -730,6 +730,10 @@ mutant("three_backticks_not_a_fence", "WS-6", "orion.write_session.protocol:EndM
        ("        if self._frun < self._fence_rule()[1]:\n",
         "        if self._frun <= self._fence_rule()[1]:\n"))
 
+mutant("tilde_fences_ignored", "WS-6", "orion.write_session.protocol:EndMarker._advance_fence",
+       "only backtick fences are tracked: a DONE line in a ~~~ block ends the content",
+       ('if c != "`" and c != "~" or (char and c != char):', 'if c != "`" or (char and c != char):'))
+
 mutant("asked_flag_kept_after_the_reply", "WS-7",
        "orion.write_session.message_end:MessageEnds.end_message",
        "the end of a reply does not clear 'asked': after an empty reply no prompt comes again",
@@ -772,6 +776,13 @@ mutant("strict_marker_built_for_a_bare_done", "WS-14",
        "the end marker is built for a bare DONE, whatever strict mode says",
        ("    self.marker = EndMarker(self.terminator)\n",
         '    self.marker = EndMarker("DONE")\n'))
+
+
+mutant("strict_idle_prompt_asks_for_a_bare_done", "WS-14",
+       "orion_plugins.write_session_protocol:prompt_for_done",
+       "in strict mode the idle prompt still asks for a bare DONE, which is content there",
+       ('    if lifecycle.settings.get("strict_done"):\n'
+        '        text = text.replace("with DONE", f"with {line}")\n', ""))
 
 
 # SR: the session protocol and recovery ---------------------------------------------------

@@ -671,7 +671,8 @@ def not_asked_for_corrections(orion_world: World) -> None:
 @then(parsers.re(rf"the prompt contains {TEXT}"))
 def prompt_contains(orion_world: World, text: str) -> None:
     newest = _latest_request(orion_world).newest_orion_message or ""
-    assert unescape(text) in newest, f"{unescape(text)!r} not in {newest!r}"
+    wanted = _with_session_id(orion_world, unescape(text))
+    assert wanted in newest, f"{wanted!r} not in {newest!r}"
 
 
 @then(parsers.re(rf"the prompt does not contain {TEXT}"))
