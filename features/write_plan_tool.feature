@@ -209,6 +209,17 @@ Feature: Every write is a plan that Orion checks, then carries out
     Then the tool call is refused with a message containing "must be on a later line than start_marker"
     And "notes.md" is unchanged
 
+  @safety @WP-6
+  Scenario: Markers on one line are refused: there is no block between them
+    Given the workspace has a file "notes.md" containing:
+      """
+      <!-- begin --> <!-- end -->
+      text
+      """
+    When the model begins to replace the block of "notes.md" between "<!-- begin -->" and "<!-- end -->"
+    Then the tool call is refused with a message containing "must be on a later line than start_marker"
+    And no write session is open
+
   @WP-7
   Scenario: Replace all replaces every occurrence of the search text
     Given the workspace has a file "settings.toml" containing:

@@ -455,6 +455,12 @@ Feature: Large files are written through a write session
     Then the tool call is refused with a message containing "WritePlanTool_begin"
     And "docs/big.md" does not exist
 
+  @tools @review @WP-15
+  Scenario: The limit of a small edit is in bytes, not in characters
+    When the model calls "WritePlanTool_execute" to create "docs/big.md" with 5000 bytes of accented content
+    Then the tool call is refused with a message containing "the content is 5000 bytes"
+    And "docs/big.md" does not exist
+
   @trace @review @WS-12 @WS-13
   Scenario: Traces are JSON and never hold the content
     When the model streams 120 lines to "docs/guide.md" and is cut off with finish reason "length"

@@ -456,6 +456,10 @@ mutant("block_starts_after_the_marker_text", "WP-6", APPLY,
        ("first = _line_end(body, start.positions[0] + len(start.needle) - 1)",
         "first = start.positions[0] + len(start.needle)"))
 
+mutant("markers_on_one_line_accepted", "WP-6", "orion.write_session.plan:match_plan",
+       "an end marker on the start marker's own line is accepted (< for <=)",
+       ("if end_line <= start_line:", "if end_line < start_line:"))
+
 mutant("missing_search_text_accepted", "WP-7", "orion.write_session.plan:match_plan",
        "a search text that does not occur is accepted (only markers are counted)",
        ("if (marker and count != 1) or count == 0:", "if marker and count != 1:"))
@@ -511,6 +515,11 @@ mutant("small_edit_not_validated", "WP-15", "orion_plugins.write_sessions:execut
        "a small edit is written without the validators (it is small)",
        ("    issues = validate_write(runtime.plugins, checked, content)\n",
         "    issues = []\n"))
+
+
+mutant("small_edit_limit_in_characters", "WP-15", "orion_plugins.write_sessions:execute_small",
+       "the limit of a small edit is counted in characters, not bytes",
+       ("    if len(content) > EXECUTE_MAX_CONTENT:\n", "    if len(args.content) > EXECUTE_MAX_CONTENT:\n"))
 
 
 # WS: the write session controller ---------------------------------------------------------
