@@ -430,7 +430,8 @@ def small_edits_unchecked(p: Patcher) -> None:
 mutant("markers_checked_only_at_the_write", "WP-1", CHECK_PLAN,
        "the markers of a plan are not checked at begin, only when the file is written",
        ("    if OPERATION_FIELDS[op]:\n        match_plan(plan, split_bom(data)[1], relative)\n",
-        ""))
+        ""),
+       keyword="more_than_once")
 
 mutant("create_makes_one_missing_directory", "WP-2", CHECK_PLAN,
        "create accepts one missing parent directory, not several ('if' for 'while')",
@@ -458,7 +459,8 @@ mutant("block_starts_after_the_marker_text", "WP-6", APPLY,
 
 mutant("markers_on_one_line_accepted", "WP-6", "orion.write_session.plan:match_plan",
        "an end marker on the start marker's own line is accepted (< for <=)",
-       ("if end_line <= start_line:", "if end_line < start_line:"))
+       ("if end_line <= start_line:", "if end_line < start_line:"),
+       keyword="on_one_line")
 
 mutant("missing_search_text_accepted", "WP-7", "orion.write_session.plan:match_plan",
        "a search text that does not occur is accepted (only markers are counted)",
@@ -470,9 +472,11 @@ mutant("overwrite_of_a_missing_file_passes", "WP-8", CHECK_PLAN,
         "    if info is None and op is not Operation.OVERWRITE:\n"
         "        raise PlanRejected(f\"{shown} does not exist;"))
 
+
 @variant("WP-9", "orion.write_session.plan:FIELD_OPERATION",
          "an optional field (marker_regex) is left out of the table of which operation a field "
-         "belongs to, so another operation's plan takes it silently", partial=True)
+         "belongs to, so another operation's plan takes it silently", keyword="marker_regex",
+         partial=True)
 def optional_fields_belong_nowhere(p: Patcher) -> None:
     from orion.write_session.plan import OPERATION_FIELDS
 
@@ -483,7 +487,8 @@ def optional_fields_belong_nowhere(p: Patcher) -> None:
 mutant("nested_git_directory_writable", "WP-10", CHECK_PLAN,
        "only the workspace's top .git directory is refused, not a nested one",
        ('if ".git" in target.relative_to(root).parts:',
-        'if target.relative_to(root).parts[:1] == (".git",):'))
+        'if target.relative_to(root).parts[:1] == (".git",):'),
+       keyword="vendor")
 
 mutant("plan_not_checked_again", "WP-11", "orion.write_session.operations:execute",
        "the plan is not checked again at the write (only the file's bytes are compared)",
@@ -514,12 +519,15 @@ def intent_traced_as_a_label(p: Patcher) -> None:
 mutant("small_edit_not_validated", "WP-15", "orion_plugins.write_sessions:execute_small",
        "a small edit is written without the validators (it is small)",
        ("    issues = validate_write(runtime.plugins, checked, content)\n",
-        "    issues = []\n"))
+        "    issues = []\n"),
+       keyword="same_validation")
 
 
 mutant("small_edit_limit_in_characters", "WP-15", "orion_plugins.write_sessions:execute_small",
        "the limit of a small edit is counted in characters, not bytes",
-       ("    if len(content) > EXECUTE_MAX_CONTENT:\n", "    if len(args.content) > EXECUTE_MAX_CONTENT:\n"))
+       ("    if len(content) > EXECUTE_MAX_CONTENT:\n",
+        "    if len(args.content) > EXECUTE_MAX_CONTENT:\n"),
+       keyword="in_bytes")
 
 
 # WS: the write session controller ---------------------------------------------------------
@@ -721,39 +729,49 @@ mutant("begin_takes_the_small_edit_arguments", "WS-1", REGISTER_TOOLS,
 mutant("empty_arguments_read_as_none", "WS-2", "orion.tools.arguments:parse_arguments",
        "an empty arguments string is read as {} (as for a tool without arguments)",
        ("        if not _required(spec.args_model):\n",
-        '        if raw == "" or not _required(spec.args_model):\n'))
+        '        if raw == "" or not _required(spec.args_model):\n'),
+       keyword="empty_toolcall")
 
 mutant("instruction_names_a_bare_done", "WS-3", "orion.write_session.manager:instruction",
        "begin tells the model to end with DONE even when strict mode asks for DONE <id>",
-       ('f"{terminator}. Everything you write', '"DONE. Everything you write'))
+       ('f"{terminator}. Everything you write', '"DONE. Everything you write'),
+       keyword="strict_mode")
 
 mutant("tool_calls_counted_only_beside_text", "WS-4",
        "orion_plugins.write_sessions:WriteSessionSystem.run",
        "a message with only tool calls is taken for an empty message (a pause of the session): "
        "its tool calls count only when it has text too",
        ("tool_calls=bool(turn.tool_calls))",
-        "tool_calls=bool(turn.tool_calls and message is not None and message.content))"))
+        "tool_calls=bool(turn.tool_calls and message is not None and message.content))"),
+       keyword="only_tool_calls")
 
-mutant("three_backticks_not_a_fence", "WS-6", "orion.write_session.protocol:EndMarker._advance_fence",
+mutant("three_backticks_not_a_fence", "WS-6",
+       "orion.write_session.protocol:EndMarker._advance_fence",
        "a fence needs more than three backticks (off by one): DONE in a ``` block ends it",
        ("        if self._frun < self._fence_rule()[1]:\n",
         "        if self._frun <= self._fence_rule()[1]:\n"))
 
-mutant("tilde_fences_ignored", "WS-6", "orion.write_session.protocol:EndMarker._advance_fence",
+mutant("tilde_fences_ignored", "WS-6",
+       "orion.write_session.protocol:EndMarker._advance_fence",
        "only backtick fences are tracked: a DONE line in a ~~~ block ends the content",
-       ('if c != "`" and c != "~" or (char and c != char):', 'if c != "`" or (char and c != char):'))
+       ('if c != "`" and c != "~" or (char and c != char):',
+        'if c != "`" or (char and c != char):'),
+       keyword="tildes")
 
 mutant("asked_flag_kept_after_the_reply", "WS-7",
        "orion.write_session.message_end:MessageEnds.end_message",
-       "the end of a reply does not clear 'asked': after an empty reply no prompt comes again",
+       "the end of a message does not clear 'asked' (set by a prompt): a later pause gets no "
+       "idle prompt",
        ('    self.lifecycle.context["asked"] = False  # the reply to a prompt (if any) has '
-        'ended\n', ""))
+        'ended\n', ""),
+       keyword="every_pause")
 
 mutant("yaml_hides_the_environment", "WS-8", "orion.statechart.settings:resolve",
        "a value in orion.yaml hides WRITE_SESSION_IDLE_MS (the environment is read only "
        "when orion.yaml says nothing)",
        ("            if env is not None and var in env:\n",
-        "            if env is not None and var in env and name not in overrides:\n"))
+        "            if env is not None and var in env and name not in overrides:\n"),
+       keyword="wins_over")
 
 mutant("finalized_before_done_is_sent", "WS-9",
        "orion.write_session.message_end:MessageEnds._next_step",
@@ -764,16 +782,19 @@ mutant("finalized_before_done_is_sent", "WS-9",
 mutant("edits_not_validated", "WS-10", "orion.write_session.edit_validation:validate_write",
        "an edit (append, insert, ...) is written without validation; only create and "
        "overwrite are checked",
-       ("    target = checked.target\n", "    return []\n"))
+       ("    target = checked.target\n", "    return []\n"),
+       keyword="an_edit_is_checked")
 
 mutant("one_correction_round_too_many", "WS-11",
        "orion_plugins.write_session_protocol:corrections_left",
        "a fourth correction round is asked for (<= for <)",
-       ('< lifecycle.settings["max_corrections"]', '<= lifecycle.settings["max_corrections"]'))
+       ('< lifecycle.settings["max_corrections"]', '<= lifecycle.settings["max_corrections"]'),
+       keyword="after_3_correction_rounds")
 
 mutant("infinity_stored_raw", "WS-12", "orion.trace.encoding:_float",
        "the float check catches NaN only: infinities are stored raw",
-       ("    if v - v == 0.0:\n", "    if v == v:\n"))
+       ("    if v - v == 0.0:\n", "    if v == v:\n"),
+       keyword="values_json_cannot_hold")
 
 mutant("continuing_notice_quotes_the_last_line", "WS-13",
        "orion.write_session.message_end:MessageEnds._truncated",
@@ -785,7 +806,6 @@ mutant("strict_marker_built_for_a_bare_done", "WS-14",
        "the end marker is built for a bare DONE, whatever strict mode says",
        ("    self.marker = EndMarker(self.terminator)\n",
         '    self.marker = EndMarker("DONE")\n'))
-
 
 mutant("strict_idle_prompt_asks_for_a_bare_done", "WS-14",
        "orion_plugins.write_session_protocol:prompt_for_done",
