@@ -126,7 +126,7 @@ Feature: Every write is a plan that Orion checks, then carries out
     And no write session is open
     And "app.py" is unchanged
 
-  @safety @WP-5
+  @safety @WP-1 @WP-5
   Scenario: A marker that occurs more than once is refused before any damage
     Given the workspace has a file "notes.md" containing:
       """
@@ -159,14 +159,20 @@ Feature: Every write is a plan that Orion checks, then carries out
     And no write session is open
 
   @WP-9
-  Scenario: An answer that belongs to another operation is refused
+  Scenario Outline: An answer that belongs to another operation is refused ("<field>")
     Given the workspace has a file "notes.md" with 3 lines
     When the model calls "WritePlanTool_begin" with the arguments:
       | intent      | add a line |
       | target_file | notes.md |
       | operation   | append |
-      | search      | x |
-    Then the tool call is refused with a message containing "search belongs to operation 'replace_all'"
+      | <field>     | <value> |
+    Then the tool call is refused with a message containing "<field> belongs to operation '<owner>'"
+    And no write session is open
+
+    Examples:
+      | field        | value | owner        |
+      | search       | x     | replace_all  |
+      | marker_regex | true  | insert       |
 
   @WP-6
   Scenario: Replace block replaces the lines between the two marker lines; the marker lines stay
@@ -202,6 +208,17 @@ Feature: Every write is a plan that Orion checks, then carries out
     When the model begins to replace the block of "notes.md" between "START" and "END"
     Then the tool call is refused with a message containing "must be on a later line than start_marker"
     And "notes.md" is unchanged
+
+  @safety @WP-6
+  Scenario: Markers on one line are refused: there is no block between them
+    Given the workspace has a file "notes.md" containing:
+      """
+      <!-- begin --> <!-- end -->
+      text
+      """
+    When the model begins to replace the block of "notes.md" between "<!-- begin -->" and "<!-- end -->"
+    Then the tool call is refused with a message containing "must be on a later line than start_marker"
+    And no write session is open
 
   @WP-7
   Scenario: Replace all replaces every occurrence of the search text
@@ -250,6 +267,7 @@ Feature: Every write is a plan that Orion checks, then carries out
       | ../outside/keep.txt   | Give a path inside the workspace |
       | /tmp/orion-escape.txt | Give a path inside the workspace |
       | .git/config           | inside a .git directory          |
+      | vendor/lib/.git/HEAD  | inside a .git directory          |
       | .orion/orion.db       | inside Orion's state directory   |
 
   @safety @WP-10
@@ -294,7 +312,7 @@ Feature: Every write is a plan that Orion checks, then carries out
     And the user changes "notes.md" to "# Notes\n"
     And 2000 ms pass
     And the model replies "DONE"
-    Then the model is told "Could not write notes.md"
+    Then the model is told "Could not write notes.md: location_marker '## Todo' occurs 0 times in notes.md"
     And the write session of "notes.md" is "failed"
     And the content of "notes.md" is "# Notes\n"
 
@@ -306,7 +324,7 @@ Feature: Every write is a plan that Orion checks, then carries out
     And the user replaces "notes.md" with a binary file
     And 2000 ms pass
     And the model replies "DONE"
-    Then the model is told "Could not write notes.md"
+    Then the model is told "Could not write notes.md: notes.md is a binary file"
     And the write session of "notes.md" is "failed"
     And "notes.md" is unchanged
 
@@ -360,6 +378,17 @@ Feature: Every write is a plan that Orion checks, then carries out
       | content     | x\n |
     Then the tool call is refused with a message containing "already exists"
     And "docs/a.md" is unchanged
+
+  @tools @WP-15
+  Scenario: Small edits go through the same validation
+    When the model calls "WritePlanTool_execute" with the arguments:
+      | intent      | a package file |
+      | target_file | package.json |
+      | operation   | create |
+      | content     | {"name": "orion",}\n |
+    Then the tool call is refused with a message containing "nothing was written"
+    And the tool call is refused with a message containing "JSON"
+    And "package.json" does not exist
 
   @commands @WP-13
   Scenario: A write can be undone while the file is as the session left it

@@ -16,6 +16,13 @@ Feature: Large files are written through a write session
     And "docs/guide.md" does not exist
     And no write session directory is left
 
+  @tools @context @WS-2
+  Scenario: Empty tool-call arguments are refused as invalid JSON, never run as no arguments
+    When the model calls "WritePlanTool_begin" with the raw arguments ''
+    Then the tool call is refused as "invalid_json"
+    And the tool call is refused with a message containing "are empty"
+    And no write session is open
+
   @trace @context @WS-12
   Scenario: Trace events stay JSON even when a tool call fails
     Given the workspace has a file "docs/a.md" with 3 lines
@@ -216,6 +223,12 @@ Feature: Large files are written through a write session
     And "docs/wrapped.md" does not contain "DONE"
     And no write session is open
 
+  @protocol @fences @WS-6
+  Scenario: A fence of tildes keeps its DONE line too
+    When the model begins to create "docs/protocol.md"
+    And the model replies "End the content with this line:\n~~~\nDONE\n~~~\nThat is all.\nDONE\n"
+    Then the content of "docs/protocol.md" is "End the content with this line:\n~~~\nDONE\n~~~\nThat is all.\n"
+
   @protocol @idle @WS-7
   Scenario: A message without DONE gets the idle prompt after 2000 ms and not before
     When the model streams 250 lines to "docs/guide.md" without DONE
@@ -324,6 +337,15 @@ Feature: Large files are written through a write session
     And the prompt contains "L2: bad \\x00 one"
     And the prompt contains "L4: bad \\x07 two"
 
+  @validation @WS-10
+  Scenario: An edit is checked too, as the file it makes, before the file is touched
+    Given the workspace has a file "notes.txt" with 3 lines
+    When the model begins to append "notes.txt"
+    And the model replies "bad \x00 byte\nDONE\n"
+    Then the model is asked for corrections of line 1
+    And the prompt contains "L1: bad \\x00 byte"
+    And "notes.txt" is unchanged
+
   @validation @WS-11
   Scenario: A correction round that fixes the lines writes the file once
     When the model writes "ok\nbad \x00 one" to "notes.txt"
@@ -373,6 +395,16 @@ Feature: Large files are written through a write session
     When 1 ms passes
     Then the model is asked to reply DONE
 
+  @config @idle @WS-8
+  Scenario: WRITE_SESSION_IDLE_MS wins over idle_ms in orion.yaml
+    Given the "write_session" setting "idle_ms" is 3000
+    And the environment variable "WRITE_SESSION_IDLE_MS" is "500"
+    When the model streams 10 lines to "docs/guide.md" without DONE
+    And 499 ms pass
+    Then the model is not asked anything
+    When 1 ms passes
+    Then the model is asked to reply DONE
+
   # -- Non-goals, XML, strict mode -------------------------------------------------------------
 
   @protocol @non_goals @WS-14
@@ -387,7 +419,7 @@ Feature: Large files are written through a write session
     And the model is asked 2 times
     And the prompt contains "session_id"
 
-  @protocol @strict @WS-14
+  @protocol @strict @WS-3 @WS-14
   Scenario: With strict mode a bare DONE is content and only DONE with the session id ends it
     Given the "write_session" setting "strict_done" is true
     When the model begins to create "docs/checklist.md"
@@ -395,7 +427,8 @@ Feature: Large files are written through a write session
     When the model replies "- [x] step one\nDONE\n- [ ] step two\n"
     Then a write session is open for "docs/checklist.md"
     When 2000 ms pass
-    And the model replies "DONE <session>"
+    Then the prompt contains "reply with DONE <session> on its own line"
+    When the model replies "DONE <session>"
     Then the content of "docs/checklist.md" is "- [x] step one\nDONE\n- [ ] step two\n"
 
   # -- Persistence, implementation plan, traces ----------------------------------------------
@@ -420,6 +453,12 @@ Feature: Large files are written through a write session
   Scenario: Content larger than a small edit is refused in tool-call JSON and pointed to the begin call
     When the model calls "WritePlanTool_execute" to create "docs/big.md" with 5000 bytes of content
     Then the tool call is refused with a message containing "WritePlanTool_begin"
+    And "docs/big.md" does not exist
+
+  @tools @review @WP-15
+  Scenario: The limit of a small edit is in bytes, not in characters
+    When the model calls "WritePlanTool_execute" to create "docs/big.md" with 5000 bytes of accented content
+    Then the tool call is refused with a message containing "the content is 5000 bytes"
     And "docs/big.md" does not exist
 
   @trace @review @WS-12 @WS-13

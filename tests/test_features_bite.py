@@ -425,6 +425,111 @@ def small_edits_unchecked(p: Patcher) -> None:
     p.replace("orion_plugins.write_sessions:execute_small", execute_small)
 
 
+# Partial breaks of the write plan's rules, the way a plausible bug would break them.
+
+mutant("markers_checked_only_at_the_write", "WP-1", CHECK_PLAN,
+       "the markers of a plan are not checked at begin, only when the file is written",
+       ("    if OPERATION_FIELDS[op]:\n        match_plan(plan, split_bom(data)[1], relative)\n",
+        ""),
+       keyword="more_than_once")
+
+mutant("create_makes_one_missing_directory", "WP-2", CHECK_PLAN,
+       "create accepts one missing parent directory, not several ('if' for 'while')",
+       ("        while not parent.exists():\n", "        if not parent.exists():\n"))
+
+mutant("one_line_file_appended_on_its_line", "WP-3", APPLY,
+       "append adds the missing line break only to a file of several lines",
+       ('gap = eol if body and not body.endswith(b"\\n") else b""',
+        'gap = eol if b"\\n" in body and not body.endswith(b"\\n") else b""'))
+
+mutant("overwrite_keeps_the_old_tail", "WP-4", APPLY,
+       "overwrite writes over the old content without truncating it: a shorter content "
+       "leaves the old file's tail behind",
+       ("        return bom + content\n",
+        "        return bom + content + body[len(content):]\n"))
+
+mutant("insert_before_splices_mid_line", "WP-5", APPLY,
+       "insert before puts the content where the marker starts, not at the start of its line",
+       ("            start = _line_start(body, at)\n", "            start = at\n"))
+
+mutant("block_starts_after_the_marker_text", "WP-6", APPLY,
+       "replace_block starts the block right after the start marker's text, not after its line",
+       ("first = _line_end(body, start.positions[0] + len(start.needle) - 1)",
+        "first = start.positions[0] + len(start.needle)"))
+
+mutant("markers_on_one_line_accepted", "WP-6", "orion.write_session.plan:match_plan",
+       "an end marker on the start marker's own line is accepted (< for <=)",
+       ("if end_line <= start_line:", "if end_line < start_line:"),
+       keyword="on_one_line")
+
+mutant("missing_search_text_accepted", "WP-7", "orion.write_session.plan:match_plan",
+       "a search text that does not occur is accepted (only markers are counted)",
+       ("if (marker and count != 1) or count == 0:", "if marker and count != 1:"))
+
+mutant("overwrite_of_a_missing_file_passes", "WP-8", CHECK_PLAN,
+       "overwrite of a missing file is not refused as missing at begin",
+       ("    if info is None:\n        raise PlanRejected(f\"{shown} does not exist;",
+        "    if info is None and op is not Operation.OVERWRITE:\n"
+        "        raise PlanRejected(f\"{shown} does not exist;"))
+
+
+@variant("WP-9", "orion.write_session.plan:FIELD_OPERATION",
+         "an optional field (marker_regex) is left out of the table of which operation a field "
+         "belongs to, so another operation's plan takes it silently", keyword="marker_regex",
+         partial=True)
+def optional_fields_belong_nowhere(p: Patcher) -> None:
+    from orion.write_session.plan import OPERATION_FIELDS
+
+    p.replace_in(("orion.write_session.plan",), "FIELD_OPERATION", {
+        name: op for op, names in OPERATION_FIELDS.items() for name in names})
+
+
+mutant("nested_git_directory_writable", "WP-10", CHECK_PLAN,
+       "only the workspace's top .git directory is refused, not a nested one",
+       ('if ".git" in target.relative_to(root).parts:',
+        'if target.relative_to(root).parts[:1] == (".git",):'),
+       keyword="vendor")
+
+mutant("plan_not_checked_again", "WP-11", "orion.write_session.operations:execute",
+       "the plan is not checked again at the write (only the file's bytes are compared)",
+       ("    checked = recheck(checked)\n", ""))
+
+mutant("temp_file_kept_after_a_full_disk", "WP-12", "orion.confined:Parent.replace",
+       "the temp file is removed only when the write was refused, not on a full disk",
+       ("    except BaseException:\n        try:\n            os.unlink(temp",
+        "    except PermissionError:\n        try:\n            os.unlink(temp"))
+
+mutant("append_report_counts_the_file", "WP-13", "orion.write_session.operations:describe",
+       "the report of an append counts the lines of the whole file, not those appended",
+       ('text = f"Appended {_lines(count_lines(content))} to {relative}"',
+        'text = f"Appended {_lines(count_lines(after))} to {relative}"'))
+
+
+@variant("WP-14", "orion.trace.content:SUFFIXES",
+         "an intent is taken for a short label and traced as it is, not by length and sha256",
+         partial=True)
+def intent_traced_as_a_label(p: Patcher) -> None:
+    from orion.trace.content import LABEL, shape_of
+
+    p.set_item("orion.trace.content:SUFFIXES", "intent", LABEL)
+    shape_of.cache_clear()
+    p._undo.append(shape_of.cache_clear)  # runs after the table is put back
+
+
+mutant("small_edit_not_validated", "WP-15", "orion_plugins.write_sessions:execute_small",
+       "a small edit is written without the validators (it is small)",
+       ("    issues = validate_write(runtime.plugins, checked, content)\n",
+        "    issues = []\n"),
+       keyword="same_validation")
+
+
+mutant("small_edit_limit_in_characters", "WP-15", "orion_plugins.write_sessions:execute_small",
+       "the limit of a small edit is counted in characters, not bytes",
+       ("    if len(content) > EXECUTE_MAX_CONTENT:\n",
+        "    if len(args.content) > EXECUTE_MAX_CONTENT:\n"),
+       keyword="in_bytes")
+
+
 # WS: the write session controller ---------------------------------------------------------
 
 REGISTER_TOOLS = "orion_plugins.write_sessions:register_tools"
@@ -611,6 +716,102 @@ def content_printed(p: Patcher) -> None:
 def strict_mode_ignored(p: Patcher) -> None:
     p.wrap("orion.write_session.session:WriteSession.terminator",
            lambda original: (lambda self: "DONE"))
+
+
+# Partial breaks of the write session controller's rules.
+
+mutant("begin_takes_the_small_edit_arguments", "WS-1", REGISTER_TOOLS,
+       "WritePlanTool_begin is registered with the arguments of WritePlanTool_execute "
+       "(content included)",
+       ('ToolSpec("WritePlanTool_begin", BEGIN_DESCRIPTION, BeginArgs, begin)',
+        'ToolSpec("WritePlanTool_begin", BEGIN_DESCRIPTION, ExecuteArgs, begin)'))
+
+mutant("empty_arguments_read_as_none", "WS-2", "orion.tools.arguments:parse_arguments",
+       "an empty arguments string is read as {} (as for a tool without arguments)",
+       ("        if not _required(spec.args_model):\n",
+        '        if raw == "" or not _required(spec.args_model):\n'),
+       keyword="empty_toolcall")
+
+mutant("instruction_names_a_bare_done", "WS-3", "orion.write_session.manager:instruction",
+       "begin tells the model to end with DONE even when strict mode asks for DONE <id>",
+       ('f"{terminator}. Everything you write', '"DONE. Everything you write'),
+       keyword="strict_mode")
+
+mutant("tool_calls_counted_only_beside_text", "WS-4",
+       "orion_plugins.write_sessions:WriteSessionSystem.run",
+       "a message with only tool calls is taken for an empty message (a pause of the session): "
+       "its tool calls count only when it has text too",
+       ("tool_calls=bool(turn.tool_calls))",
+        "tool_calls=bool(turn.tool_calls and message is not None and message.content))"),
+       keyword="only_tool_calls")
+
+mutant("three_backticks_not_a_fence", "WS-6",
+       "orion.write_session.protocol:EndMarker._advance_fence",
+       "a fence needs more than three backticks (off by one): DONE in a ``` block ends it",
+       ("        if self._frun < self._fence_rule()[1]:\n",
+        "        if self._frun <= self._fence_rule()[1]:\n"))
+
+mutant("tilde_fences_ignored", "WS-6",
+       "orion.write_session.protocol:EndMarker._advance_fence",
+       "only backtick fences are tracked: a DONE line in a ~~~ block ends the content",
+       ('if c != "`" and c != "~" or (char and c != char):',
+        'if c != "`" or (char and c != char):'),
+       keyword="tildes")
+
+mutant("asked_flag_kept_after_the_reply", "WS-7",
+       "orion.write_session.message_end:MessageEnds.end_message",
+       "the end of a message does not clear 'asked' (set by a prompt): a later pause gets no "
+       "idle prompt",
+       ('    self.lifecycle.context["asked"] = False  # the reply to a prompt (if any) has '
+        'ended\n', ""),
+       keyword="every_pause")
+
+mutant("yaml_hides_the_environment", "WS-8", "orion.statechart.settings:resolve",
+       "a value in orion.yaml hides WRITE_SESSION_IDLE_MS (the environment is read only "
+       "when orion.yaml says nothing)",
+       ("            if env is not None and var in env:\n",
+        "            if env is not None and var in env and name not in overrides:\n"),
+       keyword="wins_over")
+
+mutant("finalized_before_done_is_sent", "WS-9",
+       "orion.write_session.message_end:MessageEnds._next_step",
+       "DONE finalizes the content before the statechart is told (wrong order)",
+       ('        self._trigger("done")\n        self.finalize()\n',
+        '        self.finalize()\n        self._trigger("done")\n'))
+
+mutant("edits_not_validated", "WS-10", "orion.write_session.edit_validation:validate_write",
+       "an edit (append, insert, ...) is written without validation; only create and "
+       "overwrite are checked",
+       ("    target = checked.target\n", "    return []\n"),
+       keyword="an_edit_is_checked")
+
+mutant("one_correction_round_too_many", "WS-11",
+       "orion_plugins.write_session_protocol:corrections_left",
+       "a fourth correction round is asked for (<= for <)",
+       ('< lifecycle.settings["max_corrections"]', '<= lifecycle.settings["max_corrections"]'),
+       keyword="after_3_correction_rounds")
+
+mutant("infinity_stored_raw", "WS-12", "orion.trace.encoding:_float",
+       "the float check catches NaN only: infinities are stored raw",
+       ("    if v - v == 0.0:\n", "    if v == v:\n"),
+       keyword="values_json_cannot_hold")
+
+mutant("continuing_notice_quotes_the_last_line", "WS-13",
+       "orion.write_session.message_end:MessageEnds._truncated",
+       "the notice of a continuation quotes the last line received",
+       ('({lines} lines), "', '({lines} lines, the last: {self._quote().lines[-1:]}), "'))
+
+mutant("strict_marker_built_for_a_bare_done", "WS-14",
+       "orion.write_session.session:WriteSession.__init__",
+       "the end marker is built for a bare DONE, whatever strict mode says",
+       ("    self.marker = EndMarker(self.terminator)\n",
+        '    self.marker = EndMarker("DONE")\n'))
+
+mutant("strict_idle_prompt_asks_for_a_bare_done", "WS-14",
+       "orion_plugins.write_session_protocol:prompt_for_done",
+       "in strict mode the idle prompt still asks for a bare DONE, which is content there",
+       ('    if lifecycle.settings.get("strict_done"):\n'
+        '        text = text.replace("with DONE", f"with {line}")\n', ""))
 
 
 # SR: the session protocol and recovery ---------------------------------------------------

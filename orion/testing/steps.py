@@ -432,10 +432,12 @@ def model_calls_tool_raw(orion_world: World, tool: str, raw: str) -> None:
 
 
 @step(parsers.re(rf'the model calls "WritePlanTool_execute" to create {PATH} with {COUNT} '
-                 r"bytes of content"), converters=INT)
-def model_calls_execute_with_size(orion_world: World, path: str, count: int) -> None:
-    line = "x" * 63 + "\n"
-    content = (line * (count // 64 + 1))[:count]
+                 r"bytes of (?P<accented>accented )?content"), converters=INT)
+def model_calls_execute_with_size(orion_world: World, path: str, count: int,
+                                  accented: str | None) -> None:
+    # Accented: lines of two-byte characters, so the bytes outnumber the characters.
+    line = ("\u00e9" * 31 + "x" if accented else "x" * 63) + "\n"
+    content = line * (count // 64) + "x" * (count % 64)
     _call(orion_world, {"name": "WritePlanTool_execute", "arguments": {
         "intent": f"create {path}", "target_file": path, "operation": "create",
         "content": content}})
@@ -671,7 +673,8 @@ def not_asked_for_corrections(orion_world: World) -> None:
 @then(parsers.re(rf"the prompt contains {TEXT}"))
 def prompt_contains(orion_world: World, text: str) -> None:
     newest = _latest_request(orion_world).newest_orion_message or ""
-    assert unescape(text) in newest, f"{unescape(text)!r} not in {newest!r}"
+    wanted = _with_session_id(orion_world, unescape(text))
+    assert wanted in newest, f"{wanted!r} not in {newest!r}"
 
 
 @then(parsers.re(rf"the prompt does not contain {TEXT}"))
