@@ -494,7 +494,7 @@ mutant("plan_not_checked_again", "WP-11", "orion.write_session.operations:execut
        "the plan is not checked again at the write (only the file's bytes are compared)",
        ("    checked = recheck(checked)\n", ""))
 
-mutant("temp_file_kept_after_a_full_disk", "WP-12", "orion.confined:Parent.replace",
+mutant("temp_file_kept_after_a_full_disk", "WP-12", "orion.workspace.confined:Parent.replace",
        "the temp file is removed only when the write was refused, not on a full disk",
        ("    except BaseException:\n        try:\n            os.unlink(temp",
         "    except PermissionError:\n        try:\n            os.unlink(temp"))
