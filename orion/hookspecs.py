@@ -259,6 +259,15 @@ def store_traces(events: Sequence[TraceEvent], blobs: Mapping[str, str], state_d
     runtime: failures are isolated (this is an observer hook)."""
 
 
+@hookspec
+def close_traces(state_dir: Path) -> None:
+    """A runtime stored its last traces (after the final ``store_traces`` of its close): a
+    store releases what it holds for ``state_dir`` (a connection, a file), and opens it again
+    if traces come later. Without it, a process that runs many runtimes (a test suite, a
+    service) would keep every workspace's store open. An observer hook: failures are
+    isolated."""
+
+
 # ---------------------------------------------------------------------------------------------
 # Tool gating
 

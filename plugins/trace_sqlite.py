@@ -1,6 +1,7 @@
 """The default trace store: ``<state dir>/orion.db``, through sqlite-utils.
 
-One store per state directory, opened on first use and kept for the process. The store never
+One store per state directory, opened on first use and closed when the runtime that used it
+has stored its last traces (``close_traces``); traces that come later open it again. The store never
 raises for database problems (locked, full, read-only): it retries, then drops the batch and
 counts it, which ``orion traces stats`` shows.
 """
@@ -42,3 +43,14 @@ def store_for(state_dir: Path) -> TraceStore:
 def store_traces(events: Sequence[TraceEvent], blobs: Mapping[str, str],
                  state_dir: Path) -> None:
     store_for(state_dir).write(events, blobs)
+
+
+@hookimpl
+def close_traces(state_dir: Path) -> None:
+    store = _by_dir.pop(state_dir, None)
+    if store is None:
+        return
+    for cache in (_by_dir, _stores):
+        for key in [key for key, value in cache.items() if value is store]:
+            del cache[key]
+    store.close()

@@ -4,6 +4,7 @@ failing store never fails the run."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import sqlite3
@@ -32,11 +33,11 @@ def run(tmp_path: Path, script: str, pm=None, workspace: Path | None = None):
 
 
 def rows(workspace: Path, kind: str | None = None) -> list[dict]:
-    db = sqlite3.connect(workspace / ".orion" / "orion.db")
-    db.row_factory = sqlite3.Row
-    query = "select * from trace_events" + (" where kind = ?" if kind else "") + " order by id"
-    return [dict(r) | {"attributes": json.loads(r["attributes"])}
-            for r in db.execute(query, (kind,) if kind else ())]
+    with contextlib.closing(sqlite3.connect(workspace / ".orion" / "orion.db")) as db:
+        db.row_factory = sqlite3.Row
+        query = "select * from trace_events" + (" where kind = ?" if kind else "") + " order by id"
+        return [dict(r) | {"attributes": json.loads(r["attributes"])}
+                for r in db.execute(query, (kind,) if kind else ())]
 
 
 class Policy:
@@ -201,3 +202,41 @@ def test_orion_traces_without_a_database_says_so(tmp_path):
     assert result.exit_code == 0
     assert "no traces yet" in result.output
     assert not (tmp_path / ".orion").exists()
+
+
+def _open_databases(workspace: Path) -> list[str]:
+    """The files of ``workspace``'s state directory this process holds open."""
+    held = []
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = (Path("/proc/self/fd") / fd.name).readlink()
+        except OSError:
+            continue
+        if str(target).startswith(str(workspace.resolve())):
+            held.append(target.name)
+    return held
+
+
+def test_a_closed_runtime_leaves_its_trace_database_closed(tmp_path):
+    """A process that runs many runtimes (a test suite, a service) keeps no workspace's
+    orion.db open once its runtime closed; traces that come later open it again."""
+    if not Path("/proc/self/fd").is_dir():
+        import pytest
+        pytest.skip("needs /proc to list this process's open files")
+    script = """\
+        conversation:
+          - user: Hello.
+          - model: {text: Hi.}
+        """
+    workspaces = []
+    for n in range(3):
+        (tmp_path / f"run{n}").mkdir()
+        played, workspace = run(tmp_path / f"run{n}", script)
+        assert played.ok, played.errors
+        assert rows(workspace, "model_request"), "the run's traces were stored"
+        assert _open_databases(workspace) == [], _open_databases(workspace)
+        workspaces.append(workspace)
+    # The same workspace again: its store opens again and takes the new traces.
+    played, workspace = run(tmp_path / "run0", script, workspace=workspaces[0])
+    assert played.ok and len(rows(workspace, "model_request")) == 2
+    assert _open_databases(workspace) == []

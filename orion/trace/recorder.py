@@ -333,6 +333,7 @@ class Recorder:
         self._carried.clear()
         self._close_turn()
         self.flush()
+        self.plugins.hook.close_traces(state_dir=self.state_dir)
 
     def _note_plugin_failures(self) -> None:
         failures = getattr(self.plugins, "failures", None)
