@@ -763,8 +763,8 @@ def test_a_broken_overlay_fails_the_feature_run_once_with_orion_checks_findings(
 
 def test_a_broken_plugin_fails_the_feature_run_once_naming_its_file_and_line(tmp_path):
     project = team_project(tmp_path, {"team_review/plugin.py": (
-        "def build_context(request):\n    runtime = request.host",
-        "def build_context(requst):\n    runtime = requst.runtime")})
+        "def build_context(request):\n    host = request.host",
+        "def build_context(requst):\n    host = requst.host")})
     result = run_features(project)
     assert result.returncode == 1
     plugin = project / "team_review" / "plugin.py"

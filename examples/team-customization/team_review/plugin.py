@@ -83,8 +83,8 @@ def register_slash_commands(register):
 
 @hookimpl
 def build_context(request):
-    runtime = request.runtime
-    session = waiting(runtime) if runtime is not None else None
+    host = request.host
+    session = waiting(host) if host is not None else None
     if session is None:
         return None
     return ContextBlock("review", f"The content of {session.file} is complete and waits "
