@@ -753,7 +753,8 @@ mutant("keep_tool_always_advertised", "SR-1", "orion_plugins.write_sessions:gate
        ("if runtime is None or manager_for(runtime).active is None:", "if runtime is None:"),
        keyword="only_write_tools")
 
-mutant("begin_names_the_parent_directory", "SR-2", "orion.write_session.manager:SessionManager.begin",
+mutant("begin_names_the_parent_directory", "SR-2",
+       "orion.write_session.manager:SessionManager.begin",
        "begin's result names the directory that holds the sessions, not the session's own",
        ('"session_dir": str(journal.directory)', '"session_dir": str(journal.directory.parent)'),
        keyword="valid_begin_returns")
@@ -788,7 +789,8 @@ mutant("orphan_expires_at_the_hour", "SR-8", "orion.write_session.startup:_start
        "a session saved exactly an hour ago is already taken for expired",
        ("orphan.age_ms > ttl", "orphan.age_ms >= ttl"), keyword="an_hour_ago_or_less")
 
-mutant("finished_recovery_called_unfinished", "SR-9", "orion.write_session.recover:recover_finalize",
+mutant("finished_recovery_called_unfinished", "SR-9",
+       "orion.write_session.recover:recover_finalize",
        "recover --finalize warns of an unfinished content only when the model had finished",
        ("if not orphan.complete:", "if orphan.complete:"), keyword="writes_what_was_saved")
 
@@ -923,7 +925,8 @@ mutant("continuation_names_the_last_line", "AC-3",
        "the request asks to continue with the last saved line instead of the next one",
        ("with line {saved + 1}:", "with line {saved}:"))
 
-mutant("one_continuation_too_many", "AC-4", "orion_plugins.write_session_protocol:continuations_left",
+mutant("one_continuation_too_many", "AC-4",
+       "orion_plugins.write_session_protocol:continuations_left",
        "a fourth continuation is asked for",
        ('< lifecycle.settings["max_continuations"]', '<= lifecycle.settings["max_continuations"]'),
        keyword="fourth")
@@ -942,7 +945,8 @@ mutant("continuation_count_lags", "AC-8", "orion.write_session.message_end:Messa
 
 mutant("failed_write_removes_journal", "AC-9", "orion.write_session.finalize:Finalizer._failed",
        "a failed write removes the journal instead of closing it",
-       ("    self.journal.close()\n    self._detach()", "    self.journal.remove()\n    self._detach()"),
+       ("    self.journal.close()\n    self._detach()",
+        "    self.journal.remove()\n    self._detach()"),
        keyword="write_that_fails")
 
 # PM: plan mode -----------------------------------------------------------------------------
