@@ -112,7 +112,7 @@ Feature: Auto-continue after truncated output
     And the write session of "docs/long.md" is "incomplete"
     And "docs/long.md" holds the generated lines 1 to 20
 
-  @edge_case @AC-5
+  @edge_case @AC-5 @SR-3
   Scenario: A cut-off output with no content is not continued and nothing is written
     When the model begins to create "docs/empty.md"
     And the model replies "" with finish reason "length"

@@ -361,6 +361,9 @@ Feature: Write sessions survive crashes, full disks and restarts
     Then Orion reports an error containing "owned by a running process"
     And "docs/guide.md" does not exist
     And the journal of "docs/guide.md" is still there
+    When the user discards the write session of "docs/guide.md"
+    Then Orion reports an error containing "it cannot be discarded from here"
+    And the journal of "docs/guide.md" is still there
 
   # -- End to end ------------------------------------------------------------------------------
 

@@ -948,6 +948,60 @@ def two_sessions(p: Patcher) -> None:
         return begin
     p.wrap("orion.write_session.manager:SessionManager.begin", make)
 
+mutant("keep_tool_always_advertised", "SR-1", "orion_plugins.write_sessions:gate_tools",
+       "WritePlanTool_keep is advertised with no session open (the gate checks only for a "
+       "runtime)",
+       ("if runtime is None or manager_for(runtime).active is None:", "if runtime is None:"),
+       keyword="only_write_tools")
+
+mutant("begin_names_the_parent_directory", "SR-2",
+       "orion.write_session.manager:SessionManager.begin",
+       "begin's result names the directory that holds the sessions, not the session's own",
+       ('"session_dir": str(journal.directory)', '"session_dir": str(journal.directory.parent)'),
+       keyword="valid_begin_returns")
+
+mutant("abandoned_journal_kept", "SR-3", "orion.write_session.finalize:Finalizer._abandon",
+       "an abandoned session's journal is closed instead of removed",
+       ("self.journal.remove()", "self.journal.close()"), keyword="no_content")
+
+mutant("flush_lines_off_by_one", "SR-4", "orion.write_session.journal:Journal.append",
+       "the journal reaches the disk after 51 lines, not 50",
+       ("self._pending_lines >= self._flush_lines", "self._pending_lines > self._flush_lines"),
+       keyword="every_50_lines")
+
+mutant("flush_interval_off_by_one", "SR-4", "orion.write_session.journal:Journal.append",
+       "the journal reaches the disk only after more than 5 seconds",
+       ("if self._now_ms() - self._last_flush_ms >= self._interval",
+        "if self._now_ms() - self._last_flush_ms > self._interval"),
+       keyword="after_5_seconds")
+
+mutant("flush_writes_content_with_state_only", "SR-5", "orion.write_session.journal:Journal._flush",
+       "an automatic save resets its counters but writes the content only when the state is due",
+       ("    if self._fd is None:\n        return\n",
+        "    if self._fd is None or not (with_state or now - self._last_state_ms >= "
+        "self._interval):\n        return\n"),
+       keyword="loses_at_most")
+
+mutant("unknown_id_taken_for_ambiguous", "SR-6", "orion.write_session.orphans:pick",
+       "an id no session starts with is reported as ambiguous, without saying it is unknown",
+       ("if len(matches) > 1:", "if len(matches) != 1:"), keyword="unknown_session")
+
+mutant("orphan_expires_at_the_hour", "SR-8", "orion.write_session.startup:_startup_one",
+       "a session saved exactly an hour ago is already taken for expired",
+       ("orphan.age_ms > ttl", "orphan.age_ms >= ttl"), keyword="an_hour_ago_or_less")
+
+mutant("finished_recovery_called_unfinished", "SR-9",
+       "orion.write_session.recover:recover_finalize",
+       "recover --finalize warns of an unfinished content only when the model had finished",
+       ("if not orphan.complete:", "if orphan.complete:"), keyword="writes_what_was_saved")
+
+mutant("discard_of_a_live_session", "SR-10", "orion.write_session.orphan_commands:discard",
+       "orion sessions discard does not check whether the session's process is running",
+       ("if orphan.live:", "if False:"), keyword="never_touched")
+
+mutant("empty_session_replaced", "SR-11", "orion.write_session.manager:SessionManager.begin",
+       "a second begin is refused only once the open session has content",
+       ("if active is not None:", "if active is not None and active.journal.lines:"))
 
 # AC: auto-continue ------------------------------------------------------------------------
 
@@ -1057,6 +1111,44 @@ def failure_drops_content(p: Patcher) -> None:
         return _failed
     p.wrap("orion.write_session.finalize:Finalizer._failed", make)
 
+mutant("no_finish_reason_is_a_stop", "AC-1", "orion.models.events:normalize_finish",
+       "a stream that ends without a finish reason is taken for a clean stop",
+       ("if raw in CLEAN_FINISH:", "if raw in CLEAN_FINISH or raw is None:"),
+       keyword="without_a_finish_reason")
+
+mutant("continuation_first_character_lost", "AC-2", "orion.write_session.ingest:Ingest._take_start",
+       "the first character of a continuation is dropped",
+       ("rest = held[start.repeat:]", "rest = held[start.repeat + 1:]"),
+       keyword="appended_to_the_same_file")
+
+mutant("continuation_names_the_last_line", "AC-3",
+       "orion_plugins.write_session_protocol:request_continuation",
+       "the request asks to continue with the last saved line instead of the next one",
+       ("with line {saved + 1}:", "with line {saved}:"))
+
+mutant("one_continuation_too_many", "AC-4",
+       "orion_plugins.write_session_protocol:continuations_left",
+       "a fourth continuation is asked for",
+       ('< lifecycle.settings["max_continuations"]', '<= lifecycle.settings["max_continuations"]'),
+       keyword="fourth")
+
+mutant("white_space_continued", "AC-5", "orion_plugins.write_session_protocol:has_content",
+       "a cut-off message of only white space is continued like content",
+       ('    if payload.get("blank"):\n        return False\n', ""), keyword="white_space")
+
+mutant("restart_check_flipped", "AC-6", "orion.write_session.decision:read_start",
+       "a restart is looked for only after a line that was cut in the middle",
+       ("if at_line_start and head_complete", "if not at_line_start and head_complete"))
+
+mutant("continuation_count_lags", "AC-8", "orion.write_session.message_end:MessageEnds._truncated",
+       "each continuation is reported with the count before it",
+       ('f"continuing {n}/{limit}"', 'f"continuing {before}/{limit}"'))
+
+mutant("failed_write_removes_journal", "AC-9", "orion.write_session.finalize:Finalizer._failed",
+       "a failed write removes the journal instead of closing it",
+       ("    self.journal.close()\n    self._detach()",
+        "    self.journal.remove()\n    self._detach()"),
+       keyword="write_that_fails")
 
 # PM: plan mode -----------------------------------------------------------------------------
 
