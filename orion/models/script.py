@@ -258,7 +258,7 @@ class WaitEntry(_Entry):
 
 
 Entry = UserEntry | ModelEntry | ExpectEntry | WaitEntry
-ENTRY_TYPES: dict[str, type[_Entry]] = {
+ENTRY_TYPES: dict[str, type[Entry]] = {
     "user": UserEntry, "model": ModelEntry, "expect": ExpectEntry, "wait_ms": WaitEntry,
 }
 
