@@ -25,8 +25,8 @@ from transitions.extensions.nesting import NestedState
 from orion.statechart.model.schema import StatechartSpec
 from orion.statechart.model.tree import SEPARATOR, edges, flatten, lineage
 
-__all__ = ["DiagramMachine", "DiagramUnavailable", "diagram_machine", "label", "mermaid",
-           "picture"]
+__all__ = ["DiagramMachine", "DiagramUnavailable", "Engine", "diagram_machine", "label",
+           "mermaid", "picture"]
 
 
 #: What draws a diagram: the Mermaid text, or Graphviz for a picture.
