@@ -25,7 +25,6 @@ chart, so a step costs a dictionary lookup and a walk over the transitions it ma
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -43,6 +42,8 @@ from orion.statechart.model.events import DONE_PREFIX, matching_descriptors
 from orion.statechart.model.tree import SEPARATOR, StateNode, lineage, settle
 
 if TYPE_CHECKING:
+    from collections import OrderedDict
+
     from orion.statechart.interpreter.lifecycle import Lifecycle
 
 
@@ -85,9 +86,9 @@ def done_event(nodes: dict[str, StateNode], entered: str) -> str | None:
 # -- the transitions extension -------------------------------------------------------------------
 #
 # The overrides below take this machine's own classes where the library's take its base ones
-# (``LifecycleEventData`` for ``EventData``, ``Lifecycle`` for a model): a LifecycleMachine
-# makes every event data its states, transitions and events are handed, so mypy's
-# ``override`` errors on them are ignored, each where it is.
+# (``LifecycleEventData`` for ``EventData``, ``Lifecycle`` for a model): the only event data a
+# LifecycleMachine hands its states, transitions and events is the LifecycleEventData it made,
+# for a Lifecycle, so mypy's ``override`` error is ignored on each of those methods.
 
 class LifecycleEventData(NestedEventData):
     """One event being processed for one lifecycle (the machine is shared by all of them).
@@ -126,8 +127,8 @@ class LifecycleState(NestedState):
 
     separator = SEPARATOR  # the chart's paths; the library's default ("_") is left alone
     _name: str  # the library allows an Enum; a chart names its states
-    # Its children, which are states of the chart too (the stubs ignore the same narrowing of
-    # HierarchicalMachine.states).
+    # Its children, states of the chart too (the stubs narrow HierarchicalMachine.states from
+    # Machine's with the same ignore).
     states: OrderedDict[str, LifecycleState]  # type: ignore[assignment]
 
     def __init__(self, name: str, *, path: str, final: bool = False, initial: str | None = None,
@@ -257,8 +258,8 @@ class LifecycleMachine(HierarchicalMachine):
     state_cls: type[LifecycleState] = LifecycleState
     transition_cls: type[LifecycleTransition] = LifecycleTransition
     event_cls: type[LifecycleEvent] = LifecycleEvent
-    # Each event is made by ``event_cls`` (the stubs ignore the same narrowing of
-    # NestedState.events).
+    # Each event is made by ``event_cls`` (the stubs narrow HierarchicalMachine.events from
+    # Machine's with the same ignore).
     events: dict[str, LifecycleEvent]  # type: ignore[assignment]
 
     def __init__(self, *, name: str, states: list[LifecycleState], initial: str,
