@@ -251,15 +251,8 @@ def _plan_command(runtime: Host, args: str) -> str | None:
         return service.status()
     if action == "on":
         return service.on(title=rest.strip())
-    words = rest.split()
-    if action == "show":
-        if len(words) > 1:
-            return "/plan show takes one revision at most, e.g. /plan show 2."
-        return service.show(words[0] if words else None)
-    if action == "diff":
-        if len(words) != 2:
-            return "/plan diff takes two revisions, e.g. /plan diff 1 2."
-        return service.diff(*words)
+    if action in ("show", "diff"):
+        return _revisions_command(service, action, rest.split())
     if rest.strip():
         return f"/plan {action} takes no arguments; {USAGE}."
     try:
@@ -270,6 +263,17 @@ def _plan_command(runtime: Host, args: str) -> str | None:
     except PlanCommandError as exc:
         return str(exc)
     return f"Unknown /plan action {action!r}: {USAGE}."
+
+
+def _revisions_command(service: PlanService, action: str, words: list[str]) -> str:
+    """``/plan show [REVISION]`` and ``/plan diff A B``."""
+    if action == "show":
+        if len(words) > 1:
+            return "/plan show takes one revision at most, e.g. /plan show 2."
+        return service.show(words[0] if words else None)
+    if len(words) != 2:
+        return "/plan diff takes two revisions, e.g. /plan diff 1 2."
+    return service.diff(*words)
 
 
 @hookimpl

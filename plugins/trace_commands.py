@@ -49,16 +49,7 @@ def traces(ctx: click.Context, workspace: str, state_dir: str | None,
     ctx.obj = {"workspace": workspace, "state_dir": state_dir}
     if ctx.invoked_subcommand is not None:
         return
-    import time
-
-    from orion.trace.store import parse_since
-
-    since_ms = None
-    if since is not None:
-        try:
-            since_ms = parse_since(since, time.time() * 1000.0)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--since") from exc
+    since_ms = _since_ms(since)
     store = _trace_store(workspace, state_dir)
     if tree:
         if kind is not None:
@@ -85,6 +76,20 @@ def traces(ctx: click.Context, workspace: str, state_dir: str | None,
                       f"{row['duration_ms']:.1f}", (row["session_id"] or "")[:8],
                       escape(_details(row)[:120]))
     show(table)
+
+
+def _since_ms(since: str | None) -> float | None:
+    """``--since`` (a duration before now, ``10m``, or an ISO 8601 date) in epoch ms."""
+    if since is None:
+        return None
+    import time
+
+    from orion.trace.store import parse_since
+
+    try:
+        return parse_since(since, time.time() * 1000.0)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--since") from exc
 
 
 def _when(at_ms: float) -> str:

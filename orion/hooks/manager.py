@@ -13,12 +13,15 @@ import sys
 import traceback
 from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pluggy
 
 from orion import hookspecs
 from orion.errors import PluginError
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 logger = logging.getLogger("orion.plugins")
 
@@ -379,28 +382,39 @@ def load_entrypoints(pm: PluginManager, allow: set[str] | None) -> None:
         if allow is not None and ep.name not in allow and (
                 dist is None or canonical_distribution_name(dist) not in allowed_dists):
             continue
-        if pm.is_blocked(ep.name) or pm.has_plugin(ep.name):
-            continue
-        try:
-            plugin = ep.load()
-        except Exception as exc:
-            raise PluginError(f"plugin {ep.name!r} ({ep.value}"
-                              + (f", from distribution {dist}" if dist else "")
-                              + f") failed to import: {type(exc).__name__}: {exc}") from exc
-        try:
-            pm.register(plugin, ep.name, PluginOrigin(
-                "entrypoint", ep.value, dist, ep.dist.version if ep.dist is not None else None))
-        except PluginError as exc:
-            if dist is None:
-                raise
-            raise PluginError(f"{exc} (from distribution {dist})") from exc
+        if not (pm.is_blocked(ep.name) or pm.has_plugin(ep.name)):
+            _register_entry_point(pm, ep, dist)
     if allow:
-        missing = sorted(a for a in allow
-                         if a not in seen and canonical_distribution_name(a) not in dists)
-        if missing:
-            raise PluginError(f"ORION_LOAD_PLUGINS names {', '.join(map(repr, missing))}, but no "
-                              f"installed plugin has that name (installed: "
-                              f"{', '.join(sorted(seen)) or 'none'})")
+        _check_allowed(allow, seen, dists)
+
+
+def _register_entry_point(pm: PluginManager, ep: EntryPoint, dist: str | None) -> None:
+    """Import the plugin of ``ep`` (from distribution ``dist``) and register it; a failure
+    names the entry point and the distribution."""
+    try:
+        plugin = ep.load()
+    except Exception as exc:
+        raise PluginError(f"plugin {ep.name!r} ({ep.value}"
+                          + (f", from distribution {dist}" if dist else "")
+                          + f") failed to import: {type(exc).__name__}: {exc}") from exc
+    try:
+        pm.register(plugin, ep.name, PluginOrigin(
+            "entrypoint", ep.value, dist, ep.dist.version if ep.dist is not None else None))
+    except PluginError as exc:
+        if dist is None:
+            raise
+        raise PluginError(f"{exc} (from distribution {dist})") from exc
+
+
+def _check_allowed(allow: set[str], seen: set[str], dists: set[str]) -> None:
+    """Every name ``ORION_LOAD_PLUGINS`` lists is an entry point's (``seen``) or a
+    distribution's (``dists``, canonical names)."""
+    missing = sorted(a for a in allow
+                     if a not in seen and canonical_distribution_name(a) not in dists)
+    if missing:
+        raise PluginError(f"ORION_LOAD_PLUGINS names {', '.join(map(repr, missing))}, but no "
+                          f"installed plugin has that name (installed: "
+                          f"{', '.join(sorted(seen)) or 'none'})")
 
 
 def installed_plugin_names() -> set[str]:

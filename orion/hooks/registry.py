@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,81 +65,92 @@ class Registry:
 
     @classmethod
     def collect(cls, pm: PluginManager) -> Registry:
+        """Call every plugin's ``register_*`` hooks, one plugin at a time, so that each name it
+        registers is credited to it; a name registered twice is a PluginError naming both."""
         registry = cls()
         for hook, table, provided in (
                 ("register_guards", registry.guards, registry.chart_guards),
                 ("register_actions", registry.actions, registry.chart_actions)):
             kind = hook.removeprefix("register_")[:-1]
             for impl in getattr(pm.hook, hook).get_hookimpls():
-                def register(name: str, function: Callable[..., Any], *, chart: str | None = None,
-                             _plugin: str = impl.plugin_name, _table: dict = table,
-                             _provided: dict = provided, _kind: str = kind) -> None:
-                    if not isinstance(name, str) or not NAME.fullmatch(name):
-                        raise PluginError(f"plugin {_plugin!r} registered {_kind} {name!r}: a "
-                                          f"name must match {NAME.pattern} to be usable in a "
-                                          "statechart")
-                    if not callable(function):
-                        raise PluginError(f"plugin {_plugin!r} registered {_kind} {name!r} "
-                                          "with something that is not callable")
-                    where = ""
-                    if chart is not None:
-                        if not isinstance(chart, str) or not NAME.fullmatch(chart):
-                            raise PluginError(f"plugin {_plugin!r} provided {_kind} {name!r} "
-                                              f"for statechart {chart!r}, which is not a "
-                                              "statechart name")
-                        _table, where = _provided.setdefault(chart, {}), f" for {chart!r}"
-                    if name in _table:
-                        raise PluginError(f"{_kind} {name!r} is registered twice{where}: by "
-                                          f"plugin {_table[name].plugin!r} and by {_plugin!r}")
-                    _table[name] = Registered(name, function, _plugin)
-                _call(impl, hook, register=register)
-        for impl in pm.hook.register_tools.get_hookimpls():
-            def register_tool(spec: ToolSpec, *, _plugin: str = impl.plugin_name) -> None:
-                if not isinstance(spec, ToolSpec):
-                    raise PluginError(f"plugin {_plugin!r} registered a tool that is not a "
-                                      f"ToolSpec: {spec!r}")
-                if spec.name in registry.tools:
-                    raise PluginError(f"tool {spec.name!r} is registered twice: by plugin "
-                                      f"{registry.tool_plugins[spec.name]!r} and by {_plugin!r}")
-                registry.tools[spec.name] = spec
-                registry.tool_plugins[spec.name] = _plugin
-            _call(impl, "register_tools", register=register_tool)
-        for impl in pm.hook.register_systems.get_hookimpls():
-            def register_system(system: Any, *, _plugin: str = impl.plugin_name) -> None:
-                name = getattr(system, "name", None)
-                if not isinstance(name, str) or not NAME.fullmatch(name) or \
-                        not callable(getattr(system, "run", None)):
-                    raise PluginError(f"plugin {_plugin!r} registered a system without a valid "
-                                      f"'name' and a 'run(turn)' method: {system!r}")
-                if name in registry.systems:
-                    raise PluginError(f"system {name!r} is registered twice: by plugin "
-                                      f"{registry.system_plugins[name]!r} and by {_plugin!r}")
-                registry.systems[name] = system
-                registry.system_plugins[name] = _plugin
-            _call(impl, "register_systems", register=register_system)
-        for impl in pm.hook.register_slash_commands.get_hookimpls():
-            def register_command(name: str, handler: Callable[..., Any], help: str = "", *,
-                                 _plugin: str = impl.plugin_name) -> None:
-                if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_-]*", name):
-                    raise PluginError(f"plugin {_plugin!r} registered slash command {name!r}: "
-                                      "a name is lower-case letters, digits, '_' and '-'")
-                if not callable(handler):
-                    raise PluginError(f"plugin {_plugin!r} registered slash command /{name} "
-                                      "with a handler that is not callable")
-                if name in registry.commands:
-                    raise PluginError(f"slash command /{name} is registered twice: by plugin "
-                                      f"{registry.commands[name].plugin!r} and by {_plugin!r}")
-                registry.commands[name] = SlashCommand(name, handler, help, _plugin)
-            _call(impl, "register_slash_commands", register=register_command)
-        for impl in pm.hook.register_statecharts.get_hookimpls():
-            def register_statechart(path: str | Path, *, _plugin: str = impl.plugin_name) -> None:
-                file = Path(path)
-                if not file.is_file():
-                    raise PluginError(f"plugin {_plugin!r} registered statechart {str(path)!r}, "
-                                      "which is not a file")
-                registry.statecharts.append((file.resolve(), _plugin))
-            _call(impl, "register_statecharts", register=register_statechart)
+                _call(impl, hook, register=partial(_add_named, impl.plugin_name, kind, table,
+                                                   provided))
+        for hook, add in (("register_tools", registry._add_tool),
+                          ("register_systems", registry._add_system),
+                          ("register_slash_commands", registry._add_command),
+                          ("register_statecharts", registry._add_statechart)):
+            for impl in getattr(pm.hook, hook).get_hookimpls():
+                _call(impl, hook, register=partial(add, impl.plugin_name))
         return registry
+
+    # What each hook's ``register`` does, with the plugin that calls it bound first.
+
+    def _add_tool(self, plugin: str, spec: ToolSpec) -> None:
+        if not isinstance(spec, ToolSpec):
+            raise PluginError(f"plugin {plugin!r} registered a tool that is not a "
+                              f"ToolSpec: {spec!r}")
+        if spec.name in self.tools:
+            raise PluginError(f"tool {spec.name!r} is registered twice: by plugin "
+                              f"{self.tool_plugins[spec.name]!r} and by {plugin!r}")
+        self.tools[spec.name] = spec
+        self.tool_plugins[spec.name] = plugin
+
+    def _add_system(self, plugin: str, system: Any) -> None:
+        name = getattr(system, "name", None)
+        if not isinstance(name, str) or not NAME.fullmatch(name) or \
+                not callable(getattr(system, "run", None)):
+            raise PluginError(f"plugin {plugin!r} registered a system without a valid "
+                              f"'name' and a 'run(turn)' method: {system!r}")
+        if name in self.systems:
+            raise PluginError(f"system {name!r} is registered twice: by plugin "
+                              f"{self.system_plugins[name]!r} and by {plugin!r}")
+        self.systems[name] = system
+        self.system_plugins[name] = plugin
+
+    def _add_command(self, plugin: str, name: str, handler: Callable[..., Any],
+                     help: str = "") -> None:
+        if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_-]*", name):
+            raise PluginError(f"plugin {plugin!r} registered slash command {name!r}: "
+                              "a name is lower-case letters, digits, '_' and '-'")
+        if not callable(handler):
+            raise PluginError(f"plugin {plugin!r} registered slash command /{name} "
+                              "with a handler that is not callable")
+        if name in self.commands:
+            raise PluginError(f"slash command /{name} is registered twice: by plugin "
+                              f"{self.commands[name].plugin!r} and by {plugin!r}")
+        self.commands[name] = SlashCommand(name, handler, help, plugin)
+
+    def _add_statechart(self, plugin: str, path: str | Path) -> None:
+        file = Path(path)
+        if not file.is_file():
+            raise PluginError(f"plugin {plugin!r} registered statechart {str(path)!r}, "
+                              "which is not a file")
+        self.statecharts.append((file.resolve(), plugin))
+
+
+def _add_named(plugin: str, kind: str, table: dict[str, Registered],
+               provided: dict[str, dict[str, Registered]], name: str,
+               function: Callable[..., Any], *, chart: str | None = None) -> None:
+    """``register`` of ``register_guards`` and ``register_actions`` (``kind``: guard or
+    action): into ``table``, or ``provided`` for ``chart`` only."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise PluginError(f"plugin {plugin!r} registered {kind} {name!r}: a "
+                          f"name must match {NAME.pattern} to be usable in a "
+                          "statechart")
+    if not callable(function):
+        raise PluginError(f"plugin {plugin!r} registered {kind} {name!r} "
+                          "with something that is not callable")
+    where = ""
+    if chart is not None:
+        if not isinstance(chart, str) or not NAME.fullmatch(chart):
+            raise PluginError(f"plugin {plugin!r} provided {kind} {name!r} "
+                              f"for statechart {chart!r}, which is not a "
+                              "statechart name")
+        table, where = provided.setdefault(chart, {}), f" for {chart!r}"
+    if name in table:
+        raise PluginError(f"{kind} {name!r} is registered twice{where}: by "
+                          f"plugin {table[name].plugin!r} and by {plugin!r}")
+    table[name] = Registered(name, function, plugin)
 
 
 def _call(impl: Any, hook: str, **kwargs: Any) -> None:

@@ -251,7 +251,8 @@ class OpenAICompatibleModel:
         for event in state.finish():
             yield event
 
-    def _fault(self, err: BaseException, state: _StreamState) -> ModelError:
+    def _fault(self, err: APIError | _ErrorEvent | _NotUtf8 | json.JSONDecodeError,
+               state: _StreamState) -> ModelError:
         """What broke a stream that had started: the network (a ModelConnectionError), or the
         server (an error event, data that is not JSON)."""
         after = _chunks(state.chunks)

@@ -258,7 +258,7 @@ class WaitEntry(_Entry):
 
 
 Entry = UserEntry | ModelEntry | ExpectEntry | WaitEntry
-ENTRY_TYPES: dict[str, type[_Entry]] = {
+ENTRY_TYPES: dict[str, type[Entry]] = {
     "user": UserEntry, "model": ModelEntry, "expect": ExpectEntry, "wait_ms": WaitEntry,
 }
 
@@ -478,23 +478,7 @@ class _Loader:
                               f"{', '.join(ENTRY_KEYS)}, not {what}{hint}")
             return None
         keys = [k for k in item if k in ENTRY_KEYS]
-        ok = True
-        if len(keys) > 1:
-            ok = False
-            for extra in keys[1:]:
-                self.problem((*loc, extra), f"{label}: has both {keys[0]!r} and {extra!r}; an "
-                                            "entry has exactly one key, so put each in its own "
-                                            "list item ('- ')", key=True)
-        for key in item:
-            if key in ENTRY_KEYS:
-                continue
-            ok = False
-            if keys == ["model"] and key in ModelReply.model_fields:
-                hint = "; indent it under 'model:' (it is a key of the reply)"
-            else:
-                hint = f" (an entry has exactly one of: {', '.join(ENTRY_KEYS)})"
-            self.problem((*loc, key), f"{label}: unknown key {key!r}{hint}", key=True)
-        if not keys or not ok:
+        if not self.keys_ok(loc, label, item, keys) or not keys:
             return None
         (kind,) = keys
         value = item[kind]
@@ -512,6 +496,27 @@ class _Loader:
         if isinstance(entry, ModelEntry) and entry.model.text_file is not None:
             return self.text_file(loc, label, entry)
         return entry
+
+    def keys_ok(self, loc: Loc, label: str, item: dict[str, Any], keys: list[str]) -> bool:
+        """Whether the entry ``item`` has no key but its one kind (``keys``: those of its keys
+        that name a kind); each other key is reported."""
+        ok = True
+        if len(keys) > 1:
+            ok = False
+            for extra in keys[1:]:
+                self.problem((*loc, extra), f"{label}: has both {keys[0]!r} and {extra!r}; an "
+                                            "entry has exactly one key, so put each in its own "
+                                            "list item ('- ')", key=True)
+        for key in item:
+            if key in ENTRY_KEYS:
+                continue
+            ok = False
+            if keys == ["model"] and key in ModelReply.model_fields:
+                hint = "; indent it under 'model:' (it is a key of the reply)"
+            else:
+                hint = f" (an entry has exactly one of: {', '.join(ENTRY_KEYS)})"
+            self.problem((*loc, key), f"{label}: unknown key {key!r}{hint}", key=True)
+        return ok
 
     def text_file(self, loc: Loc, label: str, entry: ModelEntry) -> ModelEntry | None:
         """The entry with its ``text_file`` resolved (against the script's directory), once

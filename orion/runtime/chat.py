@@ -154,7 +154,11 @@ class Chat:
 
     async def from_lines(self) -> int:
         lines = _Lines()
-        restore = _on_sigint(lambda: self.stop() or lines.end())
+
+        def interrupt() -> None:  # Ctrl-C stops the reply that runs, else ends the chat
+            if not self.stop():
+                lines.end()
+        restore = _on_sigint(interrupt)
         try:
             return await self._messages(lines.read, lambda replying: None)
         finally:
@@ -164,7 +168,8 @@ class Chat:
     async def _messages(self, read: Callable[[], Coroutine[Any, Any, str | None]],
                         replying: Callable[[bool], None]) -> int:
         runtime = self.runtime
-        work = runtime.pump() if runtime.pending else None  # an adopted session continues
+        work: Coroutine[Any, Any, str | None] | None = (
+            runtime.pump() if runtime.pending else None)  # an adopted session continues
         while True:
             if work is not None:
                 replying(True)

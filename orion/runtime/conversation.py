@@ -10,7 +10,7 @@ import json
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 Role = Literal["user", "assistant", "tool"]
 
@@ -38,6 +38,10 @@ def _has_surrogate(text: str) -> bool:
     return False
 
 
+@overload
+def _sendable(text: str) -> str: ...
+@overload
+def _sendable(text: None) -> None: ...
 def _sendable(text: str | None) -> str | None:
     """``text`` with lone surrogates (valid in the model's JSON, not in UTF-8) replaced by
     U+FFFD: the history is sent back with every request, and one such character would make

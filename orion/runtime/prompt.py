@@ -174,7 +174,7 @@ class ChatPrompt:
         """Take the prompt off the screen; ``read`` returns None from now on."""
         self._closing = True
         app = self.session.app
-        if app.is_running and not app.future.done():
+        if app.is_running and app.future is not None and not app.future.done():
             # The answers to its questions about the cursor's position are read first: arriving
             # once nothing reads them, the terminal would echo them (``^[[17;1R``).
             await app.renderer.wait_for_cpr_responses()
@@ -241,7 +241,7 @@ class ChatPrompt:
 
         async def end() -> None:
             await app.renderer.wait_for_cpr_responses()
-            if app.is_running and not app.future.done():
+            if app.is_running and app.future is not None and not app.future.done():
                 app.exit(exception=EOFError(), style="class:exiting")
         if self._ending is None or self._ending.done():
             self._ending = asyncio.ensure_future(end())

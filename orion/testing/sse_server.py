@@ -313,7 +313,9 @@ class ServerShape:
         if self.usage_apart:
             items.append(chunk(choices=[], usage=usage, **self.extra))
         else:
-            items[-1]["usage"] = usage
+            last = items[-1]
+            assert isinstance(last, dict)  # both branches above end the list with a chunk
+            last["usage"] = usage
         return items
 
     def reply(self, *texts: str, finish: str | None = "stop",
@@ -514,7 +516,8 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = text
         headers = {k.lower(): v for k, v in self.headers.items()}
-        return Recorded(self.command, self.path, headers, body, tuple(self.client_address[:2]))
+        host, port = self.client_address[:2]
+        return Recorded(self.command, self.path, headers, body, (host, port))
 
     def _json(self, status: int, body: Any, headers: Mapping[str, str] | None = None) -> None:
         data = (body if isinstance(body, str) else json.dumps(body)).encode()

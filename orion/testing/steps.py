@@ -363,7 +363,7 @@ def orion_crashes(orion_world: World) -> None:
 
 @step(parsers.re(rf"Orion starts again(?: (?P<amount>\d+) {UNIT} later)?"))
 def orion_starts_again(orion_world: World, amount: str | None, unit: str | None) -> None:
-    later = duration_ms(int(amount), unit) if amount else 0.0
+    later = duration_ms(int(amount), unit) if amount and unit else 0.0
     orion_world.mark()
     if orion_world.started:
         orion_world.restart(after_ms=later)
@@ -376,7 +376,7 @@ def orion_starts_again(orion_world: World, amount: str | None, unit: str | None)
 def orion_exits_and_starts_again(orion_world: World, amount: str | None,
                                  unit: str | None) -> None:
     orion_world.mark()
-    orion_world.restart(after_ms=duration_ms(int(amount), unit) if amount else 0.0)
+    orion_world.restart(after_ms=duration_ms(int(amount), unit) if amount and unit else 0.0)
     _record_begins(orion_world)
 
 
@@ -1180,8 +1180,10 @@ def list_shows(orion_world: World, path: str, count: int) -> None:
 @step(parsers.re(r'the user recovers the write session "(?P<session_id>[^"]+)" with --finalize'))
 def user_recovers_by_id(orion_world: World, session_id: str) -> None:
     from orion.write_session.recovery import recover_finalize
+    plugins = orion_world.plugins
+    assert plugins is not None
     _book(orion_world)["recovered"] = _command(orion_world, lambda: recover_finalize(
-        orion_world.workspace, orion_world.state_dir, session_id, orion_world.plugins))
+        orion_world.workspace, orion_world.state_dir, session_id, plugins))
 
 
 @step(parsers.re(rf"the user recovers the write session of {PATH} with "
@@ -1191,8 +1193,10 @@ def user_recovers(orion_world: World, path: str, mode: str) -> None:
     book = _book(orion_world)
     session_id = _session_id(orion_world, path)
     if mode == "finalize":
+        plugins = orion_world.plugins
+        assert plugins is not None
         book["recovered"] = _command(orion_world, lambda: recover_finalize(
-            orion_world.workspace, orion_world.state_dir, session_id, orion_world.plugins))
+            orion_world.workspace, orion_world.state_dir, session_id, plugins))
     else:
         _command(orion_world, lambda: mark_resume(orion_world.state_dir, session_id,
                                                   now_ms=orion_world.now_ms))

@@ -51,7 +51,7 @@ from orion.errors import OrionError
 from orion.hooks.host import runtime_alias
 from orion.models.events import ToolCall as RawToolCall
 from orion.tools.arguments import LARGE_CONTENT_TOOL, ToolArgumentError, parse_arguments
-from orion.tools.gating import GateRequest, authorize
+from orion.tools.gating import Decision, GateRequest, authorize
 from orion.tools.spec import ToolCall, ToolSpec
 
 if TYPE_CHECKING:
@@ -114,16 +114,11 @@ async def execute_call(call: RawToolCall, *, tools: Mapping[str, ToolSpec], pm: 
         # traced as one. Allowed or not, a withheld tool does not run.
         decision = authorize(pm, ToolCall(call.name, {}, call.id), gate)
         if not decision.allowed:
-            reason = decision.reason or "no reason given"
-            more = {"plugin": decision.plugin} if decision.plugin else {}
-            return failure(DENIED, f"denied by policy: {reason}", None, **more)
+            message, more = _denial(decision)
+            return failure(DENIED, message, None, **more)
     if spec is None:
         available = sorted(tools)
-        close = difflib.get_close_matches(str(call.name), available, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        return failure(UNKNOWN_TOOL, f"unknown tool {call.name!r}; the available tools are: "
-                                     f"{', '.join(available) or 'none'}.{hint}",
-                       available=available)
+        return failure(UNKNOWN_TOOL, _unknown_tool(call.name, available), available=available)
 
     try:
         args = parse_arguments(call.arguments, spec, hint_tool=(
@@ -138,9 +133,8 @@ async def execute_call(call: RawToolCall, *, tools: Mapping[str, ToolSpec], pm: 
 
     decision = authorize(pm, ToolCall(spec.name, arguments, call.id), gate)
     if not decision.allowed:
-        reason = decision.reason or "no reason given"
-        more = {"plugin": decision.plugin} if decision.plugin else {}
-        return failure(DENIED, f"denied by policy: {reason}", arguments, **more)
+        message, more = _denial(decision)
+        return failure(DENIED, message, arguments, **more)
 
     try:
         result = spec.handler(args, context)
@@ -148,16 +142,35 @@ async def execute_call(call: RawToolCall, *, tools: Mapping[str, ToolSpec], pm: 
             result = await result
         content = _content(result)
     except Exception as exc:
-        # An OrionError is the tool refusing on purpose (a rejected plan, a size limit): the
-        # model is told why, and it is not a plugin failure. Anything else is a bug to report.
-        if not isinstance(exc, OrionError):
-            pm.report_failure(_owner(pm, spec), f"tool {spec.name}", exc)
-        message = str(exc)
-        if len(message) > MAX_ERROR_CHARS:
-            message = message[:MAX_ERROR_CHARS] + "..."
-        detail = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-        return failure(FAILED, f"tool {spec.name!r} failed: {detail}", arguments)
+        return failure(FAILED, _handler_failed(pm, spec, exc), arguments)
     return ToolOutcome(call.id, call.name, True, content, None, arguments)
+
+
+def _handler_failed(pm: PluginManager, spec: ToolSpec, exc: Exception) -> str:
+    """What the model is told of a tool whose handler raised ``exc``."""
+    # An OrionError is the tool refusing on purpose (a rejected plan, a size limit): the model
+    # is told why, and it is not a plugin failure. Anything else is a bug to report.
+    if not isinstance(exc, OrionError):
+        pm.report_failure(_owner(pm, spec), f"tool {spec.name}", exc)
+    message = str(exc)
+    if len(message) > MAX_ERROR_CHARS:
+        message = message[:MAX_ERROR_CHARS] + "..."
+    detail = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    return f"tool {spec.name!r} failed: {detail}"
+
+
+def _denial(decision: Decision) -> tuple[str, dict[str, Any]]:
+    """What the model is told of a denial, and the plugin that denied (when one did)."""
+    more = {"plugin": decision.plugin} if decision.plugin else {}
+    return f"denied by policy: {decision.reason or 'no reason given'}", more
+
+
+def _unknown_tool(name: str, available: list[str]) -> str:
+    """What the model is told of a call to a tool it was not given, with the closest name."""
+    close = difflib.get_close_matches(str(name), available, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return (f"unknown tool {name!r}; the available tools are: "
+            f"{', '.join(available) or 'none'}.{hint}")
 
 
 def _content(result: Any) -> str:

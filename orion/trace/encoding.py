@@ -352,7 +352,7 @@ class _Encoder:
         """A dict of the (key, value) pairs. Keys that are already plain, short strings keep
         their names; the others are converted and suffixed when they collide."""
         max_text = self.max_text
-        names: list[str | None] = [None] * len(items)
+        names: dict[int, str] = {}  # by the index of the pair
         taken: set[str] = set()
         pending: list[int] = []
         for index, (k, _) in enumerate(items):
@@ -371,10 +371,7 @@ class _Encoder:
                 number += 1
             names[index] = name
             taken.add(name)
-        out: dict[str, Any] = {}
-        for name, (_, v) in zip(names, items):
-            out[name] = self.enc(v, depth + 1)  # type: ignore[index]
-        return out
+        return {names[index]: self.enc(v, depth + 1) for index, (_, v) in enumerate(items)}
 
     # -- everything else ---------------------------------------------------------------------
 

@@ -19,9 +19,9 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-Opcode = tuple[str, int, int, int, int]
+Opcode = tuple[Literal["replace", "delete", "insert", "equal"], int, int, int, int]
 
 #: Lines of context around each change in the unified diff, as ``diff -u``.
 CONTEXT = 3
@@ -105,6 +105,8 @@ def _extend(blocks: list[tuple[int, int, int]], i: int, j: int, size: int) -> No
 class _Matched(difflib.SequenceMatcher):
     """A SequenceMatcher whose matching runs are given: its opcodes and their grouping come
     from those runs, as difflib computes them."""
+
+    opcodes: list[Opcode] | None  # SequenceMatcher's cache of get_opcodes(); not in its stubs
 
     def __init__(self, blocks: list[tuple[int, int, int]], size_a: int, size_b: int) -> None:
         super().__init__(None, [], [])

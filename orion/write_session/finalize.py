@@ -23,23 +23,25 @@ from orion.write_session.undo import prune_after_write, write_undo_record
 
 if TYPE_CHECKING:
     from orion.validation import Issue
-    from orion.write_session.session import WriteSession
+    from orion.write_session.members import SessionMembers
+else:
+    SessionMembers = object  # the declarations are for the type checker only
 
 #: A session that wrote its target with text set aside (``written`` means the file holds
 #: everything the model streamed as content).
 WRITTEN_WITH_SET_ASIDE = "written_with_set_aside"
 
 
-class Finalizer:
+class Finalizer(SessionMembers):
     """Validation, corrections, the write and the endings of a
     :class:`~orion.write_session.session.WriteSession` (a mixin)."""
 
-    def content(self: WriteSession) -> bytes:
+    def content(self) -> bytes:
         """The content as it stands: the journal, with the corrections applied so far."""
         self._take_batch()
         return self._fixed if self._fixed is not None else self.journal.content()
 
-    def finalize(self: WriteSession) -> None:
+    def finalize(self) -> None:
         """Validate (normalized) content; ask for corrections, or write it."""
         self.checkpoint()
         content = self.content()
@@ -91,7 +93,7 @@ class Finalizer:
                if self.remaining else ""))
         self.fire("issues_found", issues=[])
 
-    def _corrections(self: WriteSession, reply: str) -> None:
+    def _corrections(self, reply: str) -> None:
         corrections, problems = parse_corrections(reply)
         fixed = apply_corrections(self.content(), corrections)
         self._fixed = fixed.content
@@ -103,7 +105,7 @@ class Finalizer:
 
     # -- the write -----------------------------------------------------------------------------
 
-    def write(self: WriteSession) -> WriteResult:
+    def write(self) -> WriteResult:
         """Run by the ``finalize`` action: the plan, executed once, atomically."""
         content = self.content()
         mark(self.journal.directory, "finalizing")  # a crash from here on is repaired at start
@@ -135,7 +137,7 @@ class Finalizer:
         self.report = report
         return result
 
-    def _set_aside_report(self: WriteSession) -> str:
+    def _set_aside_report(self) -> str:
         """``; 3 lines set aside, not written: part 1 (...) after DONE; ...``: what the report
         says of the text set aside, with the figures the user saw, and how to get it."""
         pending = self.aside.pending
@@ -147,7 +149,7 @@ class Finalizer:
                 f"`orion sessions show {self.id[:8]}` prints them; if they belong in "
                 f"{self.plan.relative}, write them with WritePlanTool_begin")
 
-    def after_write(self: WriteSession) -> None:
+    def after_write(self) -> None:
         """The target is written: tell the model and the user, shrink the history, clean up."""
         result = self.result
         assert result is not None
@@ -168,7 +170,7 @@ class Finalizer:
         self.journal.remove()
         self._detach()
 
-    def _shrink_history(self: WriteSession, reference: str, continued: str) -> None:
+    def _shrink_history(self, reference: str, continued: str) -> None:
         """Replace the streamed content in the conversation by a one-line reference: the file
         holds it now, and sending it with every request would only cost tokens. Text after the
         terminator line stays, after the reference."""
@@ -178,7 +180,7 @@ class Finalizer:
             if commentary and message is self._commentary_message:
                 message.content += "\n\n" + commentary
 
-    def _record_undo(self: WriteSession, result: WriteResult) -> None:
+    def _record_undo(self, result: WriteResult) -> None:
         """What ``orion sessions undo`` needs once the journal is gone: the target, the hash
         it was written with, and the pre-image (none for a created file). The write is done
         when this runs: a disk that refuses the record costs only the undo, and says so."""
@@ -195,7 +197,7 @@ class Finalizer:
                 f"{result.relative} is written, but its undo record could not be saved "
                 f"({exc.strerror or exc}); orion sessions undo cannot undo this write")
 
-    def _archive_set_aside(self: WriteSession) -> None:
+    def _archive_set_aside(self) -> None:
         """The journal goes: its text set aside stays where ``orion sessions show`` finds it."""
         if self.aside.parts and self.aside.archive(self.runtime.state_dir, self.id,
                                                    self.plan.relative) is None:
@@ -205,7 +207,7 @@ class Finalizer:
 
     # -- endings without a write ---------------------------------------------------------------
 
-    def _failed(self: WriteSession, cause: BaseException) -> None:
+    def _failed(self, cause: BaseException) -> None:
         self.status = "failed"
         reason = str(cause).rstrip().rstrip(".")
         short = self.id[:8]
@@ -233,7 +235,7 @@ class Finalizer:
         self.journal.close()
         self._detach()
 
-    def _blocked(self: WriteSession, blocking: list[Issue], rounds: int) -> None:
+    def _blocked(self, blocking: list[Issue], rounds: int) -> None:
         """Issues that block the write remain after the last correction round: the target is
         not written, the content stays in the journal (``orion sessions`` lists the session as
         ``blocked``, with the issues), and the model and the user are told why."""
@@ -260,7 +262,7 @@ class Finalizer:
         self.journal.close()
         self._detach()
 
-    def _keep_content(self: WriteSession) -> str | None:
+    def _keep_content(self) -> str | None:
         """Make sure the content survives the failed write: None when the journal holds all
         of it on disk; else the path of a rescue file it was written to, or (no path) why
         nothing could hold it."""
@@ -274,7 +276,7 @@ class Finalizer:
             return f"{exc.strerror or exc}"
         return str(rescued)
 
-    def _abandon(self: WriteSession, why: str) -> None:
+    def _abandon(self, why: str) -> None:
         self.status = "abandoned"
         message = f"The write session for {self.plan.relative} was abandoned: {why}."
         if self.aside.pending:
@@ -288,7 +290,7 @@ class Finalizer:
         self.journal.remove()
         self._detach()
 
-    def set_aside(self: WriteSession, why: str) -> None:
+    def set_aside(self, why: str) -> None:
         """Stop listening without writing or deleting anything (``/reset``: the new
         conversation knows nothing of this session). The journal is flushed and closed with
         the content it holds, and the messages the user typed meanwhile, so ``orion sessions``
@@ -318,7 +320,7 @@ class Finalizer:
         self.held_messages = []  # they belong to the conversation that was reset
         self._detach()
 
-    def release(self: WriteSession) -> None:
+    def release(self) -> None:
         """The process ends with the session open: close the journal, so the next start sees
         an orphan; content the journal could not save goes to a rescue file, and the user is
         told where (or that it could not be saved anywhere)."""
@@ -334,7 +336,7 @@ class Finalizer:
         finally:
             self.journal.close()
 
-    def _unsaved(self: WriteSession, what: str, kept: str) -> str:
+    def _unsaved(self, what: str, kept: str) -> str:
         where = (f"its content ({self.journal.lines} lines) was written to {kept}"
                  if kept.startswith("/") else
                  f"its content ({self.journal.lines} lines) could not be saved anywhere "

@@ -21,7 +21,9 @@ from orion.write_session.progress import Progress
 from orion.write_session.protocol import EndMarker
 
 if TYPE_CHECKING:
-    from orion.write_session.session import WriteSession
+    from orion.write_session.members import SessionMembers
+else:
+    SessionMembers = object  # the declarations are for the type checker only
 
 #: Content that arrives faster than it is taken in is taken in batches of about this many
 #: characters: the end marker and the journal cost mostly per call (see Ingest.feed).
@@ -37,11 +39,11 @@ _monotonic = time.monotonic  # looked up once: the live line's clock, read on th
 _running_loop = asyncio._get_running_loop
 
 
-class Ingest:
+class Ingest(SessionMembers):
     """The hot path of :class:`~orion.write_session.session.WriteSession` (a mixin: the
     session's state is its own)."""
 
-    def feed(self: WriteSession, text: str) -> bool:
+    def feed(self, text: str) -> bool:
         """A text delta of the model's reply while this session is open. Returns True when it
         is the file's content: the journal keeps it, so the model system does not keep a copy,
         and ``end_message`` gives the message its content in the history (a reference to the
@@ -91,14 +93,14 @@ class Ingest:
         # mode "corrections" and "ignore": the text is kept in _message_text only
         return False
 
-    def _content_end(self: WriteSession) -> int:
+    def _content_end(self) -> int:
         """Where the next content fed would start in the journal: after the bytes journaled
         and the partial line the end marker still holds."""
         pending = self.marker.pending
         return self.journal.bytes + (len(pending.encode("utf-8", ENCODING_ERRORS))
                                      if pending else 0)
 
-    def _take_in(self: WriteSession, text: str) -> None:
+    def _take_in(self, text: str) -> None:
         """Content text through the end marker into the journal, with the checks that follow
         new lines."""
         content = self.marker.feed(text)
@@ -117,7 +119,7 @@ class Ingest:
                 if streamed is not None and streamed.due(size):
                     streamed.check(self.journal.whole_lines(streamed.checked))
 
-    def _take_batch(self: WriteSession) -> None:
+    def _take_batch(self) -> None:
         """Take in the content chunks fed since the last batch (see :meth:`feed`)."""
         batch = self._batch
         if not batch:
@@ -126,7 +128,7 @@ class Ingest:
         self._batch, self._batch_chars, self._batch_lines = [], 0, 0
         self._take_in(text)
 
-    def _take_batch_soon(self: WriteSession) -> None:
+    def _take_batch_soon(self) -> None:
         # Run by the event loop, outside the turn: an error surfaces at the next feed or
         # message end, where it would have been raised without batching.
         try:
@@ -134,14 +136,14 @@ class Ingest:
         except Exception as exc:  # noqa: BLE001 - re-raised by _raise_batch_error
             self._batch_error = exc
 
-    def _raise_batch_error(self: WriteSession) -> None:
+    def _raise_batch_error(self) -> None:
         exc, self._batch_error = self._batch_error, None
         if exc is not None:
             raise exc
 
     # -- the start of a message ----------------------------------------------------------------
 
-    def _start_message(self: WriteSession) -> None:
+    def _start_message(self) -> None:
         self._take_batch()  # the previous message's, if it never ended (a failed request)
         self._in_message = True
         self._message_text, self._message_cut, self._claimed_from = [], False, -1
@@ -162,7 +164,7 @@ class Ingest:
         else:
             self._mode = "ignore"
 
-    def _read_start(self: WriteSession, *, ended: bool) -> None:
+    def _read_start(self, *, ended: bool) -> None:
         """Decide how the held start of a reply is taken in, once the text says (see
         :func:`~orion.write_session.decision.read_start`), and take it in."""
         held = "".join(self._held)
@@ -188,7 +190,7 @@ class Ingest:
             return
         self._take_start(start, held)
 
-    def _take_start(self: WriteSession, start: Start, held: str) -> None:
+    def _take_start(self, start: Start, held: str) -> None:
         """Carry out how a reply starts: the declared repeat is not added; an unfinished line
         the reply did not send again is set aside (the reply takes its place); then the rest
         is content."""
@@ -213,7 +215,7 @@ class Ingest:
         self._mode, self._claimed_from = "content", -1
         self._take_in(rest)
 
-    def _take_back_last_line(self: WriteSession) -> tuple[bytes, int]:
+    def _take_back_last_line(self) -> tuple[bytes, int]:
         """Take the unfinished last line out of the content: the line and where it started."""
         line = self.journal.last_line()
         at = self.journal.bytes - len(line)
@@ -223,7 +225,7 @@ class Ingest:
             self._restart_streamed_checks(at)
         return line, at
 
-    def _cut_terminator(self: WriteSession, start: Start, held: str) -> bool:
+    def _cut_terminator(self, start: Start, held: str) -> bool:
         """Whether a message cut off after a terminator (``DONE`` with no line break yet) is
         answered with the terminator line alone: the quoted unfinished line is that
         terminator, and the reply says DONE rather than sending a longer line."""
@@ -231,7 +233,7 @@ class Ingest:
         return (not start.repeat and last == self.terminator.encode("utf-8")
                 and _only_terminator(held.split("\n", 1)[0], self.terminator))
 
-    def _restart_streamed_checks(self: WriteSession, at: int) -> None:
+    def _restart_streamed_checks(self, at: int) -> None:
         """The content changed before byte ``at`` of what the streamed line checks covered:
         they start again (on the content as it is)."""
         streamed = self._streamed
@@ -240,12 +242,12 @@ class Ingest:
 
     # -- the live line -------------------------------------------------------------------------
 
-    def _live(self: WriteSession) -> None:
+    def _live(self) -> None:
         """Update the live line (the caller checked that LIVE_LINE_INTERVAL_S has passed)."""
         self._last_live = time.monotonic()
         self.runtime.reporter.progress(self.progress())
 
-    def progress(self: WriteSession) -> Progress:
+    def progress(self) -> Progress:
         self._take_batch()
         return Progress(self.plan.relative, self.journal.lines, self.journal.bytes, self.state,
                         self.lifecycle.context.get("continuations", 0),

@@ -25,7 +25,7 @@ _TEMP_PID = re.compile(r"(\d+)-[0-9a-f]+")
 def remove_temp_leftovers(directory: Path) -> list[str]:
     """Remove the ``.NAME.orion-tmp-PID-RANDOM`` files in ``directory`` whose process is gone
     (a write in progress in another running process is left alone); their names."""
-    removed = []
+    removed: list[str] = []
     try:
         entries = list(os.scandir(directory))
     except OSError:

@@ -22,17 +22,19 @@ from orion.write_session.set_aside import Part
 
 if TYPE_CHECKING:
     from orion.runtime.conversation import Message
-    from orion.write_session.session import WriteSession
+    from orion.write_session.members import SessionMembers
+else:
+    SessionMembers = object  # the declarations are for the type checker only
 
 #: How many complete lines before the end a continuation request (or the unfinished-line
 #: question) quotes.
 QUOTED_LINES = 3
 
 
-class MessageEnds:
+class MessageEnds(SessionMembers):
     """The message ends of :class:`~orion.write_session.session.WriteSession` (a mixin)."""
 
-    def end_message(self: WriteSession, finish: Finish, message: Message | None, *,
+    def end_message(self, finish: Finish, message: Message | None, *,
                     tool_calls: bool = False) -> None:
         """The model's message ended: turn what it said into the session's next step.
 
@@ -86,7 +88,7 @@ class MessageEnds:
                 message.content = self._sent_text(message.content, *span,
                                                   done=end.step is Step.FINALIZE)
 
-    def _sent_text(self: WriteSession, before: str | None, start: int, end: int, *,
+    def _sent_text(self, before: str | None, start: int, end: int, *,
                    done: bool) -> str:
         """The text of a content message as the model sent it: what came before its content
         (kept by the model system), the content from the journal, then the terminator line
@@ -101,7 +103,7 @@ class MessageEnds:
                 text += "\n" + commentary
         return text
 
-    def _next_step(self: WriteSession, end: End, finish: Finish, message: Message | None, *,
+    def _next_step(self, end: End, finish: Finish, message: Message | None, *,
                    grew: bool) -> None:
         """After a message: finalize (DONE), continue (cut off), ask about the unfinished
         line, or wait (paused)."""
@@ -129,7 +131,7 @@ class MessageEnds:
 
     # -- text set aside ------------------------------------------------------------------------
 
-    def _beside_a_tool_call(self: WriteSession, message: Message | None, end: End) -> None:
+    def _beside_a_tool_call(self, message: Message | None, end: End) -> None:
         """The message calls a tool: what it added is set aside (the begin result says so)
         and the session goes on as it was. The history keeps what the model said."""
         start = self._bytes_at_start
@@ -158,7 +160,7 @@ class MessageEnds:
                 "goes back where it was, in front of what you send next. Otherwise go on.")
         self.checkpoint()
 
-    def _after_done(self: WriteSession) -> None:
+    def _after_done(self) -> None:
         """Text after the terminator line is set aside (blank lines and further terminator
         lines are not text: a repeated DONE never lands anywhere)."""
         kept = self._text_lines(self.marker.commentary)
@@ -166,19 +168,19 @@ class MessageEnds:
             self._set_aside(AFTER_DONE, kept.encode("utf-8", "surrogateescape"),
                             self.journal.bytes)
 
-    def _text_lines(self: WriteSession, text: str) -> str:
+    def _text_lines(self, text: str) -> str:
         """``text`` without its blank lines and terminator lines."""
         return "".join(line for line in text.splitlines(keepends=True)
                        if line.strip() and line.strip(" \t\r\n") != self.terminator)
 
-    def _without_terminator(self: WriteSession, text: str) -> str:
+    def _without_terminator(self, text: str) -> str:
         """A whole message set aside, as text: without its terminator line (and the blank and
         terminator lines after it)."""
         probe = EndMarker(self.terminator)
         body = probe.feed(text) + probe.end_message()
         return body + self._text_lines(probe.commentary)
 
-    def _set_aside(self: WriteSession, why: str, data: bytes, at: int, *,
+    def _set_aside(self, why: str, data: bytes, at: int, *,
                    tools: list[str] | None = None) -> Part:
         """Keep ``data`` beside the content as a part, and tell the user at once."""
         part = self.aside.add(why, data, at, tail=why == CUT_LINE)
@@ -209,7 +211,7 @@ class MessageEnds:
 
     # -- waiting, continuing, asking -----------------------------------------------------------
 
-    def _pause(self: WriteSession, *, grew: bool) -> None:
+    def _pause(self, *, grew: bool) -> None:
         """The message ended without the terminator and was not cut off: wait (the idle
         prompt follows), unless ``max_idle_prompts`` prompts got nothing new."""
         context = self.lifecycle.context
@@ -219,7 +221,7 @@ class MessageEnds:
                 and "idle_exhausted" in self.lifecycle.allowed_triggers():
             self._idle_exhausted(limit)
 
-    def _quote(self: WriteSession) -> Quoted:
+    def _quote(self) -> Quoted:
         """The tail the next prompt quotes: the last complete lines, and the unfinished last
         line if the content stops in the middle of one."""
         last = self.journal.last_line()
@@ -229,7 +231,7 @@ class MessageEnds:
             lines = lines[:-1]
         return Quoted(tuple(lines), unfinished)
 
-    def _truncated(self: WriteSession, finish: Finish | None = None) -> None:
+    def _truncated(self, finish: Finish | None = None) -> None:
         """The output was cut off (``finish`` says how; ``None``: a session taken over after
         a crash goes on): the model is asked at once to continue."""
         lines, size = self.journal.lines, self.journal.bytes
@@ -260,7 +262,7 @@ class MessageEnds:
             self.runtime.reporter.progress_done()
             self._abandon("no content arrived before the output was cut off")
 
-    def _say_how_it_was_cut(self: WriteSession, finish: Finish | None) -> None:
+    def _say_how_it_was_cut(self, finish: Finish | None) -> None:
         """A cut the user would not see otherwise (the network, an error event, the content
         filter) is named, with the file and the session."""
         if finish is None:
@@ -279,7 +281,7 @@ class MessageEnds:
                 f"the endpoint's content filter stopped the reply (finish reason "
                 f"content_filter) {where}")
 
-    def _ask_unfinished(self: WriteSession) -> None:
+    def _ask_unfinished(self) -> None:
         """The message stopped cleanly in the middle of a line: a file may end that way (a
         VERSION file), or a gateway reported a cut-off as ``stop``. The model is asked at once
         which it is."""
@@ -291,7 +293,7 @@ class MessageEnds:
             "file ends there")
         self._trigger("unfinished", lines=self.journal.lines, bytes=self.journal.bytes)
 
-    def _idle_exhausted(self: WriteSession, limit: int) -> None:
+    def _idle_exhausted(self, limit: int) -> None:
         """``max_idle_prompts`` idle prompts got no new content and no terminator: write what
         was saved, marked incomplete (nothing saved: abandon)."""
         lines, size = self.journal.lines, self.journal.bytes
@@ -310,7 +312,7 @@ class MessageEnds:
         elif self.lifecycle.has_tag("abandoned"):
             self._abandon(f"no content arrived and {reason}")
 
-    def _done_in_open_fence(self: WriteSession) -> bool:
+    def _done_in_open_fence(self) -> bool:
         """A message whose last line is the terminator, but which ends inside a fenced block.
 
         Models wrap a file in a code fence and do not always close it, or nest blocks in a
@@ -331,7 +333,7 @@ class MessageEnds:
         self._fixed = body[:body.rfind(b"\n") + 1]
         return True
 
-    def _restarted(self: WriteSession, text: str) -> None:
+    def _restarted(self, text: str) -> None:
         """The continuation started the file over: it is set aside, and what was saved before
         it is written once, as incomplete."""
         lines = self.journal.lines

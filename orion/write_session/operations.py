@@ -129,9 +129,9 @@ def apply_operation(checked: CheckedPlan, existing: bytes | None, content: bytes
         gap = eol if not body.endswith(b"\n") and content else b""
         return bom + body + gap + content
     if op is Operation.REPLACE_BLOCK:
-        start, end = matches["start_marker"], matches["end_marker"]
-        first = _line_end(body, start.positions[0] + len(start.needle) - 1)
-        last = _line_start(body, end.positions[0])
+        opening, closing = matches["start_marker"], matches["end_marker"]
+        first = _line_end(body, opening.positions[0] + len(opening.needle) - 1)
+        last = _line_start(body, closing.positions[0])
         return bom + body[:first] + _terminated(content, eol) + body[last:]
     if op is Operation.REPLACE_ALL:
         needle = matches["search"].needle

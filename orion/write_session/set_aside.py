@@ -164,16 +164,16 @@ class SetAside:
         Nothing happens when nothing was set aside."""
         if not self.parts:
             return None
-        target_file, target = target, Path(state_dir) / ARCHIVE / session_id
+        folder = Path(state_dir) / ARCHIVE / session_id
         try:
-            target.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+            folder.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
             for part in self.parts:
-                write_private(target / f"{part.number}.txt", self.read(part.number))
-            _replace(target / INDEX, {"target_file": self.target or target_file,
+                write_private(folder / f"{part.number}.txt", self.read(part.number))
+            _replace(folder / INDEX, {"target_file": self.target or target,
                                       "parts": [asdict(p) for p in self.parts]})
         except OSError:
             return None
-        return target
+        return folder
 
     # -- the state a checkpoint saves -------------------------------------------------------------
 

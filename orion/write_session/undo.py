@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -139,7 +140,8 @@ def _changed_ns(path: Path) -> int:
         return 0
 
 
-def prune(state_dir: Path, keep: int, *, open_sessions: set[str] = frozenset()) -> list[str]:
+def prune(state_dir: Path, keep: int, *,
+          open_sessions: AbstractSet[str] = frozenset()) -> list[str]:
     """Remove all but the newest ``keep`` undo records with their backups (``keep`` 0: keep
     everything); a session whose journal is still there (``open_sessions``) keeps its backup.
     Returns the ids removed."""

@@ -42,6 +42,8 @@ from orion.statechart.model.events import DONE_PREFIX, matching_descriptors
 from orion.statechart.model.tree import SEPARATOR, StateNode, lineage, settle
 
 if TYPE_CHECKING:
+    from collections import OrderedDict
+
     from orion.statechart.interpreter.lifecycle import Lifecycle
 
 
@@ -82,6 +84,11 @@ def done_event(nodes: dict[str, StateNode], entered: str) -> str | None:
 
 
 # -- the transitions extension -------------------------------------------------------------------
+#
+# The overrides below take this machine's own classes where the library's take its base ones
+# (``LifecycleEventData`` for ``EventData``, ``Lifecycle`` for a model): the only event data a
+# LifecycleMachine hands its states, transitions and events is the LifecycleEventData it made,
+# for a Lifecycle, so mypy's ``override`` error is ignored on each of those methods.
 
 class LifecycleEventData(NestedEventData):
     """One event being processed for one lifecycle (the machine is shared by all of them).
@@ -91,10 +98,18 @@ class LifecycleEventData(NestedEventData):
     transition a timer takes. ``errors``: the exit and entry actions that failed, raised once
     the transition is complete."""
 
+    machine: LifecycleMachine
+    model: Lifecycle
+    event: LifecycleEvent
+    transition: LifecycleTransition | None
+
     def __init__(self, machine: LifecycleMachine, lifecycle: Lifecycle, payload: dict[str, Any],
                  *, direct: bool = False, only: LifecycleTransition | None = None):
-        # NestedEventData's attributes, set here: one is made per event, on the hot path.
-        self.state, self.event, self.machine, self.model = None, None, machine, lifecycle
+        # NestedEventData's attributes, set here: one is made per event, on the hot path. The
+        # library's own __init__ starts ``state`` and ``event`` as None too; its stubs leave
+        # the None out of their types.
+        self.state, self.event = None, None  # type: ignore[assignment]
+        self.machine, self.model = machine, lifecycle
         self.args, self.kwargs = (), payload
         self.transition, self.error, self.result = None, None, False
         self.source_path, self.source_name = None, None
@@ -111,10 +126,14 @@ class LifecycleState(NestedState):
     whole transition is done (see :meth:`LifecycleTransition._change_state`)."""
 
     separator = SEPARATOR  # the chart's paths; the library's default ("_") is left alone
+    _name: str  # the library allows an Enum; a chart names its states
+    # Its children, states of the chart too (the stubs narrow HierarchicalMachine.states from
+    # Machine's with the same ignore).
+    states: OrderedDict[str, LifecycleState]  # type: ignore[assignment]
 
     def __init__(self, name: str, *, path: str, final: bool = False, initial: str | None = None,
-                 on_enter: list[Callable[..., Any]] | None = None,
-                 on_exit: list[Callable[..., Any]] | None = None,
+                 on_enter: list[str | Callable[..., bool | None]] | None = None,
+                 on_exit: list[str | Callable[..., bool | None]] | None = None,
                  tags: Iterable[str] = (), timers: tuple[tuple[str, float], ...] = (),
                  done: str | None = None):
         super().__init__(name, on_enter=on_enter, on_exit=on_exit, final=final, initial=initial)
@@ -134,7 +153,7 @@ class LifecycleState(NestedState):
         # through a scope (their path is ``path``).
         return self._name
 
-    def enter(self, event_data: LifecycleEventData) -> None:
+    def enter(self, event_data: LifecycleEventData) -> None:  # type: ignore[override]
         lifecycle = event_data.model
         # While its entry actions run, the state is the innermost active one; its timers are
         # armed first, at the entry time.
@@ -145,7 +164,7 @@ class LifecycleState(NestedState):
             if self.done is not None:
                 lifecycle._raise_event(self.done)
 
-    def exit(self, event_data: LifecycleEventData) -> None:
+    def exit(self, event_data: LifecycleEventData) -> None:  # type: ignore[override]
         try:
             super().exit(event_data)
         finally:
@@ -162,7 +181,10 @@ class LifecycleTransition(NestedTransition):
                  before: Any = None, after: Any = None, prepare: Any = None, *,
                  trigger: str, owner: str | None, domain: str | None,
                  enter: tuple[LifecycleState, ...], index: int, where: str):
-        super().__init__(source, dest, conditions, unless, before, after, prepare)
+        # ``dest`` None is the library's internal transition (no state change); the stubs type
+        # it as always a state.
+        super().__init__(source, dest, conditions, unless, before, after,  # type: ignore[arg-type]
+                         prepare)
         #: Its trigger as written: the event descriptors it answers, separated by spaces.
         self.trigger = trigger
         #: The state it belongs to (``None``: the chart's root, for a ``*`` source).
@@ -176,7 +198,7 @@ class LifecycleTransition(NestedTransition):
         #: Where it is, for error messages ("on 'begin'", "on timer 'tick' of 'wait'").
         self.where = where
 
-    def _change_state(self, event_data: LifecycleEventData) -> None:
+    def _change_state(self, event_data: LifecycleEventData) -> None:  # type: ignore[override]
         """Exit the active states inside the domain, innermost first, then enter the target's
         lineage below it. A failing exit or entry action does not stop the transition: every
         state is still exited or entered, so the active states stay one path from a top-level
@@ -198,7 +220,9 @@ class LifecycleEvent(NestedEvent):
     """An event name. Its transitions are those registered under it as a descriptor; the
     selection takes every matching descriptor's transitions into account."""
 
-    def trigger_nested(self, event_data: LifecycleEventData) -> bool | None:
+    # None (no transition answers) is an answer the library's ``bool`` has no room for.
+    def trigger_nested(  # type: ignore[override]
+            self, event_data: LifecycleEventData) -> bool | None:
         """SCXML's ``selectTransitions`` for one active leaf: the first enabled transition of
         the candidates, in priority order, is executed. Returns ``None`` when no transition
         answers the event, ``False`` when every candidate's guards said no."""
@@ -231,9 +255,12 @@ class LifecycleMachine(HierarchicalMachine):
     ``add_model`` (which binds a method per trigger and state on every instance), so creating
     one costs what creating a plain object does."""
 
-    state_cls = LifecycleState
-    transition_cls = LifecycleTransition
-    event_cls = LifecycleEvent
+    state_cls: type[LifecycleState] = LifecycleState
+    transition_cls: type[LifecycleTransition] = LifecycleTransition
+    event_cls: type[LifecycleEvent] = LifecycleEvent
+    # Each event is made by ``event_cls`` (the stubs narrow HierarchicalMachine.events from
+    # Machine's with the same ignore).
+    events: dict[str, LifecycleEvent]  # type: ignore[assignment]
 
     def __init__(self, *, name: str, states: list[LifecycleState], initial: str,
                  nodes: dict[str, StateNode]):
@@ -268,7 +295,7 @@ class LifecycleMachine(HierarchicalMachine):
         which belongs to the root) under the event of each of its ``descriptors``.
         ``Machine.add_transition`` is bypassed: it would expand ``*`` to the top-level states
         as if they owned it, and reject a trigger named like the model attribute (``state``)."""
-        transition = self._create_transition(
+        transition = self.transition_cls(
             source, dest, conditions, unless, before, None, None, trigger=trigger, owner=owner,
             domain=domain, enter=tuple(self.paths[p] for p in enter), index=index, where=where)
         table = self._by_state.setdefault(owner, {}) if owner is not None \
@@ -276,7 +303,7 @@ class LifecycleMachine(HierarchicalMachine):
         for descriptor in descriptors:
             event = self.events.get(descriptor)
             if event is None:
-                event = self.events[descriptor] = self._create_event(descriptor, self)
+                event = self.events[descriptor] = self.event_cls(descriptor, self)
             event.add_transition(transition)
             table.setdefault(descriptor, []).append(transition)
         return transition
@@ -328,14 +355,15 @@ class LifecycleMachine(HierarchicalMachine):
         (``done.state.job`` answered by a transition on ``done``)."""
         event = self.events.get(name) or self._occurring.get(name)
         if event is None:
-            event = self._create_event(name, self)
+            event = self.event_cls(name, self)
             if name.startswith(DONE_PREFIX):  # bounded by the chart's states
                 self._occurring[name] = event
         return event
 
     # -- processing -----------------------------------------------------------------------------
 
-    def trigger_event(self, model: Lifecycle, trigger: str, *args: Any, **kwargs: Any) -> Any:
+    def trigger_event(  # type: ignore[override]
+            self, model: Lifecycle, trigger: str, *args: Any, **kwargs: Any) -> Any:
         """Process ``trigger`` for ``model`` as the caller's own event: when no transition
         answers it, the caller is told (see :meth:`_trigger_event`)."""
         event_data = LifecycleEventData(self, model, kwargs, direct=True)
@@ -378,7 +406,8 @@ class LifecycleMachine(HierarchicalMachine):
             return None
         return lifecycle._run(trigger, trigger.args[1])  # type: ignore[attr-defined]
 
-    def _trigger_event(self, event_data: LifecycleEventData, trigger: str) -> bool:
+    def _trigger_event(  # type: ignore[override]
+            self, event_data: LifecycleEventData, trigger: str) -> bool:
         lifecycle = event_data.model
         state = lifecycle.state
         if lifecycle.finished:

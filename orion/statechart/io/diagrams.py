@@ -15,7 +15,7 @@ transition in file order, every ``*`` transition drawn from each top-level state
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from transitions.extensions.diagrams import HierarchicalGraphMachine, NestedGraphTransition
 from transitions.extensions.diagrams_mermaid import DigraphMock
@@ -25,8 +25,12 @@ from transitions.extensions.nesting import NestedState
 from orion.statechart.model.schema import StatechartSpec
 from orion.statechart.model.tree import SEPARATOR, edges, flatten, lineage
 
-__all__ = ["DiagramMachine", "DiagramUnavailable", "diagram_machine", "label", "mermaid",
-           "picture"]
+__all__ = ["DiagramMachine", "DiagramUnavailable", "Engine", "diagram_machine", "label",
+           "mermaid", "picture"]
+
+
+#: What draws a diagram: the Mermaid text, or Graphviz for a picture.
+Engine = Literal["graphviz", "mermaid"]
 
 
 class DiagramUnavailable(RuntimeError):
@@ -64,7 +68,10 @@ class _Mermaid(MermaidGraph):
     edge in file order, and the active states get the ``active`` class."""
 
     def get_graph(self, title: str | None = None, roi_state: Any = None) -> DigraphMock:
-        machine: DiagramMachine = self.machine
+        machine = self.machine
+        assert isinstance(machine, DiagramMachine)  # the graph class of no other machine
+        # A chart has an initial state (the schema requires one), so the machine has too.
+        assert machine.initial is not None
         states, transitions = self._get_elements()
         out = ["stateDiagram-v2"]
         if machine.description:
@@ -110,7 +117,10 @@ class _Mermaid(MermaidGraph):
 
 def _graphviz_graph() -> type:
     """The Graphviz graph class, or :class:`DiagramUnavailable` naming what is missing."""
-    from transitions.extensions.diagrams_graphviz import NestedGraph, pgv
+    # ``pgv`` is the module's optional import of the graphviz package, None without it; the
+    # stubs leave it out.
+    from transitions.extensions.diagrams_graphviz import (  # type: ignore[attr-defined]
+        NestedGraph, pgv)
 
     if pgv is None:
         raise DiagramUnavailable("drawing a picture needs the Graphviz extra: pip install "
@@ -136,17 +146,18 @@ class DiagramMachine(HierarchicalGraphMachine):
     # Top to bottom: a lifecycle reads from its initial state down to its final ones.
     machine_attributes = {**HierarchicalGraphMachine.machine_attributes, "rankdir": "TB"}
 
+    # The stubs type each style group as ``str | dict`` (no group is a str), hence the ignores.
     style_attributes = {
         **HierarchicalGraphMachine.style_attributes,
         # Final states are drawn twice outlined and grey; the active leaf stands out; its
         # ancestors' clusters get a red outline only.
-        "node": {**HierarchicalGraphMachine.style_attributes["node"],
+        "node": {**HierarchicalGraphMachine.style_attributes["node"],  # type: ignore[dict-item]
                  "final": {"fillcolor": "gainsboro", "color": "black", "peripheries": "2"}},
-        "graph": {**HierarchicalGraphMachine.style_attributes["graph"],
+        "graph": {**HierarchicalGraphMachine.style_attributes["graph"],  # type: ignore[dict-item]
                   "active": {"color": "red", "fillcolor": "white", "style": "bold,rounded"}},
     }
 
-    def __init__(self, *, chart: str, description: str, engine: str,
+    def __init__(self, *, chart: str, description: str, engine: Engine,
                  notes: Sequence[tuple[str | None, str]] = (), **kwargs: Any):
         self.chart, self.description = chart, description
         #: What to write beside the chart (``orion check``'s findings): ``(state, text)``,
@@ -179,7 +190,7 @@ class DiagramMachine(HierarchicalGraphMachine):
 
 
 def diagram_machine(spec: StatechartSpec, *, settings: Mapping[str, Any] | None = None,
-                    engine: str = "mermaid",
+                    engine: Engine = "mermaid",
                     notes: Sequence[tuple[str | None, str]] = ()) -> DiagramMachine:
     """The chart as a :class:`DiagramMachine`; timer labels read the delays in ``settings``
     (default: the chart's defaults); ``notes`` go beside their states."""
