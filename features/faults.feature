@@ -204,6 +204,7 @@ Feature: Faults of the environment
 
   @FS-10 @safety
   Scenario: Too many open files in the middle of a write lose nothing and say where the content is
+    Given the "write_session" setting "flush_interval_ms" is 200
     When the user runs "orion run" in a terminal while the model writes 600 lines to "notes.md" one every 10 ms, and the open-file limit drops to 10 once 100 lines show
     Then the command fails with exit code 1
     And the write session's journal holds all 600 lines
