@@ -125,6 +125,15 @@ Feature: Faults of the environment
     And the user is told "plan draft not stored"
     And the active plan is "READY" at revision 2 with the Markdown "# Release\n1. Build.\n2. Sign."
 
+  @FS-5 @plan
+  Scenario: A draft another chat stores while this one's is being stored is not overwritten
+    Given plan work is active
+    And the model has stored the plan draft "# Release\n1. Build."
+    When another session in the workspace stores the plan draft "# Release\n1. Build.\n2. Sign." just as the model's draft "# Release\n1. Build.\n2. Announce." is stored
+    Then the tool call is refused with a message containing "another session in this workspace stored revision 2"
+    And the user is told "plan draft not stored"
+    And the active plan is "READY" at revision 2 with the Markdown "# Release\n1. Build.\n2. Sign."
+
   @FS-6 @plan
   Scenario: A damaged plan is named with the way out, and new plan work goes on once it is dropped
     Given plan work is active

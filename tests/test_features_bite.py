@@ -1291,7 +1291,8 @@ mutant("empty_pipeline_passes", "FS-4", "orion.runtime.pipeline:check_replies",
 mutant("draft_base_not_compared_in_the_store", "FS-5", "orion.plan.service:PlanService.set_content",
        "the revision a draft is based on is compared before the store's transaction, not in it",
        ("self.replacing = expected_revision if base is None else base[1]",
-        "self.replacing = expected_revision"))
+        "self.replacing = expected_revision"),
+       keyword="being_stored")
 
 mutant("plans_db_read_without_text_factory", "FS-6", "orion.plan.store:PlanStore.__init__",
        "plans.db is read with sqlite's own text decoding: one row that is not UTF-8 fails the "
