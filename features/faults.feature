@@ -28,6 +28,28 @@ Feature: Faults of the environment
     And no file outside the workspace changed
 
   @FS-1 @safety
+  Scenario: An entry of the state directory linked elsewhere in the workspace is refused too
+    Given the workspace has a file "notes.md" containing "the old notes\n"
+    And the workspace has a directory "src"
+    And the workspace has a directory ".orion"
+    And the workspace has a link ".orion/backups" to "../src"
+    When the user runs "orion run" with the script:
+      """
+      conversation:
+        - user: Rewrite the notes.
+        - model:
+            tool_calls:
+              - name: WritePlanTool_begin
+                arguments: {intent: new notes, target_file: notes.md, operation: overwrite}
+        - model: {text: "the new notes\nDONE\n"}
+        - model: {text: Done.}
+      """
+    Then the command fails with exit code 2
+    And the console shows ".orion/backups is a symbolic link to '../src'"
+    And the console shows "outside the state directory"
+    And "notes.md" is unchanged
+
+  @FS-1 @safety
   Scenario: The session commands refuse a state directory that is a link out of the workspace
     Given the workspace has a link ".orion" to "../outside"
     When the user runs "orion sessions list --json"

@@ -1272,7 +1272,8 @@ mutant("state_entries_checked_against_the_workspace", "FS-1",
        "orion.workspace:_check_confined",
        "an entry of .orion that links elsewhere in the workspace is followed (entries are "
        "checked against the workspace, not the state directory)",
-       ("if not target.is_relative_to(real):", "if not target.is_relative_to(root):"))
+       ("if not target.is_relative_to(real):", "if not target.is_relative_to(root):"),
+       keyword="elsewhere_in_the_workspace")
 
 mutant("root_keeps_the_group_it_is_not_in", "FS-2", "orion.confined:_give_owner",
        "root gives a replaced file its group only when root is in that group",
