@@ -239,6 +239,7 @@ Feature: Faults of the environment
     When the user runs "orion run" in a terminal while the model writes 600 lines to "notes.md" one every 10 ms, and the open-file limit drops to 10 once 100 lines show
     Then the command fails with exit code 1
     And the write session's journal holds all 600 lines
+    And the console does not show "kept in memory"
     And the console shows "Too many open files"
     And the console shows "The content is saved in write session"
     And the console does not show "Traceback"
