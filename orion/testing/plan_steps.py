@@ -275,6 +275,14 @@ def model_calls_other_tool(orion_world: World, tool: str) -> None:
     model_turn(orion_world, call_then_say(tool, {}, "Done."), f"Use {tool}.")
 
 
+def _another_session(world: World) -> Runtime:
+    """A second runtime in the scenario's workspace (another ``orion chat``), with its own
+    connection to ``plans.db``; the caller closes it."""
+    return Runtime(model=world.runtime.model, plugins=world.runtime.plugins,
+                   workspace=world.workspace, config=load_config(world.workspace, env=world.env),
+                   env=world.env)
+
+
 class _OtherSession:
     """The scenario's model, but while it answers the next request another Orion session in
     the same workspace (a second ``orion chat``, with its own connection to ``plans.db``) does
@@ -288,9 +296,7 @@ class _OtherSession:
     async def stream(self, request):
         world = self.world
         world.runtime.model = self.model  # once
-        other = Runtime(model=self.model, plugins=world.runtime.plugins,
-                        workspace=world.workspace,
-                        config=load_config(world.workspace, env=world.env), env=world.env)
+        other = _another_session(world)
         try:
             await self.act(other)
         finally:
@@ -340,10 +346,7 @@ class _StoresFirst:
     def finalize(self, lifecycle: Any, transition: Any) -> Any:
         if lifecycle.name == LIFECYCLE and not self.done:
             self.done = True
-            world = self.world
-            other = Runtime(model=world.runtime.model, plugins=world.runtime.plugins,
-                            workspace=world.workspace,
-                            config=load_config(world.workspace, env=world.env), env=world.env)
+            other = _another_session(self.world)
             try:
                 plan_service_for(other).set_content(self.text, None)
             finally:
