@@ -28,6 +28,28 @@ Feature: Faults of the environment
     And no file outside the workspace changed
 
   @FS-1 @safety
+  Scenario: An entry of the state directory linked elsewhere in the workspace is refused too
+    Given the workspace has a file "notes.md" containing "the old notes\n"
+    And the workspace has a directory "src"
+    And the workspace has a directory ".orion"
+    And the workspace has a link ".orion/backups" to "../src"
+    When the user runs "orion run" with the script:
+      """
+      conversation:
+        - user: Rewrite the notes.
+        - model:
+            tool_calls:
+              - name: WritePlanTool_begin
+                arguments: {intent: new notes, target_file: notes.md, operation: overwrite}
+        - model: {text: "the new notes\nDONE\n"}
+        - model: {text: Done.}
+      """
+    Then the command fails with exit code 2
+    And the console shows ".orion/backups is a symbolic link to '../src'"
+    And the console shows "outside the state directory"
+    And "notes.md" is unchanged
+
+  @FS-1 @safety
   Scenario: The session commands refuse a state directory that is a link out of the workspace
     Given the workspace has a link ".orion" to "../outside"
     When the user runs "orion sessions list --json"
@@ -125,6 +147,15 @@ Feature: Faults of the environment
     And the user is told "plan draft not stored"
     And the active plan is "READY" at revision 2 with the Markdown "# Release\n1. Build.\n2. Sign."
 
+  @FS-5 @plan
+  Scenario: A draft another chat stores while this one's is being stored is not overwritten
+    Given plan work is active
+    And the model has stored the plan draft "# Release\n1. Build."
+    When another session in the workspace stores the plan draft "# Release\n1. Build.\n2. Sign." just as the model's draft "# Release\n1. Build.\n2. Announce." is stored
+    Then the tool call is refused with a message containing "another session in this workspace stored revision 2"
+    And the user is told "plan draft not stored"
+    And the active plan is "READY" at revision 2 with the Markdown "# Release\n1. Build.\n2. Sign."
+
   @FS-6 @plan
   Scenario: A damaged plan is named with the way out, and new plan work goes on once it is dropped
     Given plan work is active
@@ -204,9 +235,11 @@ Feature: Faults of the environment
 
   @FS-10 @safety
   Scenario: Too many open files in the middle of a write lose nothing and say where the content is
+    Given the "write_session" setting "flush_interval_ms" is 200
     When the user runs "orion run" in a terminal while the model writes 600 lines to "notes.md" one every 10 ms, and the open-file limit drops to 10 once 100 lines show
     Then the command fails with exit code 1
     And the write session's journal holds all 600 lines
+    And the console does not show "kept in memory"
     And the console shows "Too many open files"
     And the console shows "The content is saved in write session"
     And the console does not show "Traceback"

@@ -99,6 +99,7 @@ Feature: Work by plan: one Markdown plan the user approves and the model follows
     And the tool result has the fields "plan_id", "title", "status", "revision" and "markdown"
     And the tool result says "title" is "Release"
     And the tool result says "status" is "READY"
+    And the tool result says "revision" is "1"
 
   # -- compaction safety ---------------------------------------------------------
 

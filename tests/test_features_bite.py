@@ -1253,6 +1253,54 @@ def drafts_unchecked(p: Patcher) -> None:
     p.replace("orion.plan.service:size_problem", lambda markdown, limit: None)
 
 
+mutant("get_tool_offered_outside_plan_work", "PM-1", "orion_plugins.plan_mode:gate_tools",
+       "outside plan work only plan_set_content is withheld; plan_get is still offered",
+       ("return None if active else list(PLAN_TOOLS)",
+        "return None if active else list(PLAN_TOOLS[:1])"))
+
+mutant("authorized_as_the_request_saw_it", "PM-2", "orion_plugins.plan_mode:authorize_tool_call",
+       "a plan tool call is authorized by the plan as its request saw it, not as it is now",
+       ("plan = service.active_plan  # now, not as the request saw it",
+        "plan = service.plan_for_request()"),
+       keyword="offered_before")
+
+mutant("get_revision_one_behind", "PM-3", "orion_plugins.plan_mode:get",
+       "plan_get returns the revision before the one it returns the Markdown of",
+       ('"revision": plan.revision,', '"revision": plan.revision - 1,'),
+       keyword="exactly")
+
+mutant("no_block_before_the_first_draft", "PM-4", "orion_plugins.plan_mode:build_context",
+       "a plan without a draft yet (COLLECTING) gets no plan block in the requests",
+       ("    if plan is None:\n", "    if plan is None or not plan.markdown:\n"))
+
+mutant("plan_on_replaces_a_plan_without_draft", "PM-5", "orion.plan.service:PlanService.on",
+       "/plan on while the active plan has no draft yet starts plan work again",
+       ("if plan is not None:", "if plan is not None and plan.markdown:"))
+
+mutant("revision_during_execution_stays_approved", "PM-6", "orion.plan.store:PlanStore.set_content",
+       "a draft stored during execution becomes a new revision that is EXECUTING already",
+       ("(new_id, new_title, markdown, Status.READY.value,",
+        "(new_id, new_title, markdown, Status.EXECUTING.value,"),
+       keyword="during_execution")
+
+mutant("reset_completes_an_executing_plan", "PM-7", "orion.plan.store:PlanStore.end",
+       "/reset completes an executing plan instead of cancelling it",
+       ("plan.status is Status.EXECUTING and not cancel", "plan.status is Status.EXECUTING"),
+       keyword="reset_ends")
+
+mutant("plan_work_withholds_write_tools", "PM-8", "orion_plugins.plan_mode:gate_tools",
+       "plan work withholds the tools that write files (the plan comes before any change)",
+       ("return None if active else list(PLAN_TOOLS)",
+        "return [t.name for t in tools if 'write' in t.name.lower()] if active "
+        "else list(PLAN_TOOLS)"),
+       keyword="restricts_no_other")
+
+mutant("size_counted_in_characters", "PM-9", "orion.plan.service:size_problem",
+       "a draft's size is counted in characters, not in bytes",
+       ('len(markdown.encode("utf-8", "surrogatepass"))', "len(markdown)"),
+       keyword="size_limit")
+
+
 @variant("WS-15", "orion.write_session.message_end:MessageEnds._beside_a_tool_call",
          "the text beside a tool call stays in the content")
 def narration_kept(p: Patcher) -> None:
@@ -1511,6 +1559,70 @@ def open_file_limit_unexpected(p: Patcher) -> None:
          "orion check sees no completion loop", keyword="refused_before_anything")
 def completion_loops_unseen(p: Patcher) -> None:
     p.replace("orion.statechart.checks.loops:_completion_loops", lambda *args: iter(()))
+
+
+mutant("state_entries_checked_against_the_workspace", "FS-1",
+       "orion.workspace:_check_confined",
+       "an entry of .orion that links elsewhere in the workspace is followed (entries are "
+       "checked against the workspace, not the state directory)",
+       ("if not target.is_relative_to(real):", "if not target.is_relative_to(root):"),
+       keyword="elsewhere_in_the_workspace")
+
+mutant("root_keeps_the_group_it_is_not_in", "FS-2", "orion.confined:_give_owner",
+       "root gives a replaced file its group only when root is in that group",
+       ("if os.geteuid() == 0 or like.st_gid in _groups()", "if like.st_gid in _groups()"),
+       keyword="another_user_keeps")
+
+mutant("size_cap_read_as_kib", "FS-3", "orion.sourcefile:_check",
+       "the size cap is taken for KiB: a file 1024 times larger than the cap is read",
+       ("info.st_size > limit:", "info.st_size > limit * 1024:"), keyword="oversized")
+
+mutant("empty_pipeline_passes", "FS-4", "orion.runtime.pipeline:check_replies",
+       "an empty pipeline is let through (nothing in it to check)",
+       ("if any(getattr(system, REPLIES, False) is True for system in chosen):",
+        "if not order or any(getattr(system, REPLIES, False) is True for system in chosen):"))
+
+mutant("draft_base_not_compared_in_the_store", "FS-5", "orion.plan.service:PlanService.set_content",
+       "the revision a draft is based on is compared before the store's transaction, not in it",
+       ("self.replacing = expected_revision if base is None else base[1]",
+        "self.replacing = expected_revision"),
+       keyword="being_stored")
+
+mutant("plans_db_read_without_text_factory", "FS-6", "orion.plan.store:PlanStore.__init__",
+       "plans.db is read with sqlite's own text decoding: one row that is not UTF-8 fails the "
+       "whole query",
+       ("    self._conn.text_factory = _text\n", ""))
+
+
+@variant("FS-7", "orion.runtime.runner:RUN_SIGNALS",
+         "orion run handles SIGTERM and Ctrl-C but not SIGHUP (a closed terminal)",
+         keyword="terminal_closed", partial=True)
+def closed_terminal_unhandled(p: Patcher) -> None:
+    import signal
+
+    p.replace_in(("orion.runtime.runner",), "RUN_SIGNALS", (signal.SIGTERM, signal.SIGINT))
+
+
+mutant("age_by_the_larger_figure", "FS-8", "orion.write_session.orphans:_age",
+       "an orphan's age is the larger of the wall clock's and the boot clock's figures",
+       ("return min(age, max(0.0, elapsed))", "return max(age, max(0.0, elapsed))"),
+       keyword="wall_clock")
+
+mutant("session_directory_with_the_umask_mode", "FS-9",
+       "orion.write_session.journal:Journal.create",
+       "a session's journal directory is created with the umask's mode, not 0700",
+       ("journal.directory.mkdir(mode=DIR_MODE, exist_ok=True)",
+        "journal.directory.mkdir(exist_ok=True)"))
+
+mutant("only_the_system_wide_limit_waits", "FS-10",
+       "orion.write_session.journal:Journal._state_failed",
+       "only the system's open-file limit (ENFILE) lets the state wait; the process's own "
+       "(EMFILE) is taken for a disk failure",
+       ("exc.errno not in OPEN_LIMITS", "exc.errno != errno.ENFILE"))
+
+mutant("one_state_loop_unseen", "FS-11", "orion.statechart.checks.loops:_completion_loops",
+       "a completion that leads back to its own final state is not taken for a loop",
+       ("if path in trail:", "if path in trail[1:]:"), keyword="refused_before_anything")
 
 
 # Partial breaks ------------------------------------------------------------------------------

@@ -30,8 +30,9 @@ import pytest
 import yaml
 from pytest_bdd import given, parsers, then, when
 
+from orion.api import hookimpl
 from orion.config import load_config
-from orion.plan.service import plan_service_for
+from orion.plan.service import LIFECYCLE, plan_service_for
 from orion.plan.store import DB_NAME, Plan
 from orion.runtime.runtime import Runtime
 from orion.workspace.statedb import TRACES_DB
@@ -274,6 +275,14 @@ def model_calls_other_tool(orion_world: World, tool: str) -> None:
     model_turn(orion_world, call_then_say(tool, {}, "Done."), f"Use {tool}.")
 
 
+def _another_session(world: World) -> Runtime:
+    """A second runtime in the scenario's workspace (another ``orion chat``), with its own
+    connection to ``plans.db``; the caller closes it."""
+    return Runtime(model=world.runtime.model, plugins=world.runtime.plugins,
+                   workspace=world.workspace, config=load_config(world.workspace, env=world.env),
+                   env=world.env)
+
+
 class _OtherSession:
     """The scenario's model, but while it answers the next request another Orion session in
     the same workspace (a second ``orion chat``, with its own connection to ``plans.db``) does
@@ -287,9 +296,7 @@ class _OtherSession:
     async def stream(self, request):
         world = self.world
         world.runtime.model = self.model  # once
-        other = Runtime(model=self.model, plugins=world.runtime.plugins,
-                        workspace=world.workspace,
-                        config=load_config(world.workspace, env=world.env), env=world.env)
+        other = _another_session(world)
         try:
             await self.act(other)
         finally:
@@ -324,6 +331,42 @@ def plan_draft_stored_elsewhere(orion_world: World, other: str, markdown: str) -
         plan_service_for(runtime).set_content(text, None)
     orion_world.runtime.model = _OtherSession(orion_world, stores_draft)
     model_stores_draft(orion_world, markdown)
+
+
+class _StoresFirst:
+    """A plugin of the scenario: when the model's draft reaches the plan store (the
+    ``finalize`` of ``plan_mode``, after the draft was checked against the plan this
+    conversation saw), another session in the workspace stores ``text`` first, through its own
+    connection to ``plans.db``."""
+
+    def __init__(self, world: World, text: str):
+        self.world, self.text, self.done = world, text, False
+
+    @hookimpl(wrapper=True)
+    def finalize(self, lifecycle: Any, transition: Any) -> Any:
+        if lifecycle.name == LIFECYCLE and not self.done:
+            self.done = True
+            other = _another_session(self.world)
+            try:
+                plan_service_for(other).set_content(self.text, None)
+            finally:
+                other.close()
+        return (yield)
+
+
+@when(parsers.re(r"another session in the workspace stores the plan draft " + quoted("other")
+                 + r" just as the model's draft " + quoted("markdown") + r" is stored"))
+def plan_draft_stored_in_between(orion_world: World, other: str, markdown: str) -> None:
+    """The narrowest race of two chats on one plan: the other one's draft is stored between
+    the check of this one's and its transaction."""
+    plugin = _StoresFirst(orion_world, draft_text(orion_world, other))
+    plugins = orion_world.runtime.plugins
+    plugins.register(plugin)
+    try:
+        model_stores_draft(orion_world, markdown)
+    finally:
+        plugins.unregister(plugin)
+    assert plugin.done, "the model's draft never reached the plan store"
 
 
 @given("the Markdown of the active plan is damaged in plans.db")
