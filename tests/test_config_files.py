@@ -165,3 +165,19 @@ def test_a_pipeline_without_a_model_is_refused_by_check_and_run(tmp_path, config
     as_json = orion("run", "hello", "--workspace", str(ws), "--json", cwd=ws)
     result = json.loads(as_json.stdout)
     assert as_json.returncode == 2 and not result["ok"] and where in result["errors"][0]
+
+
+@pytest.mark.parametrize("leads_to,said", [("orion.yaml", "Too many levels of symbolic links"),
+                                           ("config/missing.yaml", "No such file or directory")],
+                         ids=["loop", "dangling"])
+def test_orion_yaml_that_is_a_link_leading_nowhere_is_a_located_error(tmp_path, leads_to, said):
+    """A link that cannot be followed is not a workspace without ``orion.yaml``: the team's
+    configuration (its charts, its disabled plugins) would be ignored without a word."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "orion.yaml").symlink_to(leads_to)
+    for command in (["run", "hello"], ["check"]):
+        done = orion(*command, "--workspace", str(ws), cwd=ws)
+        assert done.returncode == 2, (command, done.stdout, done.stderr)
+        assert done.stderr.strip() == f"error: {ws / 'orion.yaml'}:1:1: cannot read file: {said}"
+        assert "Hello" not in done.stdout  # nothing was run with the defaults instead
