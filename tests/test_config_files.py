@@ -181,3 +181,15 @@ def test_orion_yaml_that_is_a_link_leading_nowhere_is_a_located_error(tmp_path, 
         assert done.returncode == 2, (command, done.stdout, done.stderr)
         assert done.stderr.strip() == f"error: {ws / 'orion.yaml'}:1:1: cannot read file: {said}"
         assert "Hello" not in done.stdout  # nothing was run with the defaults instead
+
+
+def test_a_reply_text_file_that_is_a_link_loop_is_a_located_script_error(tmp_path):
+    (tmp_path / "reply.md").symlink_to("reply.md")
+    (tmp_path / "s.yaml").write_text("conversation:\n  - user: hi\n"
+                                     "  - model: {text_file: reply.md}\n")
+    done = orion("run", str(tmp_path / "s.yaml"), "--workspace", str(tmp_path / "ws"),
+                 cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert (f"{tmp_path / 's.yaml'}:3:24: entry 2: model.text_file 'reply.md' "
+            f"({tmp_path / 'reply.md'}): cannot read it: Too many levels of symbolic links"
+            ) in done.stderr
