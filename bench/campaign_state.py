@@ -80,6 +80,14 @@ class Trial:
         self.check("Traceback" not in said, "tracebacks", said[-1500:])
 
 
+def one_line(detail: str) -> str:
+    """A finding on one line: a traceback's last lines, any other text's first 400 characters."""
+    lines = [line.strip() for line in detail.strip().splitlines() if line.strip()]
+    if any(line.startswith("Traceback") for line in lines):
+        lines = lines[-3:]
+    return " | ".join(lines)[:400]
+
+
 @dataclass
 class Tally:
     kind: str
@@ -96,7 +104,7 @@ class Tally:
             self.counts[count] += 1
         for count, detail in trial.found:
             self.failed.append(f"    {count}: replay with --only {self.kind} --replay "
-                               f"{trial_seed} ({trial.what}): {detail.strip()[:1200]}")
+                               f"{trial_seed} ({trial.what}): {one_line(detail)}")
 
     def line(self) -> str:
         if self.skipped:
