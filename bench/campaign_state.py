@@ -841,8 +841,8 @@ def trial_limits(trial: Trial) -> None:
     elif found and content_of(found[0]):
         kept = content_of(found[0])
         trial.check(expected.startswith(kept), "lost", "the journal is not the content")
-        trial.check("recover" in err or "rescued" in err, "wrong",
-                    f"the content is kept and nothing says so: {err[-600:]}")
+        trial.check(any(w in err for w in ("recover", "rescued", "is lost when")), "wrong",
+                    f"a failed write, and nothing says where its content is: {err[-600:]}")
     else:
         trial.check("nothing" in err.lower() or "not saved" in err or "lost" in err, "wrong",
                     f"failed, nothing kept, and not said: {err[-600:]}")
