@@ -1164,12 +1164,12 @@ def damaged_row_spoils_all(p: Patcher) -> None:
     p.replace("orion.plan.store:_text", lambda raw: raw.decode("utf-8"))
 
 
-@variant("FS-7", "orion.runtime.stop_signals:until_stopped",
+@variant("FS-7", "orion.runtime.stop_signals:StopSignals.__enter__",
          "a signal ends the command where it stands (the default action)")
 def signals_unhandled(p: Patcher) -> None:
-    async def until_stopped(work, signals=()):
-        return await work
-    p.replace("orion.runtime.stop_signals:until_stopped", until_stopped)
+    def install_nothing(self):
+        return self
+    p.replace("orion.runtime.stop_signals:StopSignals.__enter__", install_nothing)
 
 
 @variant("FS-8", "orion.write_session.orphans:_age",
