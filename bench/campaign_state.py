@@ -39,8 +39,10 @@ from pathlib import Path
 
 import yaml
 
+from orion.confined import TEMP_MARK
 from orion.sourcefile import CONFIG_LIMIT
 from orion.statechart.checks import MAX_STATES
+from orion.testing.observer import Observer
 from orion.testing.sse_server import (Pause, SSEServer, begin_write, chunk, finish_chunk,
                                       stream, text_chunk, text_stream)
 from orion.testing.terminal import InTerminal
@@ -226,11 +228,11 @@ def signals_run(trial: Trial) -> None:
     rng, root = trial.rng, trial.root
     ws = root / "ws"
     ws.mkdir()
-    count = rng.randint(120, 1500)
+    count = rng.randint(120, 700)
     lines = numbered(count)
     sizes = rng.choice([1, 1, 2, 3])  # lines per chunk
     chunks = ["".join(lines[i:i + sizes]) for i in range(0, count, sizes)]
-    delay = rng.choice([2, 5, 10, 20])
+    delay = rng.choice([2, 5, 10])
     path = script(root / "slow.yaml", begin("notes.md"),
                   {"model": {"chunks": chunks + ["DONE\n"], "chunk_delay_ms": delay}},
                   {"model": {"text": "Done."}})
@@ -255,12 +257,15 @@ def signals_run(trial: Trial) -> None:
     output = terminal.text()
     signum = signal.SIGHUP if how == "hang-up" else signal.Signals[how]
     trial.no_traceback(output)
-    trial.check(status == 128 + signum, "wrong", f"exit status {status}, not {128 + signum}")
     found = journals(ws)
     whole = "".join(lines).encode()
     if (ws / "notes.md").exists():  # the write ended before the signal: whole, or lost
         trial.check((ws / "notes.md").read_bytes() == whole, "lost", "a partial target")
+        # After the command closed, only its last words are left: the signal's default
+        # action may end them (a shell shows 128 + the number either way).
+        trial.check(status in (128 + signum, -signum), "wrong", f"exit status {status}")
         return
+    trial.check(status == 128 + signum, "wrong", f"exit status {status}, not {128 + signum}")
     if not trial.check(len(found) == 1, "lost", f"{len(found)} journals after the signal"):
         return
     kept = content_of(found[0])
@@ -562,10 +567,16 @@ def trial_identity(trial: Trial) -> None:
         return
     path = script(root / "s.yaml", begin(rel, operation),
                   {"model": {"chunks": new_lines + ["DONE\n"]}}, {"model": {"text": "Done."}})
-    done = orion("run", str(path), "--workspace", str(ws), cwd=root)
+    watched = Observer(target.parent) if trial.rng.random() < 0.5 else None
+    try:
+        done = orion("run", str(path), "--workspace", str(ws), cwd=root)
+    finally:
+        seen = watched.result() if watched else None
     trial.no_traceback(done.stdout, done.stderr)
     if not trial.check(done.returncode == 0, "wrong", f"exit {done.returncode}: {done.stderr}"):
         return
+    if seen:
+        temp_files_kept_private(trial, seen, mode, owner)
     expected = (old if operation == "append" else "") + "".join(new_lines)
     trial.check(target.read_text() == expected, "lost", "the target is not the new text")
     info = target.stat()
@@ -580,9 +591,24 @@ def trial_identity(trial: Trial) -> None:
         trial.check(info.st_nlink == 1, "wrong", f"{info.st_nlink} links after the write")
         trial.check(f"had {links} hard links" in done.stderr, "wrong",
                     f"the report does not say the links were broken: {done.stderr}")
-    leftovers = [p.name for p in target.parent.iterdir() if ".orion-tmp" in p.name
-                 or p.name.startswith(f".{target.name}.")]
+    leftovers = [p.name for p in target.parent.iterdir() if TEMP_MARK in p.name]
     trial.check(not leftovers, "wrong", f"temp files left: {leftovers}")
+
+
+def temp_files_kept_private(trial: Trial, seen: dict, mode: int,
+                            owner: tuple[int, int] | None) -> None:
+    """What another process saw of the temp file that replaced the target: owner-only when
+    created, the file's mode (and owner) by its first byte."""
+    for status in seen["at_create"]:
+        if status is not None:
+            trial.check(status[0] & 0o077 == 0 or status[0] == mode, "escaped",
+                        f"the temp file was created {oct(status[0])} for a {oct(mode)} file")
+    for status in seen["first_byte"]:
+        if status is not None:
+            trial.check(status[0] == mode, "escaped",
+                        f"the temp file held a byte at {oct(status[0])}, the file is {oct(mode)}")
+            trial.check(owner is None or tuple(status[1:3]) == owner, "wrong",
+                        f"the temp file held a byte as {status[1:3]}, the file is {owner}")
 
 
 # -- 5. configuration names what is not a file -----------------------------------------------
@@ -679,7 +705,7 @@ def loop_overlay(rng: random.Random) -> tuple[dict, str]:
     shape = rng.choice(["self", "cycle", "guarded self", "guarded cycle", "none"])
     length = 1 if "self" in shape or shape == "none" else rng.randint(2, 12)
     pick = rng.random()  # mostly up to 10,000 states; sometimes past the 50,000-state limit
-    filler = int(10 ** rng.uniform(0, 4)) if pick < 0.7 else \
+    filler = int(10 ** rng.uniform(0, 3.7)) if pick < 0.7 else \
         MAX_STATES + rng.randint(1, 20_000) if pick < 0.8 else rng.randint(0, 20)
     states: dict = {f"f{i}": {"tags": ["open"]} for i in range(filler)}
     insert = []
@@ -790,9 +816,9 @@ def limit_fault(rng: random.Random, root: Path) -> LimitFault:
     which = rng.choice(["NOFILE mid-stream", "NOFILE mid-stream", "NOFILE from the start",
                         "FSIZE from the start", "FSIZE from the start", "AS mid-stream"])
     if which == "AS mid-stream":
-        reply = big_reply(root, 160)
-        extra = rng.randint(30, 150) << 20
-        at = rng.randint(1, 40) << 20
+        reply = big_reply(root, 96)
+        extra = rng.randint(30, 120) << 20
+        at = rng.randint(1, 24) << 20
         return LimitFault(f"AS +{extra >> 20} MiB at {at >> 20} MiB",
                           {"text_file": str(reply), "chunk_size": 65536, "chunk_delay_ms": 1},
                           reply.read_bytes()[:-5],
@@ -805,8 +831,8 @@ def limit_fault(rng: random.Random, root: Path) -> LimitFault:
                           {"text_file": str(reply), "chunk_size": rng.choice([4096, 65536])},
                           reply.read_bytes()[:-5],
                           preexec=_setrlimit(resource.RLIMIT_FSIZE, limit))
-    lines = numbered(rng.randint(200, 1500))
-    model = {"chunks": lines + ["DONE\n"], "chunk_delay_ms": rng.choice([2, 5, 10])}
+    lines = numbered(rng.randint(200, 800))
+    model = {"chunks": lines + ["DONE\n"], "chunk_delay_ms": rng.choice([2, 5])}
     expected = "".join(lines).encode()
     if which == "NOFILE from the start":
         limit = rng.randint(8, 40)
@@ -943,7 +969,7 @@ KINDS: dict[str, Callable[[Trial], None]] = {
     "identity": trial_identity, "config": trial_config, "overlays": trial_overlays,
     "limits": trial_limits, "garbage": trial_garbage}
 #: Trials of each kind per --trials: the cheap kinds run more.
-WEIGHT = {"config": 2, "links": 2, "identity": 2, "garbage": 2}
+WEIGHT = {"config": 2}
 
 
 def preflight(kind: str) -> str:
