@@ -614,10 +614,13 @@ def temp_files_kept_private(trial: Trial, seen: dict, mode: int,
 # -- 5. configuration names what is not a file -----------------------------------------------
 
 
-def bad_file(rng: random.Random, place: Path) -> str:
+BAD_FILES = ["FIFO", "/dev/zero", "/dev/urandom", "/dev/null", "directory", "huge",
+             "link to a FIFO", "link to /dev/zero", "link loop"]
+
+
+def bad_file(rng: random.Random, place: Path, kinds: list[str] = BAD_FILES) -> str:
     """``place`` made something that is not a readable configuration file; what it is."""
-    kind = rng.choice(["FIFO", "/dev/zero", "/dev/urandom", "/dev/null", "directory", "huge",
-                       "link to a FIFO", "link to /dev/zero", "link loop"])
+    kind = rng.choice(kinds)
     place.parent.mkdir(parents=True, exist_ok=True)
     if kind == "FIFO":
         os.mkfifo(place)
@@ -665,8 +668,8 @@ def trial_config(trial: Trial) -> None:
     elif where == "script":
         kind = bad_file(rng, bad)
         command = ["run", str(bad)]
-    elif where == "text_file":
-        kind = bad_file(rng, bad)
+    elif where == "text_file":  # a reply's text has no size cap: a model may write gigabytes
+        kind = bad_file(rng, bad, [k for k in BAD_FILES if k != "huge"])
         (ws / "s.yaml").write_text(f"conversation:\n  - user: hi\n"
                                    f"  - model: {{text_file: {bad}}}\n")
         command = ["run", str(ws / "s.yaml")]
