@@ -707,8 +707,8 @@ def loop_overlay(rng: random.Random) -> tuple[dict, str]:
     none, among a random number of other states."""
     shape = rng.choice(["self", "cycle", "guarded self", "guarded cycle", "none"])
     length = 1 if "self" in shape or shape == "none" else rng.randint(2, 12)
-    pick = rng.random()  # mostly up to 10,000 states; sometimes past the 50,000-state limit
-    filler = int(10 ** rng.uniform(0, 3.7)) if pick < 0.7 else \
+    pick = rng.random()  # mostly up to 3,000 states; sometimes past the 50,000-state limit
+    filler = int(10 ** rng.uniform(0, 3.5)) if pick < 0.73 else \
         MAX_STATES + rng.randint(1, 20_000) if pick < 0.8 else rng.randint(0, 20)
     states: dict = {f"f{i}": {"tags": ["open"]} for i in range(filler)}
     insert = []
