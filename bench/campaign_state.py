@@ -223,6 +223,20 @@ def trial_signals(trial: Trial) -> None:
         signals_chat(trial)
 
 
+def stop_in_terminal(terminal: InTerminal, how: str) -> tuple[int, int]:
+    """Send the signal ``how`` names (or close the terminal: the kernel sends SIGHUP); the exit
+    status and the signal's number."""
+    if how == "hang-up":
+        terminal.hang_up()
+    else:
+        terminal.proc.send_signal(signal.Signals[how])
+    try:
+        status = terminal.wait(deadline_s=HANG_S)
+    except AssertionError as exc:
+        raise Hang(str(exc)[:300]) from exc
+    return status, signal.SIGHUP if how == "hang-up" else signal.Signals[how]
+
+
 def signals_run(trial: Trial) -> None:
     """A signal to ``orion run`` in a terminal at a random moment of a slow write."""
     rng, root = trial.rng, trial.root
@@ -244,18 +258,10 @@ def signals_run(trial: Trial) -> None:
     try:
         shown = terminal.wait_for_lines(at, deadline_s=HANG_S)
         time.sleep(rng.uniform(0, 0.2))
-        if how == "hang-up":
-            terminal.hang_up()
-        else:
-            terminal.proc.send_signal(signal.Signals[how])
-        try:
-            status = terminal.wait(deadline_s=HANG_S)
-        except AssertionError as exc:
-            raise Hang(str(exc)[:300]) from exc
+        status, signum = stop_in_terminal(terminal, how)
     finally:
         terminal.close()
     output = terminal.text()
-    signum = signal.SIGHUP if how == "hang-up" else signal.Signals[how]
     trial.no_traceback(output)
     found = journals(ws)
     whole = "".join(lines).encode()
@@ -308,18 +314,10 @@ def signals_chat(trial: Trial) -> None:
                 terminal.read()
             terminal.read(rng.uniform(0.8, 2.0))
             time.sleep(rng.uniform(0, 1.0))
-            if how == "hang-up":
-                terminal.hang_up()
-            else:
-                terminal.proc.send_signal(signal.Signals[how])
-            try:
-                status = terminal.wait(deadline_s=HANG_S)
-            except AssertionError as exc:
-                raise Hang(str(exc)[:300]) from exc
+            status, signum = stop_in_terminal(terminal, how)
         finally:
             terminal.close()
     output = terminal.text()
-    signum = signal.SIGHUP if how == "hang-up" else signal.Signals[how]
     trial.no_traceback(output)
     trial.check(status == 128 + signum, "wrong", f"exit status {status}, not {128 + signum}")
     found = journals(root)
@@ -528,46 +526,52 @@ def trial_links(trial: Trial) -> None:
 MODES = [0o600, 0o640, 0o644, 0o400, 0o200, 0o664, 0o755, 0o444, 0o2640, 0o4750, 0o660]
 
 
-def trial_identity(trial: Trial) -> None:
-    rng, root = trial.rng, trial.root
-    ws = root / "ws"
-    ws.mkdir()
+@dataclass
+class Identity:
+    """The file of an identity trial as it was before the write."""
+
+    target: Path
+    mode: int
+    owner: tuple[int, int] | None
+    others: list[Path]
+    old: str
+
+
+def identity_file(rng: random.Random, ws: Path) -> Identity:
+    """A file of a random mode, owner (as root) and number of hard links, in a random place."""
     mode = rng.choice(MODES)
-    root_user = os.geteuid() == 0
-    owner = (rng.choice([0, NOBODY]), rng.choice([0, NOBODY, USERS_GID])) if root_user else None
-    links = rng.choice([1, 1, 2, 3])
-    operation = rng.choice(["overwrite", "append"])
-    crash = rng.random() < 0.3
-    old = "".join(numbered(rng.randint(1, 300), "old"))
-    new_lines = numbered(rng.randint(1, 300), "new")
+    owner = (rng.choice([0, NOBODY]), rng.choice([0, NOBODY, USERS_GID])) \
+        if os.geteuid() == 0 else None
     target = ws / rng.choice(["notes.md", "sub/notes.md", "a b/ü.md"])
     target.parent.mkdir(parents=True, exist_ok=True)
+    old = "".join(numbered(rng.randint(1, 300), "old"))
     target.write_text(old)
-    others = [target.parent / f"other{i}.md" for i in range(1, links)]
+    others = [target.parent / f"other{i}.md" for i in range(1, rng.choice([1, 1, 2, 3]))]
     for other in others:
         os.link(target, other)
     if owner:
         os.chown(target, *owner)
     os.chmod(target, mode)
-    rel = str(target.relative_to(ws))
-    trial.what = (f"{operation} of {rel} mode {oct(mode)} owner {owner} with {links} links"
-                  + (", the write left open" if crash else ""))
+    return Identity(target, mode, owner, others, old)
+
+
+def trial_identity(trial: Trial) -> None:
+    rng, root = trial.rng, trial.root
+    ws = root / "ws"
+    ws.mkdir()
+    file = identity_file(rng, ws)
+    operation = rng.choice(["overwrite", "append"])
+    crash = rng.random() < 0.3
+    rel = str(file.target.relative_to(ws))
+    trial.what = (f"{operation} of {rel} mode {oct(file.mode)} owner {file.owner} with "
+                  f"{len(file.others) + 1} links" + (", the write left open" if crash else ""))
     if crash:
-        journal = leave_a_journal(root, ws, operation, rel)
-        for path in [journal, *journal.rglob("*")]:
-            got = stat.S_IMODE(path.lstat().st_mode)
-            trial.check(got & 0o077 == 0, "escaped",
-                        f"{path.name} is {oct(got)}: readable beyond its owner")
-            if path.is_file():
-                trial.check(got & 0o400 == 0 or mode & 0o400, "escaped",
-                            f"{path.name} is {oct(got)}, the target {oct(mode)}")
-        info = target.stat()
-        trial.check(target.read_text() == old, "lost", "the target changed by an open write")
-        trial.check(stat.S_IMODE(info.st_mode) == mode, "wrong", "the target's mode changed")
+        journal_kept_private(trial, leave_a_journal(root, ws, operation, rel), file)
         return
+    new_lines = numbered(rng.randint(1, 300), "new")
     path = script(root / "s.yaml", begin(rel, operation),
                   {"model": {"chunks": new_lines + ["DONE\n"]}}, {"model": {"text": "Done."}})
-    watched = Observer(target.parent) if trial.rng.random() < 0.5 else None
+    watched = Observer(file.target.parent) if trial.rng.random() < 0.5 else None
     try:
         done = orion("run", str(path), "--workspace", str(ws), cwd=root)
     finally:
@@ -576,22 +580,45 @@ def trial_identity(trial: Trial) -> None:
     if not trial.check(done.returncode == 0, "wrong", f"exit {done.returncode}: {done.stderr}"):
         return
     if seen:
-        temp_files_kept_private(trial, seen, mode, owner)
-    expected = (old if operation == "append" else "") + "".join(new_lines)
-    trial.check(target.read_text() == expected, "lost", "the target is not the new text")
-    info = target.stat()
-    trial.check(stat.S_IMODE(info.st_mode) == mode, "wrong",
-                f"mode {oct(stat.S_IMODE(info.st_mode))}, was {oct(mode)}")
-    if owner:
-        trial.check((info.st_uid, info.st_gid) == owner, "wrong",
-                    f"owner {(info.st_uid, info.st_gid)}, was {owner}")
-    for other in others:
-        trial.check(other.read_text() == old, "lost", f"{other.name} lost the old text")
-    if links > 1:
+        temp_files_kept_private(trial, seen, file.mode, file.owner)
+    expected = (file.old if operation == "append" else "") + "".join(new_lines)
+    trial.check(file.target.read_text() == expected, "lost", "the target is not the new text")
+    identity_kept(trial, file, done.stderr)
+
+
+def journal_kept_private(trial: Trial, journal: Path, file: Identity) -> None:
+    """The journal of a write left open: its owner's only, never readable where the file is
+    not; the file untouched."""
+    for path in [journal, *journal.rglob("*")]:
+        got = stat.S_IMODE(path.lstat().st_mode)
+        trial.check(got & 0o077 == 0, "escaped",
+                    f"{path.name} is {oct(got)}: readable beyond its owner")
+        if path.is_file():
+            trial.check(got & 0o400 == 0 or file.mode & 0o400, "escaped",
+                        f"{path.name} is {oct(got)}, the target {oct(file.mode)}")
+    trial.check(file.target.read_text() == file.old, "lost",
+                "the target changed by an open write")
+    trial.check(stat.S_IMODE(file.target.stat().st_mode) == file.mode, "wrong",
+                "the target's mode changed")
+
+
+def identity_kept(trial: Trial, file: Identity, said: str) -> None:
+    """After the write: the mode, owner and group as they were; other names with the old text
+    and the broken links reported; no temp file left."""
+    info = file.target.stat()
+    trial.check(stat.S_IMODE(info.st_mode) == file.mode, "wrong",
+                f"mode {oct(stat.S_IMODE(info.st_mode))}, was {oct(file.mode)}")
+    if file.owner:
+        trial.check((info.st_uid, info.st_gid) == file.owner, "wrong",
+                    f"owner {(info.st_uid, info.st_gid)}, was {file.owner}")
+    for other in file.others:
+        trial.check(other.read_text() == file.old, "lost", f"{other.name} lost the old text")
+    if file.others:
+        links = len(file.others) + 1
         trial.check(info.st_nlink == 1, "wrong", f"{info.st_nlink} links after the write")
-        trial.check(f"had {links} hard links" in done.stderr, "wrong",
-                    f"the report does not say the links were broken: {done.stderr}")
-    leftovers = [p.name for p in target.parent.iterdir() if TEMP_MARK in p.name]
+        trial.check(f"had {links} hard links" in said, "wrong",
+                    f"the report does not say the links were broken: {said}")
+    leftovers = [p.name for p in file.target.parent.iterdir() if TEMP_MARK in p.name]
     trial.check(not leftovers, "wrong", f"temp files left: {leftovers}")
 
 
