@@ -1059,6 +1059,8 @@ def main(argv: list[str] | None = None) -> int:
           f"({', '.join(f'{k} x{w}' for k, w in WEIGHT.items())}), running as uid "
           f"{os.geteuid()}", flush=True)
     bad = 0
+    # Stopped from outside, the campaign still removes its directories on the way out.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     with tempfile.TemporaryDirectory(prefix="orion-campaign-") as scratch:
         os.chmod(scratch, 0o755)
         for kind in kinds:
