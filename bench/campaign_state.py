@@ -5,7 +5,7 @@ Run from the repository root with the project's virtualenv, before a release::
 
     .venv/bin/python bench/campaign_state.py --trials 30 --seed 1
     .venv/bin/python bench/campaign_state.py --only clock --trials 5 --seed 7
-    .venv/bin/python bench/campaign_state.py --only signals --replay 1234567   # one trial
+    .venv/bin/python bench/campaign_state.py --only signals --replay 3098353120   # one trial
 
 Every kind varies the moment, the size, the path and the mode of its fault at random, from a
 seed of its own derived from ``--seed``; each trial runs real processes under a timeout (a
@@ -99,6 +99,7 @@ class Tally:
     failed: list[str] = field(default_factory=list)
     skipped: str = ""
     seconds: float = 0.0
+    label: str = "seed"
 
     def add(self, trial_seed: int, trial: Trial) -> None:
         self.trials += 1
@@ -114,7 +115,7 @@ class Tally:
         figures = "  ".join(f"{name} {self.counts[name]}" for name in COUNTS)
         if self.counts["broken"]:
             figures += f"  broken trials {self.counts['broken']}"
-        return (f"{self.kind:<10} trials {self.trials:>4}  {figures}  seed {self.seed}  "
+        return (f"{self.kind:<10} trials {self.trials:>4}  {figures}  {self.label} {self.seed}  "
                 f"({self.seconds:.0f} s)")
 
 
@@ -1027,7 +1028,9 @@ def run_trial(kind: str, trial_seed: int, scratch: Path) -> Trial:
 
 def campaign(kind: str, seed: int, trials: int, scratch: Path, replay: int | None) -> Tally:
     kind_seed = zlib.crc32(f"{seed}:{kind}".encode())
-    tally = Tally(kind, seed)
+    tally = Tally(kind, seed, label="replay" if replay is not None else "seed")
+    if replay is not None:
+        tally.seed = replay
     tally.skipped = preflight(kind)
     if tally.skipped:
         return tally
