@@ -257,7 +257,17 @@ def signals_run(trial: Trial) -> None:
     terminal = InTerminal([ORION, "run", str(path), "--workspace", str(ws)], root,
                           clean_env(COLUMNS="160", OPENAI_API_KEY="k"))
     try:
-        shown = terminal.wait_for_lines(at, deadline_s=HANG_S)
+        try:
+            shown = terminal.wait_for_lines(at, deadline_s=HANG_S)
+        except AssertionError as exc:  # the live line is drawn a few times a second
+            if terminal.proc.poll() is None:
+                raise Hang(str(exc)[:300]) from exc
+            trial.what += " (the write ended first)"
+            trial.check(terminal.proc.returncode == 0, "wrong",
+                        f"exit {terminal.proc.returncode}: {terminal.text()[-600:]}")
+            written = (ws / "notes.md").read_bytes() if (ws / "notes.md").exists() else b""
+            trial.check(written == "".join(lines).encode(), "lost", "notes.md is not whole")
+            return
         time.sleep(rng.uniform(0, 0.2))
         status, signum = stop_in_terminal(terminal, how)
     finally:
