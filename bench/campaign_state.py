@@ -701,8 +701,10 @@ def trial_config(trial: Trial) -> None:
         spell = rng.choice([str(bad), str(bad.relative_to(ws))])
         (ws / "orion.yaml").write_text(rng.choice(["", "settings: {}\n"])
                                        + f"statecharts:\n  - {spell}\n")
-        command = rng.choice([["check"], ["check", "--json"], ["run", "hello"],
-                              ["statechart", "list"]])
+        # `statechart list` lists what is configured without reading it; a chart it cannot
+        # open (missing, a link loop) is left to the chart's own check, which check and run do.
+        command = rng.choice([["check"], ["check", "--json"], ["run", "hello"]] +
+                             ([["statechart", "list"]] if kind != "link loop" else []))
     elif where == "script":
         kind = bad_file(rng, bad)
         command = ["run", str(bad)]
