@@ -165,3 +165,31 @@ def test_a_pipeline_without_a_model_is_refused_by_check_and_run(tmp_path, config
     as_json = orion("run", "hello", "--workspace", str(ws), "--json", cwd=ws)
     result = json.loads(as_json.stdout)
     assert as_json.returncode == 2 and not result["ok"] and where in result["errors"][0]
+
+
+@pytest.mark.parametrize("leads_to,said", [("orion.yaml", "Too many levels of symbolic links"),
+                                           ("config/missing.yaml", "No such file or directory")],
+                         ids=["loop", "dangling"])
+def test_orion_yaml_that_is_a_link_leading_nowhere_is_a_located_error(tmp_path, leads_to, said):
+    """A link that cannot be followed is not a workspace without ``orion.yaml``: the team's
+    configuration (its charts, its disabled plugins) would be ignored without a word."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "orion.yaml").symlink_to(leads_to)
+    for command in (["run", "hello"], ["check"]):
+        done = orion(*command, "--workspace", str(ws), cwd=ws)
+        assert done.returncode == 2, (command, done.stdout, done.stderr)
+        assert done.stderr.strip() == f"error: {ws / 'orion.yaml'}:1:1: cannot read file: {said}"
+        assert "Hello" not in done.stdout  # nothing was run with the defaults instead
+
+
+def test_a_reply_text_file_that_is_a_link_loop_is_a_located_script_error(tmp_path):
+    (tmp_path / "reply.md").symlink_to("reply.md")
+    (tmp_path / "s.yaml").write_text("conversation:\n  - user: hi\n"
+                                     "  - model: {text_file: reply.md}\n")
+    done = orion("run", str(tmp_path / "s.yaml"), "--workspace", str(tmp_path / "ws"),
+                 cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert (f"{tmp_path / 's.yaml'}:3:24: entry 2: model.text_file 'reply.md' "
+            f"({tmp_path / 'reply.md'}): cannot read it: Too many levels of symbolic links"
+            ) in done.stderr

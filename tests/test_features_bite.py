@@ -1505,12 +1505,12 @@ def damaged_row_spoils_all(p: Patcher) -> None:
     p.replace("orion.plan.store:_text", lambda raw: raw.decode("utf-8"))
 
 
-@variant("FS-7", "orion.runtime.stop_signals:until_stopped",
+@variant("FS-7", "orion.runtime.stop_signals:StopSignals.__enter__",
          "a signal ends the command where it stands (the default action)")
 def signals_unhandled(p: Patcher) -> None:
-    async def until_stopped(work, signals=()):
-        return await work
-    p.replace("orion.runtime.stop_signals:until_stopped", until_stopped)
+    def install_nothing(self):
+        return self
+    p.replace("orion.runtime.stop_signals:StopSignals.__enter__", install_nothing)
 
 
 @variant("FS-8", "orion.write_session.orphans:_age",
@@ -1568,12 +1568,12 @@ mutant("state_entries_checked_against_the_workspace", "FS-1",
        ("if not target.is_relative_to(real):", "if not target.is_relative_to(root):"),
        keyword="elsewhere_in_the_workspace")
 
-mutant("root_keeps_the_group_it_is_not_in", "FS-2", "orion.confined:_give_owner",
+mutant("root_keeps_the_group_it_is_not_in", "FS-2", "orion.workspace.confined:_give_owner",
        "root gives a replaced file its group only when root is in that group",
        ("if os.geteuid() == 0 or like.st_gid in _groups()", "if like.st_gid in _groups()"),
        keyword="another_user_keeps")
 
-mutant("size_cap_read_as_kib", "FS-3", "orion.sourcefile:_check",
+mutant("size_cap_read_as_kib", "FS-3", "orion.config.sourcefile:_check",
        "the size cap is taken for KiB: a file 1024 times larger than the cap is read",
        ("info.st_size > limit:", "info.st_size > limit * 1024:"), keyword="oversized")
 

@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -170,3 +171,71 @@ def test_orion_chat_whose_terminal_closes_keeps_what_arrived(tmp_path):
     assert status == 128 + signal.SIGHUP
     _, content = _journal(tmp_path)
     assert content == "first line\nsecond line\nthird line\n"
+
+
+#: A team's plugin whose report takes its time: it marks when it starts, so the test can send
+#: the signal while `orion run` closes, after the script has ended.
+SLOW_REPORT = '''
+import os
+import time
+from pathlib import Path
+
+from orion.api import RunReport, hookimpl
+
+
+@hookimpl
+def report_run(host):
+    Path(os.environ["SLOW_REPORT_STARTED"]).write_text("closing")
+    time.sleep(float(os.environ.get("SLOW_REPORT_S", "0")))
+    return RunReport()
+'''
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_signal_while_orion_run_closes_lets_the_close_finish(tmp_path, signum):
+    """The script ends with its write still open (the model ran out of length twice): closing
+    the run flushes and releases the journal and says how to go on. A signal then used to end
+    the process where it stood: killed by the signal, the journal never released, the recover
+    line never said, the traces of the run never written."""
+    site = tmp_path / "site"
+    (site / "slow_report-1.0.dist-info").mkdir(parents=True)
+    (site / "slow_report-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: slow-report\nVersion: 1.0\n")
+    (site / "slow_report-1.0.dist-info" / "entry_points.txt").write_text(
+        "[orion]\nslow_report = slow_report\n")
+    (site / "slow_report.py").write_text(SLOW_REPORT)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    lines = "".join(f"line {n}\n" for n in range(1, 121))  # 100 flushed, 20 not yet
+    script = tmp_path / "open.yaml"
+    script.write_text(yaml.safe_dump({"conversation": [
+        {"user": "Write the notes."},
+        {"model": {"tool_calls": [{"name": "WritePlanTool_begin", "arguments": {
+            "intent": "notes", "target_file": "notes.md", "operation": "create"}}]}},
+        {"model": {"text": lines, "finish_reason": "length"}},
+        {"model": {"text": "line 121\n", "finish_reason": "length"}}]}), encoding="utf-8")
+    started = tmp_path / "started"
+    env = {**_env(), "PYTHONPATH": str(site), "SLOW_REPORT_STARTED": str(started),
+           "SLOW_REPORT_S": "3"}
+    proc = subprocess.Popen([ORION, "run", str(script), "--workspace", str(workspace)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for _ in range(600):  # bounded: a run that never gets there fails below
+            if started.exists() or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert started.exists(), proc.communicate()[0]
+        proc.send_signal(signum)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signum, output
+    session, content = _journal(workspace)
+    assert content == lines + "line 121\n", content[-100:]
+    assert f"write session {session[:8]} for notes.md is still open (121 lines saved)" \
+        in output, output
+    assert f"stopped by {signal.Signals(signum).name} while the run closed" in output, output
+    assert "Traceback" not in output, output
+    assert not (workspace / ".orion" / "write_sessions" / session / "lock").exists()

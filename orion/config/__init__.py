@@ -238,7 +238,7 @@ def load_config(workspace: str | Path, env: Mapping[str, str] | None = None) -> 
     env = os.environ if env is None else env
     doc: SourceDocument | None = None
     data: dict[str, Any] = {}
-    if path.exists():
+    if os.path.lexists(path):  # a link that leads nowhere is not "no file": it is said
         try:
             doc = load_yaml(path)
         except YamlSourceError as exc:

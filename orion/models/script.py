@@ -18,6 +18,7 @@ from __future__ import annotations
 import codecs
 import io
 import json
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -523,7 +524,11 @@ class _Loader:
         the file is known to be readable UTF-8: a bad one is reported with the script."""
         given = entry.model.text_file
         assert given is not None
-        path = (Path(self.doc.path).parent / given).resolve()
+        path = Path(self.doc.path).parent / given
+        try:
+            path = path.resolve()
+        except RuntimeError:  # a link loop (Python 3.11's resolve raises it): read to say so
+            path = Path(os.path.abspath(path))
         problem = _unreadable_text(path)
         if problem:
             self.problem((*loc, "model", "text_file"), f"{label}: model.text_file {given!r} "

@@ -29,7 +29,7 @@ from orion.models.openai_compat import OpenAICompatibleModel
 from orion.hooks.manager import PluginManager
 from orion.runtime.runtime import CommandError, Runtime
 from orion.runtime.screen import ChatScreen
-from orion.runtime.stop_signals import CHAT_SIGNALS, until_stopped
+from orion.runtime.stop_signals import CHAT_SIGNALS, StopSignals
 from orion.trace import events as trace_events
 
 #: Where the chat's history of messages is kept, in the state directory (``.orion``).
@@ -67,13 +67,18 @@ async def run_chat(config: WorkspaceConfig, plugins: PluginManager, *, base_url:
                       clock=RealClock(), reporter=screen)
     screen.attach(runtime)
     chat = Chat(runtime, screen)
-    try:
-        async with model.session():  # one connection pool for the whole conversation
-            talk = chat.at_terminal() if on_terminal() else chat.from_lines()
-            return await until_stopped(talk, CHAT_SIGNALS)
-    finally:
-        screen.close()
-        runtime.close()  # a write session still open says what stays and how to finish it
+    with StopSignals(CHAT_SIGNALS) as signals:
+        try:
+            async with model.session():  # one connection pool for the whole conversation
+                talk = chat.at_terminal() if on_terminal() else chat.from_lines()
+                code = await signals.run(talk)
+        finally:
+            screen.close()
+            runtime.close()  # a write session still open says what stays and how to finish it
+        late = await signals.settle()  # a signal while the chat closed: it closed first
+    if late is not None:
+        raise late
+    return code
 
 
 class Chat:

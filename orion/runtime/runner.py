@@ -29,7 +29,7 @@ from orion.hooks.manager import PluginManager
 from orion.runtime.report import Reporter
 from orion.runtime.run_report import FileReport, RunReport
 from orion.runtime.runtime import Runtime
-from orion.runtime.stop_signals import RUN_SIGNALS, Stopped, until_stopped
+from orion.runtime.stop_signals import RUN_SIGNALS, StopSignals, Stopped
 from orion.trace import events as trace_events
 
 __all__ = ["FileReport", "RunReport", "RunResult", "play", "seed_files", "with_script_settings"]
@@ -121,30 +121,22 @@ async def play(script: Script, *, workspace: Path, plugins: PluginManager,
                       clock=VirtualClock(start_ms=time.time() * 1000.0, boot=kernel_boot_time()),
                       reporter=reporter)
     errors: list[str] = []
-    stopped: Stopped | None = None
-    try:
-        await until_stopped(_play_entries(runtime, cursor), RUN_SIGNALS)
-    except Stopped as exc:
-        # SIGTERM, SIGHUP or Ctrl-C: what follows (the runtime closing) saves the open write
-        # sessions and says how to go on; the command exits with 128 + the signal's number.
-        stopped = exc
-        errors.append(f"{exc}: the run did not finish")
-    except OrionError as exc:
-        errors.append(str(exc))
-        runtime.tracer.emit(trace_events.error("orion run", exc, at_ms=runtime.clock.now_ms(),
-                                               conversation_id=runtime.conversation.id))
-    except BaseException:
-        runtime.close()  # whatever ended the run, open journals are flushed and released
-        raise
-    result = RunResult(ok=False, errors=errors,
-                       stopped=stopped.signum if stopped is not None else None)
-    for report in plugins.hook.report_run(host=runtime):
-        if not isinstance(report, RunReport):
-            raise TypeError(f"a report_run implementation returned {report!r}, not a RunReport")
-        result.sections.update(report.sections)
-        result.files.extend(report.files)
-        result.errors.extend(report.problems)
-    runtime.close()  # flushes traces, releases open journals, closes the plan store
+    with StopSignals(RUN_SIGNALS) as signals:
+        stopped = await _play_until_stopped(runtime, cursor, signals, errors)
+        result = RunResult(ok=False, errors=errors)
+        for report in plugins.hook.report_run(host=runtime):
+            if not isinstance(report, RunReport):
+                raise TypeError(f"a report_run implementation returned {report!r}, not a "
+                                "RunReport")
+            result.sections.update(report.sections)
+            result.files.extend(report.files)
+            result.errors.extend(report.problems)
+        runtime.close()  # flushes traces, releases open journals, closes the plan store
+        late = await signals.settle() if stopped is None else None
+    if late is not None:  # it came while the run closed: the close finished first
+        stopped = late
+        result.errors.append(f"{late} while the run closed: what it wrote is as reported")
+    result.stopped = stopped.signum if stopped is not None else None
     # A file written twice is reported once, where and as it was last written.
     files: dict[str, FileReport] = {}
     for file in result.files:
@@ -154,6 +146,27 @@ async def play(script: Script, *, workspace: Path, plugins: PluginManager,
     result.prompts = list(runtime.prompts)
     result.ok = not result.errors
     return result
+
+
+async def _play_until_stopped(runtime: Runtime, cursor: Any, signals: StopSignals,
+                              errors: list[str]) -> Stopped | None:
+    """The script's entries; the signal that stopped them, if one did. Problems that end the
+    run go to ``errors``."""
+    try:
+        await signals.run(_play_entries(runtime, cursor))
+    except Stopped as exc:
+        # SIGTERM, SIGHUP or Ctrl-C: what follows (the runtime closing) saves the open write
+        # sessions and says how to go on; the command exits with 128 + the signal's number.
+        errors.append(f"{exc}: the run did not finish")
+        return exc
+    except OrionError as exc:
+        errors.append(str(exc))
+        runtime.tracer.emit(trace_events.error("orion run", exc, at_ms=runtime.clock.now_ms(),
+                                               conversation_id=runtime.conversation.id))
+    except BaseException:
+        runtime.close()  # whatever ended the run, open journals are flushed and released
+        raise
+    return None
 
 
 async def _play_entries(runtime: Runtime, cursor: Any) -> None:

@@ -13,7 +13,10 @@ exits with the conventional status, 128 + the signal's number (143 for SIGTERM, 
 it passes :data:`CHAT_SIGNALS`; ``orion run`` passes :data:`RUN_SIGNALS`.
 
 Once a signal has arrived, the handlers stay until the event loop closes, and further signals
-are only noted: the cleanup the first one started is not cut short by a second.
+are only noted: the cleanup the first one started is not cut short by a second. The same holds
+for a signal that comes after the work ended, while the command closes (its report, its open
+journals flushed, its traces written): :class:`StopSignals` keeps its handlers until the
+command has closed, and :meth:`StopSignals.settle` says which signal came meanwhile.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ import sys
 from collections.abc import Awaitable, Iterable
 from typing import TypeVar
 
-__all__ = ["CHAT_SIGNALS", "RUN_SIGNALS", "Stopped", "release_lost_outputs", "until_stopped"]
+__all__ = ["CHAT_SIGNALS", "RUN_SIGNALS", "StopSignals", "Stopped", "release_lost_outputs",
+           "until_stopped"]
 
 T = TypeVar("T")
 
@@ -49,45 +53,72 @@ class Stopped(Exception):
         return 128 + self.signum
 
 
-class _Handlers:
-    def __init__(self, task: asyncio.Task) -> None:
-        self.task = task
-        self.received: int | None = None
+class StopSignals:
+    """The handlers of ``signals`` for a command, from its start until it has closed: during
+    :meth:`run` a signal cancels the work, after it the signal is only noted, and the command
+    asks :meth:`settle` once it has closed. A signal in between never ends the process where
+    it stands. Where the event loop cannot take signal handlers (not the main thread, another
+    platform), nothing is installed and the work runs as it is."""
 
-    def __call__(self, signum: int) -> None:
+    def __init__(self, signals: Iterable[int] = CHAT_SIGNALS) -> None:
+        self.signals = tuple(signals)
+        self.received: int | None = None
+        self._task: asyncio.Task | None = None
+        self._installed: list[int] = []
+
+    def __enter__(self) -> StopSignals:
+        loop = asyncio.get_running_loop()
+        for signum in self.signals:
+            try:
+                loop.add_signal_handler(signum, self._arrived, signum)
+            except (NotImplementedError, RuntimeError, ValueError):
+                continue
+            self._installed.append(signum)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.received is None:  # after a signal they stay: a second one is only noted
+            loop = asyncio.get_running_loop()
+            for signum in self._installed:
+                loop.remove_signal_handler(signum)
+
+    def _arrived(self, signum: int) -> None:
         if self.received is None:
             self.received = signum
-            self.task.cancel()
+            if self._task is not None:
+                self._task.cancel()
+
+    async def run(self, work: Awaitable[T]) -> T:
+        """Await ``work`` in the current task; a signal cancels it, and once the work's cleanup
+        (its ``finally`` blocks) has run, :class:`Stopped` is raised in its place."""
+        self._task = asyncio.current_task() if self._installed else None
+        try:
+            return await work
+        except asyncio.CancelledError:
+            if self._task is None or self.received is None:
+                raise
+            self._task.uncancel()
+            raise Stopped(self.received) from None
+        finally:
+            self._task = None
+
+    async def settle(self) -> Stopped | None:
+        """The signal that came after :meth:`run` ended, while the command closed, if one did.
+        The event loop takes a signal in at its next turns (its self-pipe is read, then the
+        handler is called), so these turns come first."""
+        if self._installed and self.received is None:
+            for _ in range(3):
+                await asyncio.sleep(0)
+        return Stopped(self.received) if self.received is not None else None
 
 
 async def until_stopped(work: Awaitable[T], signals: Iterable[int] = CHAT_SIGNALS) -> T:
     """Await ``work`` in the current task; one of ``signals`` cancels it, and once the work's
-    cleanup (its ``finally`` blocks) has run, :class:`Stopped` is raised in its place. Where
-    the event loop cannot take signal handlers (not the main thread, another platform), the
-    work runs as it is."""
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    handlers = _Handlers(task) if task is not None else None
-    installed = []
-    if handlers is not None:
-        for signum in signals:
-            try:
-                loop.add_signal_handler(signum, handlers, signum)
-            except (NotImplementedError, RuntimeError, ValueError):
-                continue
-            installed.append(signum)
-    try:
-        return await work
-    except asyncio.CancelledError:
-        if handlers is None or handlers.received is None:
-            raise
-        if task is not None:
-            task.uncancel()
-        raise Stopped(handlers.received) from None
-    finally:
-        if handlers is not None and handlers.received is None:
-            for signum in installed:
-                loop.remove_signal_handler(signum)
+    cleanup (its ``finally`` blocks) has run, :class:`Stopped` is raised in its place. The
+    handlers are removed when the work ends without a signal (a command whose closing
+    matters keeps them with :class:`StopSignals`)."""
+    with StopSignals(signals) as handlers:
+        return await handlers.run(work)
 
 
 def release_lost_outputs() -> None:
