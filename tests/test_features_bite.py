@@ -965,7 +965,7 @@ mutant("session_dir_names_the_content_file", "SR-2",
 
 mutant("abandoned_journal_kept", "SR-3", "orion.write_session.finalize:Finalizer._abandon",
        "an abandoned session's directory is left behind (only a written one is removed)",
-       ("    self.journal.remove()\n", ""))
+       ("    self.journal.remove()\n", ""), keyword="abandoned_sessions_journal")
 
 mutant("flush_one_line_late", "SR-4", "orion.write_session.journal:Journal.append",
        "the journal reaches the disk one line after flush_lines (> for >=)",
@@ -976,7 +976,8 @@ mutant("flush_one_line_late", "SR-4", "orion.write_session.journal:Journal.appen
 mutant("takeover_saves_the_content_again", "SR-5", "orion.write_session.journal:Journal.open",
        "a session taken over after a crash counts nothing as saved: its next save appends "
        "the whole content again",
-       ("journal._size = journal._flushed = len(data)", "journal._size = len(data)"))
+       ("journal._size = journal._flushed = len(data)", "journal._size = len(data)"),
+       keyword="continued_after_a_crash")
 
 mutant("summary_counts_a_line_too_many", "SR-6", "orion.write_session.operations:count_lines",
        "the report counts a line more when the content ends with a line break",
@@ -1140,7 +1141,7 @@ mutant("a_fourth_continuation", "AC-4",
        "orion_plugins.write_session_protocol:continuations_left",
        "a fourth continuation is asked for (<= for <)",
        ('< lifecycle.settings["max_continuations"]', '<= lifecycle.settings["max_continuations"]'),
-       keyword="fourth_cut_off")
+       keyword="fourth_cutoff")
 
 mutant("white_space_counts_as_content", "AC-5",
        "orion_plugins.write_session_protocol:has_content",
@@ -1152,7 +1153,8 @@ mutant("restart_judged_on_the_first_chunk", "AC-6", "orion.write_session.decisio
        "whether a reply starts the file over is decided on its first chunk, before three "
        "lines have arrived",
        ("        if len(probe) < len(wanted) and wanted.startswith(probe) and not ended:\n"
-        "            return None\n", ""))
+        "            return None\n", ""),
+       keyword="however_the_reply_is_split")
 
 mutant("continuation_counted_before_it_is_reported", "AC-8",
        "orion.write_session.message_end:MessageEnds._truncated",
@@ -1162,11 +1164,11 @@ mutant("continuation_counted_before_it_is_reported", "AC-8",
         '    self._trigger("truncated", bytes=size, lines=lines, blank=blank)\n'
         '    before = self.lifecycle.context.get("continuations", 0)\n'))
 
-mutant("failed_write_keeps_an_unsaved_tail", "AC-9",
-       "orion.write_session.finalize:Finalizer._failed",
-       "a failed write does not secure the content: what arrived since the last save is lost",
-       ("    kept = self._keep_content()\n", "    kept = None\n"),
-       keyword="write_that_fails")
+mutant("empty_reply_taken_for_a_cut_off", "AC-9", "orion.write_session.decision:decide_end",
+       "an empty answer to the request to continue is taken for another cut-off, not a pause",
+       ("    if facts.cut is not Cut.CLEAN:\n",
+        "    if facts.cut is not Cut.CLEAN or not facts.grew:\n"),
+       keyword="empty_answer")
 
 
 # PM: plan mode -----------------------------------------------------------------------------
