@@ -150,6 +150,15 @@ Feature: Auto-continue after truncated output
     And the user is told "the continuation that started docs/long.md over (100 lines, first line 'Line 1 of docs/long.md.') was set aside"
     And the trace records "circular continuation"
 
+  @edge_case @AC-6
+  Scenario: A restart is recognised however the reply is split, even when its first line is long
+    When the model begins to create "docs/wide.md"
+    And the model replies "# A guide to Orion for teams: write sessions, plan mode, statecharts and plugins\nInstall it.\nRun orion check.\nWrite a plugin.\n" with finish reason "length"
+    And the model replies in the chunks "# A guide to Orion for teams: write sessions, plan mode, statecharts a", "nd plugins\nInstall it.\nRun orion check.\n" and "Write a plugin.\nDONE\n"
+    Then the content of "docs/wide.md" is "# A guide to Orion for teams: write sessions, plan mode, statecharts and plugins\nInstall it.\nRun orion check.\nWrite a plugin.\n"
+    And the write session of "docs/wide.md" is "incomplete"
+    And the user is told "the continuation started docs/wide.md over"
+
   @edge_case @AC-9
   Scenario: A write that fails keeps the content for a later recovery
     Given the workspace has a file "CHANGELOG.md" with 3 lines

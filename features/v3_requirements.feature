@@ -83,6 +83,13 @@ Feature: Write sessions survive crashes, full disks and restarts
     Then "docs/guide.md" has 30 lines
     And no write session directory is left
 
+  @journal @SR-3
+  Scenario: An abandoned session's journal is removed too
+    When the model begins to create "docs/empty.md"
+    And the model replies "" with finish reason "length"
+    Then the write session of "docs/empty.md" is "abandoned"
+    And no write session directory is left
+
   @tools @WP-15
   Scenario: The small-edit tool writes small content at once
     When the model calls "WritePlanTool_execute" with the arguments:
@@ -159,6 +166,17 @@ Feature: Write sessions survive crashes, full disks and restarts
     And Orion crashes
     And the user lists the write sessions
     Then the list shows the write session of "docs/guide.md" with 100 lines
+
+  @journal @recovery @SR-5
+  Scenario: A session continued after a crash still loses at most what arrived since its last save
+    When the model has streamed 120 lines to "docs/guide.md" so far
+    And Orion crashes
+    And the user recovers the write session of "docs/guide.md" with --continue
+    And Orion starts again
+    And the model continues after the last saved line with 60 more lines without DONE
+    And Orion crashes
+    And the user lists the write sessions
+    Then the list shows the write session of "docs/guide.md" with 160 lines
 
   @protocol @WS-5
   Scenario: A DONE line with trailing spaces ends the content

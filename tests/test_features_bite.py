@@ -1003,6 +1003,67 @@ mutant("empty_session_replaced", "SR-11", "orion.write_session.manager:SessionMa
        "a second begin is refused only once the open session has content",
        ("if active is not None:", "if active is not None and active.journal.lines:"))
 
+# Partial breaks of the session protocol's and recovery's rules.
+
+mutant("keep_offered_without_a_session", "SR-1", "orion_plugins.write_sessions:gate_tools",
+       "WritePlanTool_keep is advertised whether or not a session is open",
+       ("    if runtime is None or manager_for(runtime).active is None:\n",
+        "    if runtime is None:\n"),
+       keyword="only_write_tools")
+
+mutant("session_dir_names_the_content_file", "SR-2",
+       "orion.write_session.manager:SessionManager.begin",
+       "begin's result names the content file as the session's directory",
+       ('"session_dir": str(journal.directory)', '"session_dir": str(journal.content_path)'),
+       keyword="valid_begin_returns")
+
+mutant("abandoned_directory_left_behind", "SR-3", "orion.write_session.finalize:Finalizer._abandon",
+       "an abandoned session's directory is left behind (only a written one is removed)",
+       ("    self.journal.remove()\n", ""), keyword="abandoned_sessions_journal")
+
+mutant("flush_one_line_late", "SR-4", "orion.write_session.journal:Journal.append",
+       "the journal reaches the disk one line after flush_lines (> for >=)",
+       ("if self._pending_lines >= self._flush_lines:",
+        "if self._pending_lines > self._flush_lines:"),
+       keyword="every_50_lines")
+
+mutant("takeover_saves_the_content_again", "SR-5", "orion.write_session.journal:Journal.open",
+       "a session taken over after a crash counts nothing as saved: its next save appends "
+       "the whole content again",
+       ("journal._size = journal._flushed = len(data)", "journal._size = len(data)"),
+       keyword="continued_after_a_crash")
+
+mutant("summary_counts_a_line_too_many", "SR-6", "orion.write_session.operations:count_lines",
+       "the report counts a line more when the content ends with a line break",
+       ("return breaks + 1 if data and not data.endswith(b\"\\n\") else breaks",
+        "return breaks + 1 if data else breaks"),
+       keyword="reports_a_summary")
+
+mutant("session_an_hour_old_expired", "SR-8", "orion.write_session.startup:_startup_one",
+       "an orphan saved exactly an hour ago is expired, not offered (>= for >)",
+       ("orphan.age_ms is not None and orphan.age_ms > ttl:",
+        "orphan.age_ms is not None and orphan.age_ms >= ttl:"),
+       keyword="an_hour_ago_or_less")
+
+mutant("clean_keeps_the_old_ones", "SR-9", "orion.write_session.orphan_commands:clean",
+       "orion sessions clean removes the young sessions and keeps the old (comparison flipped)",
+       ("orphan.age_ms <= older_than_ms:", "orphan.age_ms >= older_than_ms:"),
+       keyword="saved_more_than_an_hour_ago_and_keeps")
+
+mutant("live_start_time_read_as_reused", "SR-10",
+       "orion.write_session.journal:Journal.is_live",
+       "the lock's start time is compared the wrong way: a running owner is taken for a pid "
+       "reused by another process",
+       ("if started is not None and started != parts[1]:",
+        "if started is not None and started == parts[1]:"))
+
+mutant("fresh_session_replaced", "SR-11", "orion.write_session.manager:SessionManager.begin",
+       "a second begin is refused only once the open session has content: one still "
+       "awaiting content is replaced",
+       ("    if active is not None:\n",
+        '    if active is not None and active.state != "awaiting_content":\n'))
+
+
 # AC: auto-continue ------------------------------------------------------------------------
 
 @variant("AC-1", "orion.models.events:Finish.truncated",
@@ -1149,6 +1210,53 @@ mutant("failed_write_removes_journal", "AC-9", "orion.write_session.finalize:Fin
        ("    self.journal.close()\n    self._detach()",
         "    self.journal.remove()\n    self._detach()"),
        keyword="write_that_fails")
+
+# Partial breaks of auto-continue's rules.
+
+mutant("continuation_loses_its_first_character", "AC-2",
+       "orion.write_session.ingest:Ingest._take_start",
+       "the continuation is taken in one character after its start (off by one)",
+       ("    rest = held[start.repeat:]\n", "    rest = held[start.repeat + 1:]\n"),
+       keyword="appended_to_the_same_file")
+
+mutant("continuation_names_the_last_saved_line", "AC-3",
+       "orion_plugins.write_session_protocol:request_continuation",
+       "the request asks to go on with the last saved line rather than the next (off by one)",
+       ('with line {saved + 1}:', 'with line {saved}:'))
+
+mutant("a_fourth_continuation", "AC-4",
+       "orion_plugins.write_session_protocol:continuations_left",
+       "a fourth continuation is asked for (<= for <)",
+       ('< lifecycle.settings["max_continuations"]', '<= lifecycle.settings["max_continuations"]'),
+       keyword="fourth_cutoff")
+
+mutant("white_space_counts_as_content", "AC-5",
+       "orion_plugins.write_session_protocol:has_content",
+       "a cut-off message of only white space is continued (the blank flag is not read)",
+       ('    if payload.get("blank"):\n        return False\n', ""),
+       keyword="white_space")
+
+mutant("restart_judged_on_the_first_chunk", "AC-6", "orion.write_session.decision:read_start",
+       "whether a reply starts the file over is decided on its first chunk, before three "
+       "lines have arrived",
+       ("        if len(probe) < len(wanted) and wanted.startswith(probe) and not ended:\n"
+        "            return None\n", ""),
+       keyword="however_the_reply_is_split")
+
+mutant("continuation_counted_before_it_is_reported", "AC-8",
+       "orion.write_session.message_end:MessageEnds._truncated",
+       "the part number is read after the continuation was counted: part 2 is reported first",
+       ('    before = self.lifecycle.context.get("continuations", 0)\n', ""),
+       ('    self._trigger("truncated", bytes=size, lines=lines, blank=blank)\n',
+        '    self._trigger("truncated", bytes=size, lines=lines, blank=blank)\n'
+        '    before = self.lifecycle.context.get("continuations", 0)\n'))
+
+mutant("empty_reply_taken_for_a_cut_off", "AC-9", "orion.write_session.decision:decide_end",
+       "an empty answer to the request to continue is taken for another cut-off, not a pause",
+       ("    if facts.cut is not Cut.CLEAN:\n",
+        "    if facts.cut is not Cut.CLEAN or not facts.grew:\n"),
+       keyword="empty_answer")
+
 
 # PM: plan mode -----------------------------------------------------------------------------
 
@@ -2105,6 +2213,14 @@ def test_every_rule_has_a_variant() -> None:
     assert not unknown, f"variants for rules docs/design/ does not define: {unknown}"
     names = [v.name for v in VARIANTS]
     assert len(names) == len(set(names)), "two variants share a name"
+
+
+def test_every_rule_has_a_partial_variant() -> None:
+    """Breaking a whole function is easy to catch; each rule also has a break of the kind a
+    plausible bug makes (an order, an off-by-one, a narrowed exception, a flag not reset)."""
+    partial = {v.rule for v in VARIANTS if v.partial}
+    missing = [rule for rule in _design_rules() if rule not in partial]
+    assert not missing, f"rules of docs/design/ without a partial-break variant: {missing}"
 
 
 #: How many subprocesses share the variants (the CI machine has 2 cores).
