@@ -186,6 +186,33 @@ class SlowLane:
                                 f"{report.nodeid}")
 
 
+#: Fixtures that make a test slow whatever its body does: the wheel is built by pip.
+SLOW_FIXTURES = frozenset({"wheel"})
+#: Names a test module imports from tests/tmux_terminal.py when it drives ``orion`` in a real
+#: terminal: a tmux server and an ``orion`` process per test.
+TERMINAL_HELPERS = frozenset({"chat_in_terminal", "Terminal", "needs_tmux"})
+
+
+def lane_rule(item) -> str | None:
+    """Why a test belongs in the slow lane by rule (new tests get the lane without a mark), or
+    None: a test that builds the wheel, or one in a module that drives a terminal in tmux.
+    Other tests carry ``@pytest.mark.slow`` where they start several ``orion`` processes."""
+    used = SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+    if used:
+        return f"uses the {', '.join(sorted(used))} fixture"
+    module = getattr(item, "module", None)
+    if module is not None and TERMINAL_HELPERS.intersection(vars(module)):
+        return "drives a terminal in tmux"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        if item.get_closest_marker("slow") is None and lane_rule(item) is not None:
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_configure(config) -> None:
     if config.get_verbosity() <= 0:  # verbose runs name every test already
         config.pluginmanager.register(SlowLane(config), "orion-slow-lane")
