@@ -213,6 +213,30 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+# -- the lane's workers ---------------------------------------------------------------------------
+# `make test-fast` runs the tests in pytest-xdist workers, and a worker's environment has
+# COLUMNS=80 and LINES=24 that the command's had not: ``orion`` processes started by the tests
+# would then wrap their messages at 80 columns, as they never do when piped. Each worker gets
+# the terminal size variables of the command that started it back.
+TERMINAL_SIZE = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    node.workerinput["orion_terminal_size"] = {name: os.environ.get(name)
+                                               for name in TERMINAL_SIZE}
+
+
+def _terminal_size_of_the_command(config) -> None:
+    given = getattr(config, "workerinput", {}).get("orion_terminal_size")
+    for name, value in (given or {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 def pytest_configure(config) -> None:
+    _terminal_size_of_the_command(config)
     if config.get_verbosity() <= 0:  # verbose runs name every test already
         config.pluginmanager.register(SlowLane(config), "orion-slow-lane")
