@@ -56,12 +56,13 @@ test: $(STAMP)
 	$(BIN)/pytest $(TEAM_EXAMPLE) --rootdir=$(TEAM_EXAMPLE) \
 		--cucumber-json=$(dir $(CUCUMBER_JSON))cucumber-team-customization.json $(PYTEST_ARGS)
 
-# The fast lane, for the edit-test loop: every test but those marked `slow` (real subprocesses,
-# terminals in tmux, a wheel built and installed; pyproject.toml registers the marker), the
-# features included, and the team-customization example. `make test` runs them all, and names
-# each slow test with its time as it finishes.
+# The fast lane, for the edit-test loop: every test but those in the slow lane (tests/conftest.py
+# says which: the wheel, terminals in tmux, and the tests marked `slow` that start several
+# real processes), the features included, spread over the cores with pytest-xdist, and the
+# team-customization example. `make test` runs them all, and names each slow test with its time
+# as it finishes.
 test-fast: $(STAMP)
-	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not slow" -n auto $(PYTEST_ARGS)
 	$(BIN)/pytest $(TEAM_EXAMPLE) --rootdir=$(TEAM_EXAMPLE) -m "not slow" $(PYTEST_ARGS)
 
 bench: $(STAMP)

@@ -186,6 +186,57 @@ class SlowLane:
                                 f"{report.nodeid}")
 
 
+#: Fixtures that make a test slow whatever its body does: the wheel is built by pip.
+SLOW_FIXTURES = frozenset({"wheel"})
+#: Names a test module imports from tests/tmux_terminal.py when it drives ``orion`` in a real
+#: terminal: a tmux server and an ``orion`` process per test.
+TERMINAL_HELPERS = frozenset({"chat_in_terminal", "Terminal", "needs_tmux"})
+
+
+def lane_rule(item) -> str | None:
+    """Why a test belongs in the slow lane by rule (new tests get the lane without a mark), or
+    None: a test that builds the wheel, or one in a module that drives a terminal in tmux.
+    Other tests carry ``@pytest.mark.slow`` where they start several ``orion`` processes."""
+    used = SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+    if used:
+        return f"uses the {', '.join(sorted(used))} fixture"
+    module = getattr(item, "module", None)
+    if module is not None and TERMINAL_HELPERS.intersection(vars(module)):
+        return "drives a terminal in tmux"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        if item.get_closest_marker("slow") is None and lane_rule(item) is not None:
+            item.add_marker(pytest.mark.slow)
+
+
+# -- the lane's workers ---------------------------------------------------------------------------
+# `make test-fast` runs the tests in pytest-xdist workers, and a worker's environment has
+# COLUMNS=80 and LINES=24 that the command's had not: ``orion`` processes started by the tests
+# would then wrap their messages at 80 columns, as they never do when piped. Each worker gets
+# the terminal size variables of the command that started it back.
+TERMINAL_SIZE = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    node.workerinput["orion_terminal_size"] = {name: os.environ.get(name)
+                                               for name in TERMINAL_SIZE}
+
+
+def _terminal_size_of_the_command(config) -> None:
+    given = getattr(config, "workerinput", {}).get("orion_terminal_size")
+    for name, value in (given or {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 def pytest_configure(config) -> None:
+    _terminal_size_of_the_command(config)
     if config.get_verbosity() <= 0:  # verbose runs name every test already
         config.pluginmanager.register(SlowLane(config), "orion-slow-lane")
