@@ -9,7 +9,7 @@ STAMP := $(VENV)/.orion-installed
 SOURCES := pyproject.toml $(shell find orion plugins statecharts examples -type f \( -name '*.py' -o -name '*.yaml' -o -name '*.json' \) 2>/dev/null)
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-fast bench check clean
+.PHONY: demo test test-fast durations bench check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,14 +56,18 @@ test: $(STAMP)
 	$(BIN)/pytest $(TEAM_EXAMPLE) --rootdir=$(TEAM_EXAMPLE) \
 		--cucumber-json=$(dir $(CUCUMBER_JSON))cucumber-team-customization.json $(PYTEST_ARGS)
 
-# The fast lane, for the edit-test loop: every test but those in the slow lane (tests/conftest.py
-# says which: the wheel, terminals in tmux, and the tests marked `slow` that start several
-# real processes), the features included, spread over the cores with pytest-xdist, and the
-# team-customization example. `make test` runs them all, and names each slow test with its time
-# as it finishes.
+# The fast lane, for the edit-test loop: every test but the slow ones (tests/conftest.py says
+# which: a wheel built, terminals in tmux, tests marked by hand, and those measured at 0.1 s or
+# more in tests/durations.json), spread over the machine's cores (pytest-xdist), the features included,
+# and the team-customization example. `make test` runs them all, one after the other, and names
+# each slow test with its time as it finishes.
 test-fast: $(STAMP)
 	$(BIN)/pytest -m "not slow" -n auto $(PYTEST_ARGS)
 	$(BIN)/pytest $(TEAM_EXAMPLE) --rootdir=$(TEAM_EXAMPLE) -m "not slow" $(PYTEST_ARGS)
+
+# Measures every test again and rewrites tests/durations.json, which decides the fast lane.
+durations: $(STAMP)
+	$(BIN)/pytest --store-durations $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	for script in bench/bench_*.py; do $(BIN)/python $$script || exit 1; done

@@ -6,6 +6,7 @@ guards through the ``register_*`` hooks and observes lifecycles through the obse
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -164,9 +165,42 @@ def wheel(tmp_path_factory) -> Path:
 
 
 # -- the slow lane --------------------------------------------------------------------------------
-# `make test-fast` leaves out the tests marked ``slow`` (``-m "not slow"``). In a run that has
-# them, each one's name and time is printed as it finishes, between the dots: a run that seems
-# stuck says which test it is in, and where the minutes go.
+# `make test-fast` leaves out the tests marked ``slow`` (``-m "not slow"``). A test is slow when
+# it is marked so by hand (real subprocesses, terminals, a wheel), or when its last measured
+# time (setup, call and teardown) in tests/durations.json is at least SLOW_S: the lane follows
+# measurements, not guesses, and a new test is fast until measured. `make durations` measures
+# the whole suite again and rewrites the file. In a run that has slow tests, each one's name and
+# time is printed as it finishes, between the dots: a run that seems stuck says which test it
+# is in, and where the minutes go.
+
+DURATIONS = Path(os.environ.get("ORION_TEST_DURATIONS")
+                 or Path(__file__).with_name("durations.json"))
+#: Tests that took this long or longer when measured are in the slow lane.
+SLOW_S = 0.1
+
+
+def pytest_addoption(parser) -> None:
+    parser.addoption("--store-durations", action="store_true",
+                     help="write each test's time to tests/durations.json (make durations)")
+
+
+class StoreDurations:
+    """Keeps each test's time for tests/durations.json: the tests this run ran are measured
+    again, the others keep their times; only times of 50 ms and more are kept."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report) -> None:
+        self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
+
+    def pytest_sessionfinish(self, session) -> None:
+        kept = json.loads(DURATIONS.read_text(encoding="utf-8")) if DURATIONS.exists() else {}
+        for nodeid in self.seconds:
+            kept.pop(nodeid, None)
+        kept.update({k: round(v, 3) for k, v in self.seconds.items() if v >= 0.05})
+        DURATIONS.write_text(json.dumps(dict(sorted(kept.items())), indent=0) + "\n",
+                             encoding="utf-8")
 
 
 class SlowLane:
@@ -196,7 +230,7 @@ TERMINAL_HELPERS = frozenset({"chat_in_terminal", "Terminal", "needs_tmux"})
 def lane_rule(item) -> str | None:
     """Why a test belongs in the slow lane by rule (new tests get the lane without a mark), or
     None: a test that builds the wheel, or one in a module that drives a terminal in tmux.
-    Other tests carry ``@pytest.mark.slow`` where they start several ``orion`` processes."""
+    The others are slow by measurement (tests/durations.json) or by their mark."""
     used = SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ()))
     if used:
         return f"uses the {', '.join(sorted(used))} fixture"
@@ -208,8 +242,10 @@ def lane_rule(item) -> str | None:
 
 @pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects
 def pytest_collection_modifyitems(config, items) -> None:
+    measured = json.loads(DURATIONS.read_text(encoding="utf-8")) if DURATIONS.exists() else {}
     for item in items:
-        if item.get_closest_marker("slow") is None and lane_rule(item) is not None:
+        if item.get_closest_marker("slow") is None and (
+                lane_rule(item) is not None or measured.get(item.nodeid, 0.0) >= SLOW_S):
             item.add_marker(pytest.mark.slow)
 
 
@@ -238,5 +274,7 @@ def _terminal_size_of_the_command(config) -> None:
 
 def pytest_configure(config) -> None:
     _terminal_size_of_the_command(config)
+    if config.getoption("--store-durations") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(StoreDurations(), "orion-store-durations")
     if config.get_verbosity() <= 0:  # verbose runs name every test already
         config.pluginmanager.register(SlowLane(config), "orion-slow-lane")
