@@ -454,8 +454,8 @@ mutant("insert_before_splices_mid_line", "WP-5", APPLY,
 
 mutant("block_starts_after_the_marker_text", "WP-6", APPLY,
        "replace_block starts the block right after the start marker's text, not after its line",
-       ("first = _line_end(body, start.positions[0] + len(start.needle) - 1)",
-        "first = start.positions[0] + len(start.needle)"))
+       ("first = _line_end(body, opening.positions[0] + len(opening.needle) - 1)",
+        "first = opening.positions[0] + len(opening.needle)"))
 
 mutant("markers_on_one_line_accepted", "WP-6", "orion.write_session.plan:match_plan",
        "an end marker on the start marker's own line is accepted (< for <=)",
