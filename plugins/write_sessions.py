@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from orion.api import (ContextBlock, FileReport, OpenWrite, OrionError, RunReport, ToolSpec,
+from orion.api import (ContextBlock, OpenWrite, OrionError, RunReport, ToolSpec,
                        hookimpl, host_of)
 from orion.write_session.diff import changes
 from orion.write_session.manager import manager_for
@@ -127,7 +127,7 @@ def execute_small(args: ExecuteArgs, context: ToolContext) -> str:
     # A fresh id per write: its backup and undo record never meet another run's.
     write_id = uuid.uuid4().hex
     result = execute(checked, content, state_dir=runtime.state_dir, session_id=write_id)
-    manager_for(runtime).writes.append(result)
+    manager_for(runtime).wrote(result)
     _say_changes(runtime, [result])
     report = result.report
     try:
@@ -252,8 +252,8 @@ def report_run(host: Host) -> RunReport:
                         f"{outcome}")
     # Only what this runtime wrote: another process writing in the workspace meanwhile is not
     # this run's.
-    files = [FileReport(w.relative, w.bytes, w.sha256) for w in manager.writes]
-    return RunReport(sections={"sessions": sessions}, files=files, problems=problems)
+    return RunReport(sections={"sessions": sessions}, files=list(manager.files.values()),
+                     problems=problems)
 
 
 @hookimpl
@@ -340,8 +340,6 @@ def write(lifecycle: Lifecycle, transition: Transition) -> Any:
     session = manager_for(host).get(lifecycle.id) if host is not None else None
     if session is None:
         return None
-    writes = manager_for(session.runtime).writes
-    before = len(writes)
     result = session.write()
-    _say_changes(session.runtime, writes[before:])
+    _say_changes(session.runtime, [result])
     return result

@@ -153,3 +153,37 @@ def test_a_runtime_keeps_summaries_of_old_sessions_and_no_content_of_ended_ones(
     assert [s["status"] for s in result.sessions] == ["written"] * 12
     assert len(kept) == 5  # but only the latest ended sessions are kept whole
     assert all(s.journal.content() == b"" and s._fixed is None for s in kept)
+
+
+def test_a_file_written_many_times_is_one_record_reported_as_its_last_write_left_it(
+        tmp_path, monkeypatch):
+    """What a runtime keeps of its writes grows with the files it wrote, not with the writes:
+    30 writes to 3 files are 3 records, and the run reports each file once, as it is now."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    conversation = [entry for n in range(30)
+                    for entry in writes(1, "create" if n < 3 else "append",
+                                        target=f"n{n % 3}.md", lines=2)]
+    for n, entry in enumerate(conversation):  # distinct content for every write
+        if "text" in entry.get("model", {}):
+            entry["model"]["text"] = f"write {n}\n" + entry["model"]["text"]
+    kept: dict = {}
+    original = manager_module.SessionManager.close
+
+    def close(self):
+        kept.update(files=dict(self.files), count=self.write_count)
+        original(self)
+    monkeypatch.setattr(manager_module.SessionManager, "close", close)
+    done = run(tmp_path, ws, conversation)
+    report = json.loads(done.stdout)
+    assert [f["path"] for f in report["files"]] == ["n0.md", "n1.md", "n2.md"]
+    for entry in report["files"]:
+        data = (ws / entry["path"]).read_bytes()
+        assert entry["bytes"] == len(data)
+        assert entry["sha256"] == hashlib.sha256(data).hexdigest()
+    assert len(report["sessions"]) == 30  # every session is still reported
+    script = tmp_path / "day.yaml"
+    result = asyncio.run(play(load_script(script), workspace=tmp_path / "ws2",
+                              plugins=make_plugin_manager(entrypoints=False, env={})))
+    assert result.ok, result.errors
+    assert kept["count"] == 30 and sorted(kept["files"]) == ["n0.md", "n1.md", "n2.md"]

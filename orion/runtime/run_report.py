@@ -14,7 +14,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class FileReport:
-    """A file the run wrote, as it was written."""
+    """A file the run wrote, as its last write left it (a file written several times is one
+    entry, in the order of its last write)."""
 
     path: str
     bytes: int
@@ -26,8 +27,8 @@ class RunReport:
     """One plugin's part of a run's report.
 
     ``sections`` are keys of ``orion run --json``'s object and their JSON-safe values (the
-    write sessions fill ``sessions``, plan mode ``plan``); ``files`` the files written, in the
-    order they were written; ``problems`` what failed, one sentence each: any problem fails the
+    write sessions fill ``sessions``, plan mode ``plan``); ``files`` the files written, each
+    once, in the order of their last write; ``problems`` what failed, one sentence each: any problem fails the
     run (exit code 1), and the sentences are its ``errors``."""
 
     sections: Mapping[str, Any] = field(default_factory=dict)

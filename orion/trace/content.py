@@ -112,11 +112,17 @@ def capture_from_env(env: Mapping[str, str] | None = None) -> bool | None:
         "newer GenAI conventions, NO_CONTENT, SPAN_ONLY, EVENT_ONLY or SPAN_AND_EVENT)")
 
 
+#: Entries each of the caches below keeps. What repeats (keys, states, tool names, models) is a
+#: few hundred strings; what does not (a session's, a span's or a call's id) only misses, and a
+#: larger cache would keep a few of those per write for thousands of writes of a long chat.
+CACHED = 256
+
+
 def digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=CACHED)
 def shape_of(key: str) -> str | None:
     """What the strings of attribute ``key`` are, or ``None`` (content)."""
     shape = STRINGS.get(key)
@@ -125,23 +131,23 @@ def shape_of(key: str) -> str | None:
     return shape
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=CACHED)
 def _fits(shape: str, value: str) -> bool:
-    # Cached: the same ids and enums (states, tool names, models) come back all the time.
+    # Cached: the same enums (states, tool names, models) come back all the time.
     return _SHAPES[shape].fullmatch(value) is not None
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=CACHED)
 def _plain_name(name: str) -> bool:
     return bool(name) and all(_is_word(word) for word in name.split(" "))
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=CACHED)
 def _is_word(word: str) -> bool:
     return _WORD.fullmatch(word) is not None
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=CACHED)
 def _plain_key(key: str) -> bool:
     return _KEY.fullmatch(key) is not None
 

@@ -114,7 +114,7 @@ class Finalizer(SessionMembers):
                          session_id=self.id)
         self.result = result
         from orion.write_session.manager import manager_for
-        manager_for(self.runtime).writes.append(result)
+        manager_for(self.runtime).wrote(result)
         if self.lifecycle.context.get("status") == "incomplete":
             self.status = "incomplete"
         elif self.aside.pending:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from orion.clock import since_boot
 from orion.errors import OrionError, SnapshotError
+from orion.runtime.run_report import FileReport
 from orion.write_session.journal import Journal, file_mode
 from orion.write_session.operations import WriteResult
 from orion.write_session.plan import WritePlan, check_plan
@@ -39,9 +40,13 @@ class SessionManager:
         self.sessions: list[WriteSession] = []
         #: The summaries of the ended sessions older than those.
         self.retired: list[SessionSummary] = []
-        #: Every write this runtime made (sessions and ``WritePlanTool_execute``), in order:
-        #: what ``orion run`` reports as its own.
-        self.writes: list[WriteResult] = []
+        #: The files this runtime wrote (sessions and ``WritePlanTool_execute``), each once, in
+        #: the order first written, as its last write left it: what ``orion run`` reports as its
+        #: own. One entry per file, not per write, so a long conversation of writes to the same
+        #: files keeps the same memory (:meth:`wrote`).
+        self.files: dict[str, FileReport] = {}
+        #: How many writes this runtime made.
+        self.write_count = 0
         #: What start-up did with the write sessions of earlier runs
         #: (:class:`orion.write_session.startup.StartupAction`, one per orphan handled).
         self.at_start: list[Any] = []
@@ -92,6 +97,12 @@ class SessionManager:
                 "target_file": checked.relative, "operation": plan.operation.value,
                 "session_dir": str(journal.directory),
                 "instruction": instruction(checked.relative, session.terminator)}
+
+    def wrote(self, result: WriteResult) -> None:
+        """Note a write this runtime made."""
+        self.files.pop(result.relative, None)  # a file written again moves to the end
+        self.files[result.relative] = FileReport(result.relative, result.bytes, result.sha256)
+        self.write_count += 1
 
     def summaries(self) -> list[SessionSummary]:
         return self.retired + [session.summary() for session in self.sessions]

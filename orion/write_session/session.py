@@ -48,7 +48,7 @@ __all__ = ["KeepRefused", "SessionSummary", "WriteSession", "lifecycle_key", "se
            "validate_write"]
 
 
-@dataclass
+@dataclass(slots=True)  # a runtime keeps one per ended session: no __dict__ each
 class SessionSummary:
     """What ``orion run --json`` and ``orion sessions list`` say about a session."""
 
