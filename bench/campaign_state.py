@@ -42,6 +42,7 @@ import yaml
 from orion.workspace.confined import TEMP_MARK
 from orion.config.sourcefile import CONFIG_LIMIT
 from orion.statechart.checks import MAX_STATES
+from orion.testing.faults import snapshot
 from orion.testing.observer import Observer
 from orion.testing.sse_server import (Pause, SSEServer, begin_write, chunk, finish_chunk,
                                       stream, text_chunk, text_stream)
@@ -183,20 +184,6 @@ def stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.kill()
         proc.wait()
-
-
-def snapshot(root: Path) -> dict[str, tuple[str, bytes | str]]:
-    """Every entry under ``root``: files with their bytes, links with their target."""
-    found: dict[str, tuple[str, bytes | str]] = {}
-    for path in sorted(root.rglob("*")):
-        key = str(path.relative_to(root))
-        if path.is_symlink():
-            found[key] = ("link", os.readlink(path))
-        elif path.is_file():
-            found[key] = ("file", path.read_bytes())
-        else:
-            found[key] = ("dir", "")
-    return found
 
 
 def recover(trial: Trial, ws: Path, session: str, expected: bytes, target: Path) -> None:

@@ -21,6 +21,7 @@ import yaml
 
 from orion.errors import ConfigError
 from orion.models.scripted import ScriptedModel
+from orion.testing.faults import snapshot
 from orion.models.script import load_script
 from orion.hooks.manager import make_plugin_manager
 from orion.runtime.runtime import Runtime
@@ -41,20 +42,6 @@ def orion(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ORION_", "WRITE_SESSION_"))}
     return subprocess.run([sys.executable, "-m", "orion", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=300, env={**env, "COLUMNS": "400"}, input="")
-
-
-def snapshot(root: Path) -> dict[str, tuple[str, bytes | str]]:
-    """Every entry under ``root``: files with their bytes, links with their target."""
-    found: dict[str, tuple[str, bytes | str]] = {}
-    for path in sorted(root.rglob("*")):
-        key = str(path.relative_to(root))
-        if path.is_symlink():
-            found[key] = ("link", os.readlink(path))
-        elif path.is_file():
-            found[key] = ("file", path.read_bytes())
-        else:
-            found[key] = ("dir", "")
-    return found
 
 
 @pytest.fixture

@@ -22,10 +22,25 @@ from orion import hookimpl
 
 __all__ = ["DAMAGE", "KILLED_WRITER", "LIVE_WRITER", "LOCK_HOLDER", "RACER", "SWAPPER",
            "WITHOUT_OVERRIDE", "AtFinalization", "MountRefused", "fill", "mount_tmpfs",
-           "plans_into", "remount", "unmount"]
+           "plans_into", "remount", "snapshot", "unmount"]
 
 
 # -- disks ---------------------------------------------------------------------------------------
+
+
+def snapshot(root: Path) -> dict[str, tuple[str, bytes | str]]:
+    """Every entry under ``root``: files with their bytes, links with their target (to tell
+    that nothing out there was written, removed or replaced)."""
+    found: dict[str, tuple[str, bytes | str]] = {}
+    for path in sorted(root.rglob("*")):
+        key = str(path.relative_to(root))
+        if path.is_symlink():
+            found[key] = ("link", os.readlink(path))
+        elif path.is_file():
+            found[key] = ("file", path.read_bytes())
+        else:
+            found[key] = ("dir", "")
+    return found
 
 
 class MountRefused(RuntimeError):
