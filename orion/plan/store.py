@@ -298,7 +298,11 @@ class PlanStore:
         from orion.plan.move import holds_plans  # it reads this module's schema
 
         state = Path(state_dir)
-        if (state / DB_NAME).exists() or holds_plans(state / TRACES_DB):
+        # orion.db first: another process moving the plans creates plans.db before it removes
+        # them from orion.db, so when orion.db no longer holds them, plans.db is there. The
+        # other order could look at plans.db just before it is made and at orion.db just after
+        # the plans left it, and find no plans at all.
+        if holds_plans(state / TRACES_DB) or (state / DB_NAME).exists():
             return cls.for_state_dir(state)
         return None
 
