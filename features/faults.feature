@@ -73,11 +73,11 @@ Feature: Faults of the environment
   Scenario: A file of another user keeps its owner, group and mode when root appends to it
     Given the workspace has a file "log.md" with 2 lines
     And "log.md" belongs to the user "nobody" and the group "users"
-    And "log.md" has the mode 2640
+    And "log.md" has the mode 2750
     When the model begins to append "log.md"
     And the model streams 2 more lines and DONE
     Then "log.md" belongs to the user "nobody" and the group "users"
-    And "log.md" has the mode 2640
+    And "log.md" has the mode 2750
     And the model is told "Appended 2 lines to log.md; backup saved"
 
   @FS-2

@@ -1676,6 +1676,14 @@ mutant("state_entries_checked_against_the_workspace", "FS-1",
        ("if not target.is_relative_to(real):", "if not target.is_relative_to(root):"),
        keyword="elsewhere_in_the_workspace")
 
+mutant("temp_file_mode_before_owner", "FS-2", "orion.workspace.confined:open_temp",
+       "the temp file gets its mode before its owner (the change of owner clears set-group-ID)",
+       ("        if like is not None:\n            _give_owner(fd, like)\n"
+        "        os.fchmod(fd, final)\n",
+        "        os.fchmod(fd, final)\n"
+        "        if like is not None:\n            _give_owner(fd, like)\n"),
+       keyword="another_user_keeps")
+
 mutant("root_keeps_the_group_it_is_not_in", "FS-2", "orion.workspace.confined:_give_owner",
        "root gives a replaced file its group only when root is in that group",
        ("if os.geteuid() == 0 or like.st_gid in _groups()", "if like.st_gid in _groups()"),

@@ -110,7 +110,7 @@ def test_the_temp_file_has_the_files_owner_and_mode_before_its_first_byte(tmp_pa
     target = ws / "shared.md"
     target.write_text("the old text\n")
     os.chown(target, NOBODY, USERS_GID)
-    target.chmod(0o2640)  # setgid: cleared by a chown that came after the mode
+    target.chmod(0o2750)  # setgid: cleared by a chown that came after the mode
     reply = big_text(tmp_path / "reply.md", 24)
     run = script(tmp_path / "s.yaml", begin("shared.md", "overwrite"),
                  {"model": {"text_file": str(reply)}})
@@ -118,14 +118,14 @@ def test_the_temp_file_has_the_files_owner_and_mode_before_its_first_byte(tmp_pa
     done = orion("run", str(run), "--workspace", str(ws), cwd=tmp_path)
     seen = watched()
     assert done.returncode == 0, done.stderr[-2000:]
-    final = [0o2640, NOBODY, USERS_GID]
+    final = [0o2750, NOBODY, USERS_GID]
     [created] = seen["at_create"]
     # As it appeared: owner-only, or (the observer came a moment later) already the file's.
     assert created is None or created[0] & 0o077 == 0 or created[:3] == final, seen
     [first] = seen["first_byte"]
     assert first[:3] == final, seen
     info = target.stat()
-    assert (stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid) == (0o2640, NOBODY, USERS_GID)
+    assert (stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid) == (0o2750, NOBODY, USERS_GID)
 
 
 # -- owner and group ---------------------------------------------------------------------------
