@@ -179,6 +179,11 @@ DURATIONS = Path(os.environ.get("ORION_TEST_DURATIONS")
 SLOW_S = 0.1
 
 
+def measured_seconds() -> dict[str, float]:
+    """Each measured test's time, by node id (none before the first ``make durations``)."""
+    return json.loads(DURATIONS.read_text(encoding="utf-8")) if DURATIONS.exists() else {}
+
+
 def pytest_addoption(parser) -> None:
     parser.addoption("--store-durations", action="store_true",
                      help="write each test's time to tests/durations.json (make durations)")
@@ -195,7 +200,7 @@ class StoreDurations:
         self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
 
     def pytest_sessionfinish(self, session) -> None:
-        kept = json.loads(DURATIONS.read_text(encoding="utf-8")) if DURATIONS.exists() else {}
+        kept = measured_seconds()
         for nodeid in self.seconds:
             kept.pop(nodeid, None)
         kept.update({k: round(v, 3) for k, v in self.seconds.items() if v >= 0.05})
@@ -242,7 +247,7 @@ def lane_rule(item) -> str | None:
 
 @pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects
 def pytest_collection_modifyitems(config, items) -> None:
-    measured = json.loads(DURATIONS.read_text(encoding="utf-8")) if DURATIONS.exists() else {}
+    measured = measured_seconds()
     for item in items:
         if item.get_closest_marker("slow") is None and (
                 lane_rule(item) is not None or measured.get(item.nodeid, 0.0) >= SLOW_S):
