@@ -268,6 +268,16 @@ def close_traces(state_dir: Path) -> None:
     isolated."""
 
 
+@hookspec
+def prune_traces(state_dir: Path, keep_ms: float, now_ms: float) -> int | None:
+    """Retention (``trace.keep_days``), asked once as a runtime starts: remove the events of
+    ``state_dir``'s store that are more than ``keep_ms`` older than the newest event it holds,
+    or than ``now_ms`` when the clock is behind that event (a clock stepped ahead must not age
+    what was recorded), and return how many went; ``None`` for a store that keeps nothing or
+    has no retention. The runtime announces the count. Do not create a store that does not
+    exist yet. An observer hook: failures are isolated."""
+
+
 # ---------------------------------------------------------------------------------------------
 # Tool gating
 

@@ -78,7 +78,7 @@ def traces(ctx: click.Context, workspace: str, state_dir: str | None,
     show(table)
 
 
-def _since_ms(since: str | None) -> float | None:
+def _since_ms(since: str | None, option: str = "--since") -> float | None:
     """``--since`` (a duration before now, ``10m``, or an ISO 8601 date) in epoch ms."""
     if since is None:
         return None
@@ -89,7 +89,7 @@ def _since_ms(since: str | None) -> float | None:
     try:
         return parse_since(since, time.time() * 1000.0)
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--since") from exc
+        raise click.BadParameter(str(exc), param_hint=option) from exc
 
 
 def _when(at_ms: float) -> str:
@@ -184,6 +184,38 @@ def traces_stats(ctx: click.Context, workspace: str | None, state_dir: str | Non
     show(table)
     show(f"total {stats['total']}, dropped {stats['dropped']}, "
          f"database {stats['size_bytes'] / 1024:.1f} KiB ({stats['path']})")
+
+
+@traces.command("prune")
+@click.option("--workspace", type=click.Path(file_okay=False), default=None,
+              help="The workspace (default: the one given to `orion traces`, else .).")
+@STATE_DIR
+@click.option("--older-than", "older_than", required=True,
+              help="Remove events older than this: 30d, 12h, or an ISO 8601 date or time.")
+@click.option("--vacuum", is_flag=True,
+              help="Then give the freed space back to the file system (the file shrinks).")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@click.pass_context
+def traces_prune(ctx: click.Context, workspace: str | None, state_dir: str | None,
+                 older_than: str, vacuum: bool, as_json: bool) -> None:
+    """Remove old trace events now (runtimes do it as they start, by trace.keep_days)."""
+    before_ms = _since_ms(older_than, "--older-than")
+    assert before_ms is not None
+    store = _trace_store(workspace or ctx.obj["workspace"], state_dir or ctx.obj["state_dir"])
+    size = store.stats()["size_bytes"]
+    removed = store.prune(before_ms)
+    if vacuum:
+        store.vacuum()
+    stats = store.stats()
+    figures = {"removed": removed, "before": _when(before_ms), "left": stats["total"],
+               "size_bytes_before": size, "size_bytes": stats["size_bytes"]}
+    if as_json:
+        click.echo(json.dumps(figures, indent=2))
+        return
+    show(f"removed {removed:,} events from before {figures['before']}; {stats['total']:,} "
+        f"left, database {size / 1024:.1f} KiB -> {stats['size_bytes'] / 1024:.1f} KiB"
+        + ("" if vacuum or not removed else " (its free pages hold the next events; "
+           "--vacuum shrinks the file)"))
 
 
 @hookimpl

@@ -1,7 +1,8 @@
 """The default trace store: ``<state dir>/orion.db``, through sqlite-utils.
 
 One store per state directory, opened on first use and closed when the runtime that used it
-has stored its last traces (``close_traces``); traces that come later open it again. The store never
+has stored its last traces (``close_traces``); traces that come later open it again. As a runtime
+starts, events beyond ``trace.keep_days`` are removed (``prune_traces``). The store never
 raises for database problems (locked, full, read-only): it retries, then drops the batch and
 counts it, which ``orion traces stats`` shows.
 """
@@ -43,6 +44,13 @@ def store_for(state_dir: Path) -> TraceStore:
 def store_traces(events: Sequence[TraceEvent], blobs: Mapping[str, str],
                  state_dir: Path) -> None:
     store_for(state_dir).write(events, blobs)
+
+
+@hookimpl
+def prune_traces(state_dir: Path, keep_ms: float, now_ms: float) -> int:
+    if state_dir not in _by_dir and not (Path(state_dir) / DATABASE).exists():
+        return 0  # nothing recorded yet: retention does not create the database
+    return store_for(state_dir).retain(keep_ms, now_ms)
 
 
 @hookimpl

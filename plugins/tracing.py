@@ -1,6 +1,8 @@
 """Tracing through the public hooks: every lifecycle transition is a span of its turn's trace
 (and each state it rests in a phase span), the ``finalize`` action (the write) a span of its
-own, and the ``trace`` system of the pipeline flushes the batch after every model request."""
+own, and the ``trace`` system of the pipeline flushes the batch after every model request. As a
+runtime starts, the stores apply ``trace.keep_days`` (``prune_traces``), and what they removed
+is announced."""
 
 from __future__ import annotations
 
@@ -13,6 +15,16 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from orion.api import Host, Lifecycle, Transition, Turn
+
+
+@hookimpl
+def runtime_started(host: Host) -> None:
+    removed = host.tracer.prune()
+    if removed:
+        days = host.tracer.keep_days
+        host.reporter.notice(
+            f"traces: removed {removed:,} events more than {days:g} days older than the newest "
+            f"(trace.keep_days in orion.yaml; 0 keeps every event)")
 
 
 @hookimpl

@@ -51,7 +51,8 @@ def test_migrations_are_recorded_once_across_opens(tmp_path):
     with TraceStore(path) as second:
         rows = list(second.db["_sqlite_migrations"].rows)
         assert [(r["migration_set"], r["name"]) for r in rows] == [
-            ("orion.traces", "001_trace_tables"), ("orion.traces", "002_span_ids")]
+            ("orion.traces", "001_trace_tables"), ("orion.traces", "002_span_ids"),
+            ("orion.traces", "003_blob_times")]
         assert migrations.pending(second.db) == []
 
 
@@ -128,6 +129,9 @@ def test_blobs_are_stored_once(store):
     assert store.write([event(2)], {"ab" * 32: "full text", "cd" * 32: "other"})
     assert store.write([], {"cd" * 32: "other"})
     rows = list(store.db.query("SELECT sha256, length, text FROM trace_blobs ORDER BY sha256"))
+    dated = dict(store.db.execute("SELECT sha256, last_ms FROM trace_blobs").fetchall())
+    # Each text is dated by the newest event that brought it; a batch without events keeps it.
+    assert dated == {"ab" * 32: BASE_MS + 2, "cd" * 32: BASE_MS + 2}
     assert rows == [{"sha256": "ab" * 32, "length": 9, "text": "full text"},
                     {"sha256": "cd" * 32, "length": 5, "text": "other"}]
     assert store.blob("ab" * 32) == "full text" and store.blob("ef" * 32) is None

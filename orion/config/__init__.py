@@ -19,6 +19,7 @@ model:
   temperature: 0.2
 trace:
   capture_content: false
+  keep_days: 30             # 0 keeps every trace event
 ```
 
 Environment variables override the file: ``ORION_MODEL``, ``ORION_BASE_URL``,
@@ -110,6 +111,10 @@ class TraceSettings(_Strict):
                                       "and head")
     flush_interval_ms: float = Field(default=100, ge=0,
                                      description="flush a batch once it is this old")
+    keep_days: float = Field(default=30, ge=0,
+                             description="when a runtime starts, remove trace events more than "
+                                         "this many days older than the newest one (or than "
+                                         "now, if the clock is behind it); 0 keeps every event")
 
 
 class OrionConfig(_Strict):

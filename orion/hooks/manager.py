@@ -30,7 +30,7 @@ BUILTIN_PACKAGE = "orion_plugins"
 #: Hooks whose failing implementations are reported and skipped instead of raised.
 OBSERVER_HOOKS = frozenset({"lifecycle_started", "lifecycle_transition", "lifecycle_finished",
                             "lifecycle_event_discarded", "store_traces", "close_traces",
-                            "runtime_closing"})
+                            "prune_traces", "runtime_closing"})
 #: Hooks whose failing implementations deny instead of raising.
 FAIL_CLOSED_HOOKS = frozenset({"authorize_tool_call"})
 

@@ -123,6 +123,7 @@ class Runtime:
                                capture_content=capture_content(trace.capture_content, env),
                                max_text=trace.max_text,
                                flush_interval_ms=trace.flush_interval_ms,
+                               keep_days=trace.keep_days,
                                conversation=lambda: self.conversation.id)
         self._turn_lock = asyncio.Lock()
         self._catalog: Catalog | None = None

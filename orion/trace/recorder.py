@@ -56,6 +56,8 @@ AGENT = "orion"
 _ERROR_TYPE = re.compile(r"([A-Za-z_][\w.]*):")
 #: Sessions whose first span is remembered, for the links of their later spans.
 MAX_SESSIONS = 1024
+#: ``trace.keep_days`` counts these.
+DAY_MS = 86_400_000.0
 
 
 def capture_content(configured: bool, env: Mapping[str, str] | None = None) -> bool:
@@ -123,13 +125,15 @@ class Turn:
 class Recorder:
     def __init__(self, plugins: Any, state_dir: Path, *, capture_content: bool = False,
                  max_text: int = 1024, flush_interval_ms: float = 100.0,
-                 now_ms: Callable[[], float] | None = None,
+                 keep_days: float = 0.0, now_ms: Callable[[], float] | None = None,
                  conversation: Callable[[], str] | None = None):
         self.plugins = plugins
         self.state_dir = state_dir
         self.capture_content = capture_content
         self.max_text = max_text
         self.flush_interval = flush_interval_ms / 1000.0
+        #: ``trace.keep_days``: the retention :meth:`prune` applies (0 keeps every event).
+        self.keep_days = keep_days
         #: Wall-clock milliseconds since the epoch (tests may fix it).
         self.now_ms = now_ms or (lambda: time.time() * 1000.0)
         self._conversation = conversation or (lambda: "")
@@ -324,6 +328,17 @@ class Recorder:
         batch, blobs = self._batch, self._blobs
         self._batch, self._blobs = [], {}
         self.plugins.hook.store_traces(events=batch, blobs=blobs, state_dir=self.state_dir)
+
+    def prune(self) -> int:
+        """Retention: the events more than :attr:`keep_days` older than the newest one (or
+        than now, when the clock is behind it) removed through ``prune_traces``; how many
+        went."""
+        if self.keep_days <= 0:
+            return 0
+        found = self.plugins.hook.prune_traces(state_dir=self.state_dir,
+                                               keep_ms=self.keep_days * DAY_MS,
+                                               now_ms=self.now_ms())
+        return sum(count for count in found if isinstance(count, int))
 
     def close(self) -> None:
         """The end of the run: the open phases and turn are recorded, and the batch flushed."""

@@ -67,6 +67,9 @@ DB_NAME = TRACES_DB
 
 #: Milliseconds a statement waits for another connection's lock before failing.
 BUSY_TIMEOUT_MS = 50
+#: The connection's page cache (KiB): the pages an append touches, the last of the table and
+#: of each index, fit with room to spare.
+CACHE_KIB = 256
 #: Sleeps between attempts of one batch (so ``len + 1`` attempts); with the busy timeout a
 #: locked database costs about 4 x 50 ms + 60 ms + one 50 ms try of the counter.
 BACKOFF_S = (0.01, 0.02, 0.03)
@@ -126,12 +129,26 @@ def _m002_span_ids(db: Database) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS idx_trace_events_trace_id ON trace_events (trace_id)")
 
 
+@migrations(name="003_blob_times")
+def _m003_blob_times(db: Database) -> None:
+    # Retention removes captured texts with the events: each keeps the time of the newest
+    # event that brought it. Texts of older versions count from the newest event now.
+    if "last_ms" not in {column.name for column in db["trace_blobs"].columns}:
+        db.execute("ALTER TABLE trace_blobs ADD COLUMN last_ms REAL")
+        db.execute("UPDATE trace_blobs SET last_ms = (SELECT max(at_ms) FROM trace_events)")
+    db.execute("CREATE INDEX IF NOT EXISTS idx_trace_blobs_last_ms ON trace_blobs (last_ms)")
+
+
 COLUMNS = ("id", "kind", "name", "at_ms", "duration_ms", "conversation_id", "session_id",
            "attributes", "trace_id", "span_id", "parent_id", "links")
 INSERT_EVENT = ("INSERT INTO trace_events (kind, name, at_ms, duration_ms, conversation_id, "
                 "session_id, attributes, trace_id, span_id, parent_id, links) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-INSERT_BLOB = "INSERT OR IGNORE INTO trace_blobs (sha256, length, text) VALUES (?, ?, ?)"
+#: A text seen again is stored once; its ``last_ms`` (the newest event of the batch that
+#: brought it) keeps it through retention as long as an event kept refers to it.
+INSERT_BLOB = ("INSERT INTO trace_blobs (sha256, length, text, last_ms) VALUES (?, ?, ?, ?) "
+               "ON CONFLICT (sha256) DO UPDATE SET "
+               "last_ms = coalesce(max(excluded.last_ms, last_ms), excluded.last_ms, last_ms)")
 ADD_DROPPED = "UPDATE trace_counters SET value = value + ? WHERE name = 'dropped'"
 
 #: Values per ``trace_events`` row in :data:`INSERT_EVENT` (every column but ``id``).
@@ -177,6 +194,7 @@ else:  # pragma: no cover - interpreters without the C accelerator
 _fields = operator.attrgetter("kind", "name", "at_ms", "duration_ms", "conversation_id",
                               "session_id", "attributes", "trace_id", "span_id", "parent_id",
                               "links")
+_AT_MS = 2  # the index of ``at_ms`` in a row
 _ATTRIBUTES = 6  # the index of ``attributes`` in a row
 _LINKS = 10  # and of ``links``
 
@@ -322,6 +340,10 @@ class TraceStore:
                 raise
         db = self._db
         db.conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+        # The store appends: a write touches the last pages of the table and of each index.
+        # SQLite's default page cache (2 MB) would fill with pages no write reads again, and a
+        # long chat's memory would grow by it.
+        db.conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
         # A database in memory is this connection's alone: there is no file to lock.
         with setting_up(self.path) if self.path is not None else contextlib.nullcontext():
             db.enable_wal()
@@ -351,7 +373,9 @@ class TraceStore:
 
         Never raises for a database problem (see the module docstring)."""
         values = event_values(events)  # caller bugs raise here, before the database
-        blob_rows = [(sha, len(text), text) for sha, text in blobs.items()]
+        # The batch's newest event dates its texts.
+        last_ms = max(filter(None, values[_AT_MS::WIDTH]), default=None) if blobs else None
+        blob_rows = [(sha, len(text), text, last_ms) for sha, text in blobs.items()]
         if not values and not blob_rows:
             return True
         with self._lock:
@@ -486,6 +510,52 @@ class TraceStore:
             return [_decoded(conn.execute(
                 f"SELECT {', '.join(COLUMNS)} FROM trace_events WHERE trace_id = ? "
                 "ORDER BY parent_id != '', at_ms, id", (trace_id,))) for trace_id in ids]
+
+    def newest_ms(self) -> float | None:
+        """When the newest event happened (epoch ms), or ``None`` for an empty store."""
+        with self._lock:
+            row = self.db.conn.execute("SELECT max(at_ms) FROM trace_events").fetchone()
+        return row[0]
+
+    def prune(self, before_ms: float) -> int:
+        """Remove the events that happened before ``before_ms``, and the captured texts no
+        newer event refers to; how many events went. The file keeps its size: SQLite reuses
+        the freed pages for the next events (``vacuum`` gives them back)."""
+        with self._lock:
+            conn = self.db.conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                removed = conn.execute("DELETE FROM trace_events WHERE at_ms < ?",
+                                       (before_ms,)).rowcount
+                conn.execute("DELETE FROM trace_blobs WHERE last_ms < ?", (before_ms,))
+                conn.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+        return removed
+
+    def retain(self, keep_ms: float, now_ms: float) -> int:
+        """Retention: :meth:`prune` the events more than ``keep_ms`` older than the newest
+        event, or than ``now_ms`` when the clock is behind it. Counting back from the newest
+        event means a clock stepped ahead (a resumed VM, a wrong NTP answer) ages nothing, and
+        a workspace left alone for a month keeps its last ``keep_ms`` of work. Best effort: a
+        database that is busy or damaged is tried again at the next start, and 0 is
+        returned."""
+        try:
+            newest = self.newest_ms()
+            if newest is None:
+                return 0
+            return self.prune(min(newest, now_ms) - keep_ms)
+        except DATABASE_ERRORS as exc:
+            log.debug("trace store %s: retention skipped (%s)", self.path, exc)
+            return 0
+
+    def vacuum(self) -> None:
+        """Give the pages freed by :meth:`prune` back to the file system."""
+        with self._lock:
+            self.db.conn.execute("VACUUM")
+            # In WAL mode the rewritten file is in the log until a checkpoint moves it back.
+            self.db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def blob(self, sha256: str) -> str | None:
         """The captured text with this sha256, or ``None``."""

@@ -331,8 +331,9 @@ class Journal:
         try:
             journal.directory.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
             journal.directory.mkdir(mode=DIR_MODE, exist_ok=True)
+            # Compact: an indent makes each dump a reference cycle (see undo.replace_json).
             _write_new(journal.directory / METADATA, json.dumps(
-                journal.metadata, ensure_ascii=False, indent=2, default=str).encode("utf-8"),
+                journal.metadata, ensure_ascii=False, default=str).encode("utf-8"),
                 journal._mode)
             _write_new(journal.directory / STATUS, b" " * STATUS_RESERVE, journal._mode)
             journal._take_lock()

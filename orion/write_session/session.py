@@ -22,6 +22,8 @@ session is open (:meth:`WriteSession.hold`), putting text set aside back
 from __future__ import annotations
 
 import hashlib
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,6 +75,19 @@ class SessionSummary:
 
 class KeepRefused(OrionError):
     """``WritePlanTool_keep`` for a part that is not there to put back."""
+
+
+def _weakly(method: Callable[[str], None]) -> Callable[[str], None]:
+    """``method``, called while its object lives. The journal keeps its session's callback: a
+    bound method there would make the two a reference cycle, which only the cyclic collector
+    frees, so every ended session's content buffer would wait for a full collection."""
+    ref = weakref.WeakMethod(method)
+
+    def call(reason: str) -> None:
+        target = ref()
+        if target is not None:
+            target(reason)
+    return call
 
 
 class WriteSession(Ingest, MessageEnds, Finalizer):
@@ -131,7 +146,7 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
         if journal.degraded is not None:
             self._degraded(journal.degraded)
         elif getattr(journal, "_on_degraded", None) is None:
-            journal._on_degraded = self._degraded
+            journal._on_degraded = _weakly(self._degraded)
 
     def _new_streamed(self) -> StreamedLines | None:
         if self.plan.plan.operation not in (Operation.CREATE, Operation.OVERWRITE):

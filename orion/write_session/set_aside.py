@@ -251,5 +251,6 @@ def _read_index(directory: Path) -> list[Part]:
 
 def _replace(path: Path, data: Any) -> None:
     temp = path.with_name(path.name + ".tmp")
-    write_private(temp, json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8"))
+    # Compact, as undo records are: an indent makes each dump a reference cycle (see undo).
+    write_private(temp, json.dumps(data, ensure_ascii=False).encode("utf-8"))
     os.replace(temp, path)

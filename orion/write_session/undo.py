@@ -61,7 +61,9 @@ def replace_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(temp_name(path.name))
     try:
-        temp.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
+        # Compact: with an indent, json builds its encoder from closures that refer to each
+        # other, and each record would leave a reference cycle for the cyclic collector.
+        temp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
         os.replace(temp, path)
     except BaseException:
         temp.unlink(missing_ok=True)
