@@ -148,3 +148,48 @@ def test_orion_traces_tree_shows_each_turn_as_a_tree(tmp_path):
     bad = runner.invoke(cli, ["traces", "--workspace", str(workspace), "--tree", "--kind",
                               "tool_call"])
     assert bad.exit_code == 2 and "--kind" in bad.output
+
+
+def test_a_plan_that_lives_through_many_writes_still_links_to_where_it_began(tmp_path):
+    """The tracer remembers where each live session began for as long as it lives, and only a
+    few ended ones: 20 writes later, the plan's span links back to its first turn, and what
+    the tracer remembers did not grow with the writes."""
+    from orion.api import hookimpl
+    from orion.trace.recorder import MAX_ENDED
+
+    writes = "".join(f"""\
+  - user: "Write note {n}."
+  - model:
+      tool_calls:
+        - name: WritePlanTool_begin
+          arguments: {{intent: a note, target_file: notes/{n}.md, operation: create}}
+  - model: {{text: "note {n}\\nDONE\\n"}}
+  - model: {{text: "Written."}}
+""" for n in range(MAX_ENDED + 4))
+    script = THREE_TURNS.split('  - user: "Write docs/guide.md."')[0] + writes + """\
+  - user: "Update the plan."
+  - model:
+      tool_calls:
+        - name: plan_set_content
+          arguments: {plan_markdown: "# Release\\n\\n1. Ship it.\\n2. Tell people.\\n"}
+  - model: {text: "Updated."}
+"""
+    remembered = []
+
+    class Watch:
+        @hookimpl
+        def runtime_closing(self, host):
+            remembered.append(len(host.tracer._origins) + len(host.tracer._ended))
+
+    (tmp_path / "script.yaml").write_text(script)
+    plugins = make_plugin_manager(entrypoints=False, env={})
+    plugins.register(Watch())
+    result = asyncio.run(play(load_script(tmp_path / "script.yaml"),
+                              workspace=tmp_path / "ws", plugins=plugins))
+    assert result.ok, result.errors
+    traces = list(by_trace(spans(tmp_path / "ws")).values())
+    [on] = [r for r in traces[0] if r["name"] == "plan_mode plan_on"]
+    [update] = [r for r in traces[-1] if r["name"] == "plan_mode set_content"]
+    assert update["session_id"] == on["session_id"]
+    assert update["links"] == [f"{on['trace_id']}-{on['span_id']}"]
+    assert remembered and remembered[0] <= MAX_ENDED + 3  # the ended writes, the live plan

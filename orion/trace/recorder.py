@@ -54,8 +54,12 @@ from orion.trace.events import ERROR_TYPE, Kind, TraceEvent
 TURN_NAME = "invoke_agent orion"
 AGENT = "orion"
 _ERROR_TYPE = re.compile(r"([A-Za-z_][\w.]*):")
-#: Sessions whose first span is remembered, for the links of their later spans.
+#: Sessions whose first span is remembered, for the links of their later spans. A live
+#: session's is kept while it lives (a chat's plan may live all day); these bound them anyway.
 MAX_SESSIONS = 1024
+#: Ended sessions whose first span is still remembered: spans of an ended session come soon
+#: after its end, or not at all.
+MAX_ENDED = 16
 #: ``trace.keep_days`` counts these.
 DAY_MS = 86_400_000.0
 
@@ -147,7 +151,8 @@ class Recorder:
         self._stack: list[Span] = []
         self._phases: dict[str, Span] = {}  # lifecycle id -> its open phase
         self._carried: list[Span] = []  # phases cut at a turn's end, to go on in the next
-        self._origins: dict[str, str] = {}  # session id -> the span where it began
+        self._origins: dict[str, str] = {}  # live session id -> the span where it began
+        self._ended: dict[str, str] = {}  # the same, for the latest MAX_ENDED ended sessions
 
     # -- turns ----------------------------------------------------------------------------
 
@@ -251,9 +256,9 @@ class Recorder:
         of a session is where it begins."""
         if not session_id:
             return ()
-        origin = self._origins.get(session_id)
+        origin = self._origins.get(session_id) or self._ended.get(session_id)
         if origin is None:
-            if len(self._origins) >= MAX_SESSIONS:  # the oldest sessions are long over
+            if len(self._origins) >= MAX_SESSIONS:  # a safety bound: live sessions are few
                 del self._origins[next(iter(self._origins))]
             self._origins[session_id] = link(trace_id, span_id)
             return ()
@@ -302,6 +307,11 @@ class Recorder:
         if phase is not None:
             self._finish(phase)
         self._carried = [p for p in self._carried if p.session_id != lifecycle_id]
+        origin = self._origins.pop(lifecycle_id, None)
+        if origin is not None:  # its last spans (the write's report) may still come
+            self._ended[lifecycle_id] = origin
+            if len(self._ended) > MAX_ENDED:
+                del self._ended[next(iter(self._ended))]
 
     def _open_phase(self, lifecycle_id: str, name: str, attributes: dict[str, Any],
                     root: Span) -> None:
