@@ -112,7 +112,7 @@ class SessionManager:
         as its summary only."""
         ended = [s for s in self.sessions if s.status != "active" or not s.active]
         for old in ended[:max(0, len(ended) - KEEP_ENDED)]:
-            self.retired.append(old.summary())
+            self.retired.append(old.summary().retired())
             self.sessions.remove(old)
 
     def adopt(self, orphan: Orphan) -> WriteSession:

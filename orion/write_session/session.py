@@ -22,9 +22,10 @@ session is open (:meth:`WriteSession.hold`), putting text set aside back
 from __future__ import annotations
 
 import hashlib
+import sys
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,13 +65,20 @@ class SessionSummary:
     bytes: int = 0
     report: str = ""
     degraded: str | None = None
-    issues: list[str] = field(default_factory=list)
+    issues: tuple[str, ...] = ()
     #: Lines of text set aside beside the content (not in the file).
     set_aside: int = 0
     #: Messages the user typed while the session was open, not sent yet.
     held: int = 0
     #: Why an incomplete session is incomplete (cut off, no DONE after the idle prompts).
     incomplete_reason: str | None = None
+
+    def retired(self) -> SessionSummary:
+        """What a runtime keeps of a session that ended long ago (beyond ``KEEP_ENDED``): what
+        ``orion run --json`` and the session listing show. Its report and issues are left to
+        its ``write_report`` trace event; a chat that writes all day keeps one of these per
+        write, so the file's name is shared with the other writes to it."""
+        return replace(self, target_file=sys.intern(self.target_file), report="", issues=())
 
 
 class KeepRefused(OrionError):
@@ -177,7 +185,7 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
             self.lifecycle.context.get("continuations", 0),
             self.lifecycle.context.get("corrections", 0), self.journal.lines,
             self.journal.bytes, self.report or (self.result.report if self.result else ""),
-            self.journal.degraded, [str(i) for i in self.issues], self.aside.lines,
+            self.journal.degraded, tuple(map(str, self.issues)), self.aside.lines,
             len(self.held_messages), self.lifecycle.context.get("incomplete_reason"))
 
     def _degraded(self, reason: str) -> None:
