@@ -308,3 +308,29 @@ Feature: Faults of the environment
     And the console shows "did not come to rest within 10,000 microsteps"
     And the journal of "notes.md" holds 2 lines on disk
     And the console does not show "Traceback"
+
+  @FS-12 @safety
+  Scenario: Trace events beyond keep_days go as Orion starts, and Orion says how many
+    Given the trace database holds events 45, 31, 29 and 0 days old
+    When the user opens "orion chat" and leaves at once
+    Then the console shows "traces: removed 2 events more than 30 days older than the newest (trace.keep_days in orion.yaml; 0 keeps every event)"
+    And the trace database holds the events 29 and 0 days old
+
+  @FS-12 @safety
+  Scenario: A wall clock far ahead of the newest trace event removes only what is older than it
+    Given the trace database holds events 90, 91 and 125 days old
+    When the user opens "orion chat" and leaves at once
+    Then the console shows "traces: removed 1 events"
+    And the trace database holds the events 90 and 91 days old
+
+  @FS-12 @config
+  Scenario: keep_days 0 keeps every trace event
+    Given the trace database holds events 400 and 0 days old
+    And the workspace's orion.yaml is:
+      """
+      trace:
+        keep_days: 0
+      """
+    When the user opens "orion chat" and leaves at once
+    Then the console does not show "traces:"
+    And the trace database holds the events 400 and 0 days old

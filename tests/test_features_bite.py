@@ -1669,6 +1669,12 @@ def completion_loops_unseen(p: Patcher) -> None:
     p.replace("orion.statechart.checks.loops:_completion_loops", lambda *args: iter(()))
 
 
+@variant("FS-12", "orion_plugins.tracing:runtime_started",
+         "a runtime starts without applying trace.keep_days")
+def traces_kept_for_ever(p: Patcher) -> None:
+    p.replace("orion_plugins.tracing:runtime_started", lambda host: None)
+
+
 mutant("state_entries_checked_against_the_workspace", "FS-1",
        "orion.workspace:_check_confined",
        "an entry of .orion that links elsewhere in the workspace is followed (entries are "
@@ -1688,6 +1694,14 @@ mutant("root_keeps_the_group_it_is_not_in", "FS-2", "orion.workspace.confined:_g
        "root gives a replaced file its group only when root is in that group",
        ("if os.geteuid() == 0 or like.st_gid in _groups()", "if like.st_gid in _groups()"),
        keyword="another_user_keeps")
+
+mutant("retention_counts_from_the_clock", "FS-12", "orion.trace.store:TraceStore.retain",
+       "retention counts back from the wall clock, so a clock stepped ahead ages every event",
+       ("min(newest, now_ms) - keep_ms", "now_ms - keep_ms"), keyword="wall_clock_far")
+
+mutant("retention_removes_in_silence", "FS-12", "orion_plugins.tracing:runtime_started",
+       "traces are removed without a word",
+       ("    if removed:\n", "    if removed and False:\n"), keyword="says_how_many")
 
 mutant("size_cap_read_as_kib", "FS-3", "orion.config.sourcefile:_check",
        "the size cap is taken for KiB: a file 1024 times larger than the cap is read",

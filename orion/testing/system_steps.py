@@ -353,3 +353,41 @@ def orion_logged(orion_world: World, text: str) -> None:
     wanted = unescape(text)
     messages = [r.getMessage() for r in orion_world.log_records]
     assert any(wanted in m for m in messages), messages
+
+
+# -- trace retention ---------------------------------------------------------------------------
+
+DAY_MS = 86_400_000.0
+AGES = r"(?P<ages>\d+(?:, \d+)*(?: and \d+)?)"
+
+
+def _ages(text: str) -> list[int]:
+    return [int(age) for age in text.replace(" and ", ", ").split(", ")]
+
+
+def _aged(name: str) -> bool:
+    return name.endswith(" days old")
+
+
+@given(parsers.re(rf"the trace database holds events {AGES} days old"))
+def trace_database_holds(orion_world: World, ages: str) -> None:
+    """One event per age, named after it (``45 days old``), recorded that long before now in
+    the workspace's ``orion.db`` through the trace store, as an earlier run would have."""
+    from orion.trace.events import Kind, TraceEvent
+    from orion.trace.store import TraceStore
+
+    now = time.time() * 1000.0
+    with TraceStore(orion_world.state_dir / "orion.db") as store:
+        for age in _ages(ages):
+            assert store.write([TraceEvent(Kind.TOOL_CALL, f"{age} days old", now - age * DAY_MS,
+                                           "earlier", "earlier", {"orion.tool.outcome": "ok"})])
+
+
+@then(parsers.re(rf"the trace database holds the events {AGES} days old"))
+def trace_database_holds_only(orion_world: World, ages: str) -> None:
+    """Of the events the Given step recorded, exactly these are left."""
+    from orion.trace.store import TraceStore
+
+    with TraceStore(orion_world.state_dir / "orion.db") as store:
+        left = {row["name"] for row in store.query(limit=1_000_000) if _aged(row["name"])}
+    assert left == {f"{age} days old" for age in _ages(ages)}, sorted(left)
