@@ -511,11 +511,15 @@ class TraceStore:
                 f"SELECT {', '.join(COLUMNS)} FROM trace_events WHERE trace_id = ? "
                 "ORDER BY parent_id != '', at_ms, id", (trace_id,))) for trace_id in ids]
 
-    def newest_ms(self) -> float | None:
-        """When the newest event happened (epoch ms), or ``None`` for an empty store."""
+    def span_ms(self) -> tuple[float | None, float | None]:
+        """When the oldest and the newest event happened (epoch ms); ``None`` for an empty
+        store. Two subqueries, so that each is one lookup in the index on ``at_ms`` (a single
+        ``SELECT min(), max()`` scans the table)."""
         with self._lock:
-            row = self.db.conn.execute("SELECT max(at_ms) FROM trace_events").fetchone()
-        return row[0]
+            oldest, newest = self.db.conn.execute(
+                "SELECT (SELECT min(at_ms) FROM trace_events), "
+                "(SELECT max(at_ms) FROM trace_events)").fetchone()
+        return oldest, newest
 
     def prune(self, before_ms: float) -> int:
         """Remove the events that happened before ``before_ms``, and the captured texts no
@@ -542,10 +546,13 @@ class TraceStore:
         database that is busy or damaged is tried again at the next start, and 0 is
         returned."""
         try:
-            newest = self.newest_ms()
-            if newest is None:
+            oldest, newest = self.span_ms()
+            if oldest is None or newest is None:
                 return 0
-            return self.prune(min(newest, now_ms) - keep_ms)
+            before_ms = min(newest, now_ms) - keep_ms
+            if oldest >= before_ms:  # the usual start: nothing to remove, no write lock taken
+                return 0
+            return self.prune(before_ms)
         except DATABASE_ERRORS as exc:
             log.debug("trace store %s: retention skipped (%s)", self.path, exc)
             return 0
@@ -579,9 +586,10 @@ class TraceStore:
             return {"path": str(self.path) if self.path else None,
                     "total": sum(counts.values()), "counts": counts, "blobs": blobs,
                     "dropped": persisted + self._pending.count, "dropped_here": self.dropped,
-                    "size_bytes": self._size()}
+                    "size_bytes": self.size_bytes()}
 
-    def _size(self) -> int:
+    def size_bytes(self) -> int:
+        """The database file's size plus its write-ahead log's (0 in memory)."""
         if self.path is None:
             return 0
         size = 0
