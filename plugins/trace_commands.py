@@ -202,7 +202,7 @@ def traces_prune(ctx: click.Context, workspace: str | None, state_dir: str | Non
     before_ms = _since_ms(older_than, "--older-than")
     assert before_ms is not None
     store = _trace_store(workspace or ctx.obj["workspace"], state_dir or ctx.obj["state_dir"])
-    size = store.stats()["size_bytes"]
+    size = store.size_bytes()
     removed = store.prune(before_ms)
     if vacuum:
         store.vacuum()

@@ -15,10 +15,10 @@ from pathlib import Path
 import yaml
 
 from orion.trace.events import Kind, TraceEvent
+from orion.trace.recorder import DAY_MS
 from orion.trace.store import TraceStore
 
 ORION = str(Path(sys.executable).parent / "orion")
-DAY_MS = 86_400_000.0
 
 
 def _env() -> dict[str, str]:

@@ -357,7 +357,6 @@ def orion_logged(orion_world: World, text: str) -> None:
 
 # -- trace retention ---------------------------------------------------------------------------
 
-DAY_MS = 86_400_000.0
 AGES = r"(?P<ages>\d+(?:, \d+)*(?: and \d+)?)"
 
 
@@ -374,6 +373,7 @@ def trace_database_holds(orion_world: World, ages: str) -> None:
     """One event per age, named after it (``45 days old``), recorded that long before now in
     the workspace's ``orion.db`` through the trace store, as an earlier run would have."""
     from orion.trace.events import Kind, TraceEvent
+    from orion.trace.recorder import DAY_MS
     from orion.trace.store import TraceStore
 
     now = time.time() * 1000.0
