@@ -33,7 +33,7 @@ class ContextRequest:
     #: The runtime the request is made in (the host); ``None`` outside one.
     host: Host | None = None
 
-    runtime = runtime_alias()
+    runtime = runtime_alias("ContextRequest")
 
 
 def build_context(pm: PluginManager, request: ContextRequest) -> list[ContextBlock]:

@@ -66,7 +66,7 @@ class Turn:
     follow_up: bool = False
     stop: bool = False
 
-    runtime = runtime_alias()
+    runtime = runtime_alias("Turn")
 
     @property
     def response_text(self) -> str:

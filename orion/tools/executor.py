@@ -75,7 +75,7 @@ class ToolContext:
     host: Host | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    runtime = runtime_alias()
+    runtime = runtime_alias("ToolContext")
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from orion.hooks.renames import renamed
+
 if TYPE_CHECKING:
     from orion.statechart.interpreter.lifecycle import Lifecycle
     from orion.write_session.session import WriteSession
@@ -90,6 +92,12 @@ class WriteSessionView:
     def lifecycle(self) -> Lifecycle:
         """The session's ``write_session`` lifecycle (its state, tags, context)."""
         return self._session.lifecycle
+
+    #: The names of 0.1 (the session itself was handed out then): ``plan`` is the checked
+    #: write plan (``plan.relative`` is :attr:`file`), ``result`` the write's result or
+    #: ``None`` (:attr:`written`).
+    plan = renamed("WriteSessionView", "plan", read=lambda view: view._session.plan)
+    result = renamed("WriteSessionView", "result", read=lambda view: view._session.result)
 
     def fire(self, trigger: str, **payload: Any) -> WriteStatus:
         """Send ``trigger`` to the lifecycle and carry out what the statechart decided, as

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from orion.clock import Clock, TimerHandle
 from orion.errors import (ActionError, MacrostepLimit, TriggerNotAllowed, UnknownTag,
                           UnknownTrigger)
+from orion.hooks.renames import renamed
 from orion.statechart.interpreter import snapshot as snapshots
 from orion.statechart.interpreter.listeners import Listeners
 from orion.statechart.interpreter.semantics import (
@@ -125,6 +126,9 @@ class Lifecycle:
         self._busy = False
         self._current: Transition | None = None
         self._step: Step | None = None
+
+    #: ``host`` under its name before 0.1.0 (a guard or action written then reads it).
+    owner = renamed("Lifecycle", "owner", settable=True)
 
     # -- reading ------------------------------------------------------------------------------
 
