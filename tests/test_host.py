@@ -134,5 +134,5 @@ def test_a_host_that_is_not_orions_runtime_has_no_write_sessions(tmp_path: Path)
 
 def test_write_status_values_are_the_strings_of_before() -> None:
     assert [status.value for status in WriteStatus] == [
-        "active", "written", "written_with_set_aside", "incomplete", "failed", "abandoned",
-        "set_aside"]
+        "active", "written", "written_with_set_aside", "incomplete", "failed", "blocked",
+        "abandoned", "set_aside"]

@@ -20,17 +20,13 @@ from orion.write_session.operations import TargetChanged, WriteResult, execute
 from orion.write_session.repair import (apply_corrections, correction_prompt, parse_corrections,
                                         safe_replacement)
 from orion.write_session.undo import prune_after_write, write_undo_record
+from orion.write_session.view import WriteStatus
 
 if TYPE_CHECKING:
     from orion.validation import Issue
     from orion.write_session.members import SessionMembers
 else:
     SessionMembers = object  # the declarations are for the type checker only
-
-#: A session that wrote its target with text set aside (``written`` means the file holds
-#: everything the model streamed as content).
-WRITTEN_WITH_SET_ASIDE = "written_with_set_aside"
-
 
 class Finalizer(SessionMembers):
     """Validation, corrections, the write and the endings of a
@@ -116,13 +112,13 @@ class Finalizer(SessionMembers):
         from orion.write_session.manager import manager_for
         manager_for(self.runtime).wrote(result)
         if self.lifecycle.context.get("status") == "incomplete":
-            self.status = "incomplete"
+            self.status = WriteStatus.INCOMPLETE
         elif self.aside.pending:
-            self.status = WRITTEN_WITH_SET_ASIDE
+            self.status = WriteStatus.WRITTEN_WITH_SET_ASIDE
         else:
-            self.status = "written"
+            self.status = WriteStatus.WRITTEN
         report = result.report
-        if self.status == "incomplete":
+        if self.status is WriteStatus.INCOMPLETE:
             reason = self.lifecycle.context.get("incomplete_reason") or "the output was cut off"
             report += f" (incomplete: {reason})"
         report += self._set_aside_report()
@@ -208,7 +204,7 @@ class Finalizer(SessionMembers):
     # -- endings without a write ---------------------------------------------------------------
 
     def _failed(self, cause: BaseException) -> None:
-        self.status = "failed"
+        self.status = WriteStatus.FAILED
         reason = str(cause).rstrip().rstrip(".")
         short = self.id[:8]
         kept = self._keep_content()
@@ -239,7 +235,7 @@ class Finalizer(SessionMembers):
         """Issues that block the write remain after the last correction round: the target is
         not written, the content stays in the journal (``orion sessions`` lists the session as
         ``blocked``, with the issues), and the model and the user are told why."""
-        self.status = "blocked"
+        self.status = WriteStatus.BLOCKED
         shown = "; ".join(f"line {i.line}: {i.message} [{i.code}]" for i in blocking[:3])
         more = f" (and {len(blocking) - 3} more)" if len(blocking) > 3 else ""
         self.journal.flush({**self._journal_state(), "blocked": [str(i) for i in blocking]})
@@ -277,7 +273,7 @@ class Finalizer(SessionMembers):
         return str(rescued)
 
     def _abandon(self, why: str) -> None:
-        self.status = "abandoned"
+        self.status = WriteStatus.ABANDONED
         message = f"The write session for {self.plan.relative} was abandoned: {why}."
         if self.aside.pending:
             message += self._set_aside_report()
@@ -296,7 +292,7 @@ class Finalizer(SessionMembers):
         the content it holds, and the messages the user typed meanwhile, so ``orion sessions``
         lists the session and ``orion sessions recover`` can finish or resume it (and then
         deliver them)."""
-        self.status = "set_aside"
+        self.status = WriteStatus.SET_ASIDE
         self.runtime.reporter.progress_done()
         self.checkpoint()
         kept = self._keep_content()
@@ -326,7 +322,7 @@ class Finalizer(SessionMembers):
         told where (or that it could not be saved anywhere)."""
         try:
             self._take_batch()
-            if self.status == "active":
+            if self.status is WriteStatus.ACTIVE:
                 self.checkpoint()  # with the held messages
                 if self.journal.degraded is not None:
                     kept = self._keep_content()

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from orion.write_session.progress import Progress
     from orion.write_session.protocol import EndMarker
     from orion.write_session.set_aside import Part, SetAside
+    from orion.write_session.view import WriteStatus
 
 
 class SessionMembers:
@@ -37,7 +38,7 @@ class SessionMembers:
     id: str
     marker: EndMarker
     aside: SetAside
-    status: str
+    status: WriteStatus
     result: WriteResult | None
     issues: list[Issue]
     replaced: int

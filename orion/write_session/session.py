@@ -41,6 +41,7 @@ from orion.write_session.operations import WriteResult
 from orion.write_session.plan import CheckedPlan, Operation
 from orion.write_session.protocol import EndMarker
 from orion.write_session.set_aside import SetAside
+from orion.write_session.view import WriteStatus
 
 if TYPE_CHECKING:
     from orion.runtime.conversation import Message
@@ -109,7 +110,7 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
         self.marker = EndMarker(self.terminator)
         #: The text set aside beside the content (an adopted session's parts too).
         self.aside = SetAside.of_journal(journal.directory)
-        self.status = "active"
+        self.status = WriteStatus.ACTIVE
         self.result: WriteResult | None = None
         self.issues: list[Issue] = []
         self.replaced = 0
@@ -203,7 +204,7 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
         would stream into the file, so it is held (and saved in the journal at once) and sent
         once the session ends (written, abandoned or failed); meanwhile the model is asked at
         once whether it is finished. Returns whether the message was held."""
-        if self.status != "active" or not self.active:
+        if self.status is not WriteStatus.ACTIVE or not self.active:
             return False
         self.held_messages.append(line)
         asks = "user_message" in self.lifecycle.allowed_triggers()
@@ -272,7 +273,7 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
 
     # -- for the states a team adds to the statechart -------------------------------------------
 
-    def fire(self, trigger: str, **payload: Any) -> str:
+    def fire(self, trigger: str, **payload: Any) -> WriteStatus:
         """Send ``trigger`` to the session's lifecycle and carry out what the statechart
         decided, as Orion does after DONE. A team's statechart that adds a state of its own (a
         review before the write, say) leaves it with this call.
@@ -285,9 +286,10 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
         * The lifecycle ended without a write (a final state such as ``abandoned``): the
           session is dropped, with ``payload["reason"]`` as the reason given.
 
-        Returns the session's status: ``active``, ``written``, ``written_with_set_aside``,
-        ``incomplete``, ``failed`` or ``abandoned``. A trigger the current state does not take
-        raises :class:`~orion.errors.TriggerNotAllowed`, and the session stays as it was."""
+        Returns the session's status, a :class:`~orion.write_session.view.WriteStatus`
+        (``blocked`` too, when a validator's blocking issue stops the write). A trigger the
+        current state does not take raises :class:`~orion.errors.TriggerNotAllowed`, and the
+        session stays as it was."""
         try:
             self._trigger(trigger, **payload)
         except ActionError as exc:
@@ -296,7 +298,7 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
             return self.status
         if self.result is not None:
             self.after_write()
-        elif self.lifecycle.finished and self.status == "active":
+        elif self.lifecycle.finished and self.status is WriteStatus.ACTIVE:
             self._abandon(str(payload.get("reason") or f"the statechart ended it ({trigger})"))
         return self.status
 

@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 
 
 class WriteStatus(StrEnum):
-    """Where a write session stands. Each value is the string teams compared before 0.2.0
-    (``session.status == "written"`` still holds)."""
+    """Where a write session stands: every status a session can reach is one of these (the
+    session itself holds its status as one). Each value is the string teams compared before
+    0.2.0 (``session.status == "written"`` still holds)."""
 
     #: Open: content may still arrive, or a state of the chart waits (a review).
     ACTIVE = "active"
@@ -34,6 +35,9 @@ class WriteStatus(StrEnum):
     INCOMPLETE = "incomplete"
     #: The write failed; the content stays in the journal for ``orion sessions recover``.
     FAILED = "failed"
+    #: A validator's blocking issue remained after the last correction round: the target is
+    #: not written, the content stays in the journal (``orion sessions`` lists it, blocked).
+    BLOCKED = "blocked"
     #: The lifecycle ended without a write (a final state such as ``abandoned``).
     ABANDONED = "abandoned"
     #: Stopped without writing or deleting anything (``/reset``); recoverable.
