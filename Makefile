@@ -9,7 +9,7 @@ STAMP := $(VENV)/.orion-installed
 SOURCES := pyproject.toml $(shell find orion plugins statecharts examples -type f \( -name '*.py' -o -name '*.yaml' -o -name '*.json' \) 2>/dev/null)
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-fast durations bench check clean
+.PHONY: demo test test-fast durations bench check clean api-snapshot
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -74,6 +74,13 @@ bench: $(STAMP)
 
 check: $(STAMP)
 	$(BIN)/orion check
+
+# At a release: store the public API of the commit REF (default HEAD) as
+# tests/api/orion-$(VERSION).json, what tests/test_api_stability.py compares the next ones with.
+REF ?= HEAD
+api-snapshot: $(STAMP)
+	@test -n "$(VERSION)" || { echo "usage: make api-snapshot VERSION=x.y.z [REF=commit]"; exit 2; }
+	$(BIN)/python tests/api_surface.py $(REF) $(VERSION)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
