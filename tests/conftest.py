@@ -32,6 +32,10 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 STATECHARTS = ROOT / "statecharts"
 
+#: Team projects of earlier releases: each is a project of its own (its rootdir, conftest and
+#: features), run as a separate pytest by tests/test_teams_of_earlier_releases.py.
+collect_ignore = ["teams"]
+
 #: Actions the probe provides. Each one appends its name to ``probe.log`` and then runs the
 #: effect a test installed for it, if any.
 PROBE_ACTIONS = (

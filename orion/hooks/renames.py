@@ -38,9 +38,9 @@ class Rename:
 RENAMES: tuple[Rename, ...] = (
     Rename("Lifecycle", "owner", "host", "0.1.0", "0.3.0"),
     Rename("WriteSessionView", "plan", "file", "0.2.0", "0.3.0",
-           how="session.plan.relative is session.file"),
+           how="session.plan.relative becomes session.file"),
     Rename("WriteSessionView", "result", "written", "0.2.0", "0.3.0",
-           how="session.result is None is not session.written"),
+           how="session.result is None becomes not session.written"),
     Rename("ContextRequest", "runtime", "host", "0.2.0", "0.3.0"),
     Rename("ToolContext", "runtime", "host", "0.2.0", "0.3.0"),
     Rename("Turn", "runtime", "host", "0.2.0", "0.3.0"),
