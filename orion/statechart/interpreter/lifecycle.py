@@ -96,7 +96,7 @@ class _Timer:
 class Lifecycle:
     __slots__ = ("definition", "machine", "id", "state", "context", "clock", "plugins",
                  "finished", "host", "listeners", "_timers", "_queue", "_busy", "_current",
-                 "_step")
+                 "_step", "_event")
 
     def __init__(self, definition: Definition, *, clock: Clock, listeners: Listeners,
                  instance_id: str | None = None, context: dict[str, Any] | None = None,
@@ -125,6 +125,8 @@ class Lifecycle:
         self._busy = False
         self._current: Transition | None = None
         self._step: Step | None = None
+        #: The event being processed (the library hands its result check only the answer).
+        self._event: LifecycleEventData | None = None
 
     # -- reading ------------------------------------------------------------------------------
 
