@@ -183,6 +183,13 @@ class ChartState(LifecycleState):
 
     separator = SEPARATOR
 
+    @property
+    def name(self) -> str:
+        # Its own name. The library's property joins the names of the scope a state is entered
+        # in, and the library's log calls read it several times a step; a chart's states are
+        # never entered through a scope (their path is ``path``).
+        return self._name
+
 
 class LifecycleTransition(NestedTransition):
     """A transition of the chart: ``conditions`` are its guards (``unless`` ones with the
@@ -374,11 +381,27 @@ class LifecycleMachine(HierarchicalMachine):
         self._refuse("to_state")
         super().to_state(model, state_name, *args, **kwargs)
 
+    def get_state(self, state: Any, hint: Any = None) -> Any:
+        # A compiled chart's states never change, and its steps look their paths up several
+        # times (the library's ``_update_model``): a dictionary answers; the library answers
+        # anything else (an Enum, a list path, a hint, a name it must reject).
+        if self._frozen and hint is None and type(state) is str:
+            found = self.paths.get(state)
+            if found is not None:
+                return found
+        return super().get_state(state, hint)
+
     def set_state(self, state: Any, model: Any = None) -> None:
         # The library's transitions call it to record the new state; from outside a step it
         # would jump without exit or entry actions and leave the old state's timers armed.
-        if self._frozen and not getattr(model, "_busy", False):
-            self._refuse("set_state")
+        if self._frozen:
+            if not getattr(model, "_busy", False):
+                self._refuse("set_state")
+            if type(state) is str and state in self.paths:
+                # A path of the chart, set on the lifecycle being stepped: what the library
+                # does for one model and one state, without its Enum and list cases.
+                setattr(model, self.model_attribute, state)
+                return
         super().set_state(state, model)
 
     # -- building -------------------------------------------------------------------------------
