@@ -116,3 +116,13 @@ class MacrostepLimit(LifecycleError):
 
 class SnapshotError(LifecycleError):
     """A snapshot cannot be taken or restored (wrong definition, unknown state, bad context)."""
+
+
+class CompiledChartError(LifecycleError, TypeError):
+    """A ``transitions`` call that would change a compiled chart's machine, or drive it outside
+    Orion's rules; the message names what Orion offers instead."""
+
+    def __init__(self, lifecycle: str, call: str, instead: str):
+        self.lifecycle, self.call, self.instead = lifecycle, call, instead
+        super().__init__(f"{lifecycle}: {call} is not available on a compiled statechart's "
+                         f"machine: {instead}")

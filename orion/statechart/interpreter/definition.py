@@ -24,6 +24,7 @@ from orion.hooks.registry import Registered
 from orion.statechart.interpreter.lifecycle import Lifecycle
 from orion.statechart.interpreter.listeners import Listeners, PluginHooks
 from orion.statechart.interpreter.semantics import (
+    ChartState,
     LifecycleEventData,
     LifecycleMachine,
     LifecycleState,
@@ -223,7 +224,7 @@ class Definition:
         for path in reversed(nodes):  # children before their parents
             node = nodes[path]
             spec = node.spec
-            state = LifecycleState(
+            state = ChartState(
                 node.name, path=path, final=spec.final, initial=spec.initial,
                 on_enter=[_Action(actions[n], f"on entry to {path!r}") for n in spec.entry],
                 on_exit=[_Action(actions[n], f"on exit from {path!r}") for n in spec.exit],
@@ -252,6 +253,7 @@ class Definition:
                     enter=enter, index=edge.index, where=edge.where)
                 if edge.timer is not None:
                     self.timer_transitions[(source, edge.timer)] = transition
+        machine.freeze()
         return machine
 
     def _named(self) -> tuple[Mapping[str, Registered], Mapping[str, Registered]]:

@@ -97,7 +97,7 @@ class _Timer:
 class Lifecycle:
     __slots__ = ("definition", "machine", "id", "state", "context", "clock", "plugins",
                  "finished", "host", "listeners", "_timers", "_queue", "_busy", "_current",
-                 "_step")
+                 "_step", "_event")
 
     def __init__(self, definition: Definition, *, clock: Clock, listeners: Listeners,
                  instance_id: str | None = None, context: dict[str, Any] | None = None,
@@ -126,6 +126,8 @@ class Lifecycle:
         self._busy = False
         self._current: Transition | None = None
         self._step: Step | None = None
+        #: The event being processed (the library hands its result check only the answer).
+        self._event: LifecycleEventData | None = None
 
     #: ``host`` under its name before 0.1.0 (a guard or action written then reads it).
     owner = renamed("Lifecycle", "owner", settable=True)

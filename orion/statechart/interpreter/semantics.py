@@ -29,6 +29,9 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from transitions.core import Machine
+from transitions.extensions.asyncio import AsyncMachine
+from transitions.extensions.locking import LockedMachine
 from transitions.extensions.nesting import (
     HierarchicalMachine,
     NestedEvent,
@@ -37,7 +40,7 @@ from transitions.extensions.nesting import (
     NestedTransition,
 )
 
-from orion.errors import ActionError
+from orion.errors import ActionError, CompiledChartError
 from orion.statechart.model.events import DONE_PREFIX, matching_descriptors
 from orion.statechart.model.tree import SEPARATOR, StateNode, lineage, settle
 
@@ -104,13 +107,14 @@ class LifecycleEventData(NestedEventData):
     transition: LifecycleTransition | None
 
     def __init__(self, machine: LifecycleMachine, lifecycle: Lifecycle, payload: dict[str, Any],
-                 *, direct: bool = False, only: LifecycleTransition | None = None):
+                 *, args: tuple[Any, ...] = (), direct: bool = False,
+                 only: LifecycleTransition | None = None):
         # NestedEventData's attributes, set here: one is made per event, on the hot path. The
         # library's own __init__ starts ``state`` and ``event`` as None too; its stubs leave
         # the None out of their types.
         self.state, self.event = None, None  # type: ignore[assignment]
         self.machine, self.model = machine, lifecycle
-        self.args, self.kwargs = (), payload
+        self.args, self.kwargs = args, payload
         self.transition, self.error, self.result = None, None, False
         self.source_path, self.source_name = None, None
         self.direct = direct
@@ -125,35 +129,33 @@ class LifecycleState(NestedState):
     actions; the first that fails ends its block (SCXML 5.10), and the error is raised once the
     whole transition is done (see :meth:`LifecycleTransition._change_state`)."""
 
-    separator = SEPARATOR  # the chart's paths; the library's default ("_") is left alone
     _name: str  # the library allows an Enum; a chart names its states
     # Its children, states of the chart too (the stubs narrow HierarchicalMachine.states from
     # Machine's with the same ignore).
     states: OrderedDict[str, LifecycleState]  # type: ignore[assignment]
 
-    def __init__(self, name: str, *, path: str, final: bool = False, initial: str | None = None,
-                 on_enter: list[str | Callable[..., bool | None]] | None = None,
-                 on_exit: list[str | Callable[..., bool | None]] | None = None,
+    def __init__(self, name: str, on_enter: Any = None, on_exit: Any = None,
+                 ignore_invalid_triggers: Any = None, final: bool = False,
+                 initial: Any = None, on_final: Any = None, *, path: str | None = None,
                  tags: Iterable[str] = (), timers: tuple[tuple[str, float], ...] = (),
                  done: str | None = None):
-        super().__init__(name, on_enter=on_enter, on_exit=on_exit, final=final, initial=initial)
-        self.path = path
+        super().__init__(name, on_enter=on_enter, on_exit=on_exit,
+                         ignore_invalid_triggers=ignore_invalid_triggers, final=final,
+                         initial=initial, on_final=on_final)
+        #: Its path in a compiled chart; "" for a state added the library's way (the machine
+        #: used as a ``HierarchicalMachine``), which the library's rules drive alone.
+        self.path = path or ""
         #: The innermost state still active once this one is exited ("" above the top level).
-        self.parent_path = path.rpartition(SEPARATOR)[0]
+        self.parent_path = self.path.rpartition(SEPARATOR)[0]
         self.tags = list(tags)
         #: ``(trigger, delay_ms)`` of each ``after`` entry, armed on entry.
         self.timers = timers
         #: The completion event entering this state raises (a nested final state), or None.
         self.done = done
 
-    @property
-    def name(self) -> str:
-        # Its own name. The library's property joins the names of the scope the state is
-        # entered in, and every step's log calls read it; a chart's states are never entered
-        # through a scope (their path is ``path``).
-        return self._name
-
     def enter(self, event_data: LifecycleEventData) -> None:  # type: ignore[override]
+        if not self.path:
+            return super().enter(event_data)
         lifecycle = event_data.model
         # While its entry actions run, the state is the innermost active one; its timers are
         # armed first, at the entry time.
@@ -165,11 +167,28 @@ class LifecycleState(NestedState):
                 lifecycle._raise_event(self.done)
 
     def exit(self, event_data: LifecycleEventData) -> None:  # type: ignore[override]
+        if not self.path:
+            return super().exit(event_data)
         try:
             super().exit(event_data)
         finally:
             # Still active while its exit actions run; its timers go with it afterwards.
             event_data.model._exit(self)
+
+
+class ChartState(LifecycleState):
+    """A state of a compiled chart: its paths are dotted (``session_active.finalizing``),
+    while the library's default separator (``NestedState.separator``, ``_``) is left alone for
+    machines built the library's way."""
+
+    separator = SEPARATOR
+
+    @property
+    def name(self) -> str:
+        # Its own name. The library's property joins the names of the scope a state is entered
+        # in, and the library's log calls read it several times a step; a chart's states are
+        # never entered through a scope (their path is ``path``).
+        return self._name
 
 
 class LifecycleTransition(NestedTransition):
@@ -179,8 +198,9 @@ class LifecycleTransition(NestedTransition):
 
     def __init__(self, source: str, dest: str | None, conditions: Any = None, unless: Any = None,
                  before: Any = None, after: Any = None, prepare: Any = None, *,
-                 trigger: str, owner: str | None, domain: str | None,
-                 enter: tuple[LifecycleState, ...], index: int, where: str):
+                 trigger: str = "", owner: str | None = None, domain: str | None = None,
+                 enter: tuple[LifecycleState, ...] = (), index: int = 0,
+                 where: str | None = None):
         # ``dest`` None is the library's internal transition (no state change); the stubs type
         # it as always a state.
         super().__init__(source, dest, conditions, unless, before, after,  # type: ignore[arg-type]
@@ -195,14 +215,32 @@ class LifecycleTransition(NestedTransition):
         self.enter_states = enter
         #: Its position in the file: the order among the transitions of one state.
         self.index = index
-        #: Where it is, for error messages ("on 'begin'", "on timer 'tick' of 'wait'").
+        #: Where it is, for error messages ("on 'begin'", "on timer 'tick' of 'wait'");
+        #: ``None`` for a transition added the library's way, which its rules drive alone.
         self.where = where
+
+    def execute(self, event_data: LifecycleEventData) -> bool:  # type: ignore[override]
+        """The library's ``Transition.execute`` (prepare, conditions, ``before_state_change``
+        and ``before``, the state change, ``after`` and ``after_state_change``), then the
+        lifecycle's listeners. They are Orion's own step, not an entry in the machine's
+        ``after_state_change``, so assigning that list never cuts them off."""
+        if not super().execute(event_data):
+            return False
+        if self.where is not None:
+            lifecycle = event_data.model
+            lifecycle._taken(event_data)
+            machine = event_data.machine
+            if lifecycle.finished and machine.on_final:
+                machine.callbacks(machine.on_final, event_data)
+        return True
 
     def _change_state(self, event_data: LifecycleEventData) -> None:  # type: ignore[override]
         """Exit the active states inside the domain, innermost first, then enter the target's
         lineage below it. A failing exit or entry action does not stop the transition: every
         state is still exited or entered, so the active states stay one path from a top-level
         state to a leaf, and the errors are raised when the step is complete."""
+        if self.where is None:
+            return super()._change_state(event_data)
         machine: LifecycleMachine = event_data.machine
         for state in machine.exit_set(event_data.model.state, self.domain):
             try:
@@ -214,6 +252,8 @@ class LifecycleTransition(NestedTransition):
                 state.enter(event_data)
             except ActionError as exc:
                 event_data.errors.append(exc)
+        # The library sets the model's state and the event's (``set_state``, ``get_state``).
+        self._update_model(event_data, machine.state_tree(event_data.model.state))
 
 
 class LifecycleEvent(NestedEvent):
@@ -226,6 +266,8 @@ class LifecycleEvent(NestedEvent):
         """SCXML's ``selectTransitions`` for one active leaf: the first enabled transition of
         the candidates, in priority order, is executed. Returns ``None`` when no transition
         answers the event, ``False`` when every candidate's guards said no."""
+        if not isinstance(event_data, LifecycleEventData):
+            return super().trigger_nested(event_data)
         machine: LifecycleMachine = event_data.machine
         lifecycle = event_data.model
         only = event_data.only
@@ -242,6 +284,8 @@ class LifecycleEvent(NestedEvent):
             return None
         event_data.event = self
         lifecycle._begin(event_data, self.name)
+        if machine.prepare_event:
+            machine.callbacks(machine.prepare_event, event_data)
         for transition in candidates:
             event_data.transition = transition
             if transition.execute(event_data):
@@ -251,7 +295,9 @@ class LifecycleEvent(NestedEvent):
 
 
 class LifecycleMachine(HierarchicalMachine):
-    """One compiled chart. Lifecycles are its models; they are not registered with
+    """One compiled chart, or, built with the library's arguments and no ``nodes``, a
+    ``HierarchicalMachine`` whose models the library's rules drive (docs/statecharts.md, "On
+    `transitions`"). A chart's lifecycles are its models; they are not registered with
     ``add_model`` (which binds a method per trigger and state on every instance), so creating
     one costs what creating a plain object does."""
 
@@ -262,11 +308,24 @@ class LifecycleMachine(HierarchicalMachine):
     # Machine's with the same ignore).
     events: dict[str, LifecycleEvent]  # type: ignore[assignment]
 
-    def __init__(self, *, name: str, states: list[LifecycleState], initial: str,
-                 nodes: dict[str, StateNode]):
-        super().__init__(model=None, states=states, initial=initial, name=name,
-                         auto_transitions=False, send_event=True, ignore_invalid_triggers=False,
-                         after_state_change=[self._transition_taken])
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        refused = _refused_variant(cls)
+        if refused:
+            raise TypeError(f"{cls.__name__}: {refused}")
+
+    def __init__(self, model: Any = Machine.self_literal, states: Any = None,
+                 initial: Any = "initial", transitions: Any = None, *,
+                 nodes: dict[str, StateNode] | None = None, **kwargs: Any):
+        #: Whether this machine runs a compiled chart (Orion's rules), not a library model.
+        self.chart = nodes is not None
+        self._frozen = False
+        if nodes is None:
+            super().__init__(model, states, initial, transitions, **kwargs)
+            return
+        self.state_cls = ChartState
+        chart = {"auto_transitions": False, "send_event": True, "ignore_invalid_triggers": False}
+        super().__init__(model=None, states=states, initial=initial, **{**chart, **kwargs})
         self.paths: dict[str, LifecycleState] = {}
         pending = list(states)
         while pending:
@@ -283,6 +342,67 @@ class LifecycleMachine(HierarchicalMachine):
         self._candidates: dict[tuple[str, str], tuple[LifecycleTransition, ...]] = {}
         self._exit_sets: dict[tuple[str, str | None], tuple[LifecycleState, ...]] = {}
         self._occurring: dict[str, LifecycleEvent] = {}
+        self._trees: dict[str, Any] = {}
+
+    def freeze(self) -> None:
+        """The chart is compiled: from now on the calls that would change its states or
+        transitions behind the chart's back (``add_state``, ``add_transition``, ...) raise
+        :class:`~orion.errors.CompiledChartError` naming Orion's way."""
+        self._frozen = True
+
+    # -- the library's calls a compiled chart answers differently --------------------------------
+
+    def _refuse(self, call: str) -> None:
+        if self._frozen:
+            raise CompiledChartError(self.name.rstrip(": "), call, _INSTEAD[call])
+
+    def add_states(self, states: Any, *args: Any, **kwargs: Any) -> None:
+        self._refuse("add_state")
+        super().add_states(states, *args, **kwargs)
+
+    def add_transition(self, trigger: Any, source: Any, dest: Any = None, *args: Any,
+                       **kwargs: Any) -> None:
+        self._refuse("add_transition")
+        super().add_transition(trigger, source, dest, *args, **kwargs)
+
+    def remove_transition(self, trigger: Any, source: Any = "*", dest: Any = "*") -> None:
+        self._refuse("remove_transition")
+        super().remove_transition(trigger, source, dest)
+
+    def add_model(self, model: Any, initial: Any = None) -> None:
+        self._refuse("add_model")
+        super().add_model(model, initial)
+
+    def dispatch(self, trigger: str, *args: Any, **kwargs: Any) -> bool:
+        self._refuse("dispatch")
+        return super().dispatch(trigger, *args, **kwargs)
+
+    def to_state(self, model: Any, state_name: Any, *args: Any, **kwargs: Any) -> None:
+        self._refuse("to_state")
+        super().to_state(model, state_name, *args, **kwargs)
+
+    def get_state(self, state: Any, hint: Any = None) -> Any:
+        # A compiled chart's states never change, and its steps look their paths up several
+        # times (the library's ``_update_model``): a dictionary answers; the library answers
+        # anything else (an Enum, a list path, a hint, a name it must reject).
+        if self._frozen and hint is None and type(state) is str:
+            found = self.paths.get(state)
+            if found is not None:
+                return found
+        return super().get_state(state, hint)
+
+    def set_state(self, state: Any, model: Any = None) -> None:
+        # The library's transitions call it to record the new state; from outside a step it
+        # would jump without exit or entry actions and leave the old state's timers armed.
+        if self._frozen:
+            if not getattr(model, "_busy", False):
+                self._refuse("set_state")
+            if type(state) is str and state in self.paths:
+                # A path of the chart, set on the lifecycle being stepped: what the library
+                # does for one model and one state, without its Enum and list cases.
+                setattr(model, self.model_attribute, state)
+                return
+        super().set_state(state, model)
 
     # -- building -------------------------------------------------------------------------------
 
@@ -360,13 +480,23 @@ class LifecycleMachine(HierarchicalMachine):
                 self._occurring[name] = event
         return event
 
+    def state_tree(self, leaf: str) -> Any:
+        """The library's tree of the active states for ``leaf`` (``build_state_tree``), once
+        per leaf: what its ``_update_model`` records as the model's state."""
+        tree = self._trees.get(leaf)
+        if tree is None:
+            tree = self._trees[leaf] = self.build_state_tree(leaf, SEPARATOR)
+        return tree
+
     # -- processing -----------------------------------------------------------------------------
 
     def trigger_event(  # type: ignore[override]
             self, model: Lifecycle, trigger: str, *args: Any, **kwargs: Any) -> Any:
         """Process ``trigger`` for ``model`` as the caller's own event: when no transition
-        answers it, the caller is told (see :meth:`_trigger_event`)."""
-        event_data = LifecycleEventData(self, model, kwargs, direct=True)
+        answers it, the caller is told (see :meth:`_check_event_result`)."""
+        if not self.chart:
+            return super().trigger_event(model, trigger, *args, **kwargs)
+        event_data = LifecycleEventData(self, model, kwargs, args=args, direct=True)
         return self._process(partial(self._trigger_event, event_data, trigger))
 
     def raise_event(self, lifecycle: Lifecycle, trigger: str) -> None:
@@ -398,6 +528,8 @@ class LifecycleMachine(HierarchicalMachine):
         """Run to completion, one queue per lifecycle (``queued=True`` would share one queue
         among every lifecycle of the chart): an event sent while another is processed waits
         for it, and the call that sent it returns ``None``."""
+        if not self.chart:
+            return super()._process(trigger)
         event_data: LifecycleEventData = trigger.args[0]  # type: ignore[attr-defined]
         lifecycle = event_data.model
         if lifecycle._busy:
@@ -406,27 +538,78 @@ class LifecycleMachine(HierarchicalMachine):
             return None
         return lifecycle._run(trigger, trigger.args[1])  # type: ignore[attr-defined]
 
-    def _trigger_event(  # type: ignore[override]
-            self, event_data: LifecycleEventData, trigger: str) -> bool:
+    # The library's ``_trigger_event`` runs each event: it calls ``_trigger_event_nested`` to
+    # select and take a transition and ``_check_event_result`` to judge the answer, hands an
+    # exception to ``on_exception`` when the machine has one, and runs ``finalize_event``.
+
+    def _trigger_event_nested(  # type: ignore[override]
+            self, event_data: LifecycleEventData, trigger: str, _state_tree: Any) -> bool | None:
+        if not self.chart:
+            # The library's stubs leave this method out.
+            return super()._trigger_event_nested(  # type: ignore[misc]
+                event_data, trigger, _state_tree)
         lifecycle = event_data.model
-        state = lifecycle.state
+        lifecycle._event = event_data
+        event_data.source_name = lifecycle.state
         if lifecycle.finished:
-            return lifecycle._unanswered(event_data, trigger, "the lifecycle has finished",
+            return None
+        return self.event_for(trigger).trigger_nested(event_data)
+
+    def _check_event_result(  # type: ignore[override]
+            self, res: bool | None, model: Lifecycle, trigger: str) -> bool:
+        if not self.chart:
+            # ``None`` (nothing answered) is the library's own answer; its stubs say bool.
+            return super()._check_event_result(res, model, trigger)  # type: ignore[arg-type]
+        # The event data is the one being processed: the library hands this method only the
+        # answer, so Orion reads the rest from the event data it keeps on the lifecycle.
+        event_data = model._event
+        assert event_data is not None
+        state = event_data.source_name or ""
+        if res is None:
+            if model.finished:
+                return model._unanswered(event_data, trigger, "the lifecycle has finished",
                                          allowed=[])
-        taken = self.event_for(trigger).trigger_nested(event_data)
-        if taken is None:
-            return lifecycle._unanswered(
+            return model._unanswered(
                 event_data, trigger, event_data.reason or f"no transition answers it in {state!r}")
-        if not taken:
+        if not res:
             if not event_data.direct:
-                lifecycle._discard(trigger, event_data.kwargs, f"every guard said no in {state!r}")
+                model._discard(trigger, event_data.kwargs, f"every guard said no in {state!r}")
             return False
         raise_first(event_data.errors)
         return True
 
-    @staticmethod
-    def _transition_taken(event_data: LifecycleEventData) -> None:
-        event_data.model._taken(event_data)
+
+#: What a compiled chart offers instead of each library call it refuses.
+_INSTEAD = {
+    "add_state": "its states are the chart's; add them to the YAML file (or an overlay) and "
+                 "load it again",
+    "add_transition": "its transitions are the chart's; add them to the YAML file (or an "
+                      "overlay) and load it again",
+    "remove_transition": "its transitions are the chart's; remove them from the YAML file (or "
+                         "guard them) and load it again",
+    "add_model": "its models are lifecycles: create one with definition.create()",
+    "dispatch": "send the trigger to each lifecycle with lifecycle.trigger(name)",
+    "to_state": "add a transition to the chart and send its trigger with lifecycle.trigger()",
+    "set_state": "it would skip exit and entry actions and keep the old state's timers; resume "
+                 "a lifecycle in a state with definition.restore(snapshot)",
+}
+
+
+def _refused_variant(cls: type) -> str | None:
+    """Why the library's locked or asyncio machine cannot carry Orion's rules, for a class
+    that mixes one into :class:`LifecycleMachine` (as ``transitions.extensions`` builds
+    ``LockedHierarchicalMachine``); ``None`` for any other subclass."""
+    if issubclass(cls, LockedMachine):
+        return ("the locked variant is not offered: a compiled chart's machine is shared by "
+                "all its lifecycles, so its lock would serialize every lifecycle of the chart, "
+                "while each one already runs to completion with a queue of its own. Drive a "
+                "lifecycle from one thread (the runtime's event loop), or hold a lock of your "
+                "own around lifecycle.trigger()")
+    if issubclass(cls, AsyncMachine):
+        return ("the asyncio variant is not offered: Orion's guards and actions are plain "
+                "functions and its timers run on an injected clock (the asyncio loop in "
+                "orion chat, a VirtualClock in tests); call lifecycle.trigger() from the loop")
+    return None
 
 
 def _index(transition: LifecycleTransition) -> int:
@@ -442,6 +625,6 @@ def raise_first(errors: list[ActionError]) -> None:
         raise first
 
 
-__all__ = ["LifecycleEvent", "LifecycleEventData", "LifecycleMachine", "LifecycleState",
+__all__ = ["ChartState", "LifecycleEvent", "LifecycleEventData", "LifecycleMachine", "LifecycleState",
            "LifecycleTransition", "done_event", "entry_path", "is_descendant", "raise_first",
            "transition_domain"]
