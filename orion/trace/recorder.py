@@ -92,7 +92,7 @@ def link(trace_id: str, span_id: str) -> str:
     return f"{trace_id}-{span_id}"
 
 
-@dataclass(eq=False)
+@dataclass(slots=True, eq=False)
 class Span:
     """An open span: its place in the trace, when it started, its attributes so far."""
 

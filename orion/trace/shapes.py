@@ -18,7 +18,7 @@ from typing import Any
 
 from orion.trace.content import CACHED, ID, _fits, _Filter, content_free, shape_of
 from orion.trace.encoding import encode_event, json_safe
-from orion.trace.events import TraceEvent
+from orion.trace.events import TraceEvent, make_event
 
 #: Shapes remembered; a long chat has a few dozen (lifecycles x transitions).
 MAX_SHAPES = 1024
@@ -57,13 +57,13 @@ class Shapes:
             if payload is None or (not payload and type(payload) is dict):
                 attributes = attributes.copy() if payload is None else {**attributes,
                                                                         _PAYLOAD: {}}
-                return TraceEvent(safe_kind, safe_name, at_ms, conversation_id, session_id,
+                return make_event(safe_kind, safe_name, at_ms, conversation_id, session_id,
                                   attributes, duration_ms, trace_id, span_id, parent_id, links)
             walk = _Filter(blobs, self.max_text)
             value = walk.value(json_safe(payload, max_text=self.max_text, blobs=blobs),
                                _PAYLOAD_SHAPE)
             if not walk.content:  # nothing that could change what the name may show
-                return TraceEvent(safe_kind, safe_name, at_ms, conversation_id, session_id,
+                return make_event(safe_kind, safe_name, at_ms, conversation_id, session_id,
                                   {**attributes, _PAYLOAD: value}, duration_ms, trace_id,
                                   span_id, parent_id, links)
         attributes = dict(fixed)

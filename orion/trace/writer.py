@@ -134,6 +134,12 @@ class TraceWriter:
 _open: weakref.WeakSet[TraceWriter] = weakref.WeakSet()
 
 
+def settle_all() -> None:
+    """Wait until every open writer of this process stored what it was given."""
+    for writer in list(_open):
+        writer.settle()
+
+
 @atexit.register
 def _close_all() -> None:
     """At the interpreter's exit, writers nobody closed store their queues."""
