@@ -1,7 +1,10 @@
 """The default trace store: ``<state dir>/orion.db``, through sqlite-utils.
 
 One store per state directory, opened on first use and closed when the runtime that used it
-has stored its last traces (``close_traces``); traces that come later open it again. As a runtime
+has stored its last traces (``close_traces``); traces that come later open it again. Batches are
+stored by the store's writer thread (:mod:`orion.trace.writer`), so a step never waits for
+SQLite; closing stores what is queued, and a process killed outright has its unstored events
+counted as dropped by the next store to open the database. As a runtime
 starts, events beyond ``trace.keep_days`` are removed (``prune_traces``). The store never
 raises for database problems (locked, full, read-only): it retries, then drops the batch and
 counts it, which ``orion traces stats`` shows.
@@ -14,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from orion import hookimpl
 from orion.trace.store import TraceStore
+from orion.trace.writer import TraceWriter
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -25,6 +29,7 @@ _stores: dict[Path, TraceStore] = {}
 
 
 _by_dir: dict[Path, TraceStore] = {}
+_writers: dict[TraceStore, TraceWriter] = {}
 
 
 def store_for(state_dir: Path) -> TraceStore:
@@ -43,7 +48,11 @@ def store_for(state_dir: Path) -> TraceStore:
 @hookimpl
 def store_traces(events: Sequence[TraceEvent], blobs: Mapping[str, str],
                  state_dir: Path) -> None:
-    store_for(state_dir).write(events, blobs)
+    store = store_for(state_dir)
+    writer = _writers.get(store)
+    if writer is None:
+        writer = _writers[store] = TraceWriter(store)
+    writer.submit(events, blobs)
 
 
 @hookimpl
@@ -61,4 +70,7 @@ def close_traces(state_dir: Path) -> None:
     for cache in (_by_dir, _stores):
         for key in [key for key, value in cache.items() if value is store]:
             del cache[key]
+    writer = _writers.pop(store, None)
+    if writer is not None:
+        writer.close()
     store.close()

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from orion.errors import ConfigError
-from orion.trace.events import TraceEvent
+from orion.trace.events import TraceEvent, make_event
 
 #: Shapes of the strings a trace keeps.
 ID = "id"        # an id, a model or plugin name: no spaces
@@ -240,7 +240,7 @@ def content_free(event: TraceEvent, *, blobs: dict[str, str] | None = None,
     are added to it by sha256."""
     walk = _Filter(blobs, max_text)
     attributes = walk.attributes(event.attributes)
-    return TraceEvent(
+    return make_event(
         event.kind if _fits(TOKEN, event.kind or "-") else "custom",
         walk.name(event.name, event.kind),
         event.at_ms, walk.ident(event.conversation_id), walk.ident(event.session_id),

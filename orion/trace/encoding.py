@@ -64,7 +64,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from orion.trace.events import TraceEvent
+from orion.trace.events import TraceEvent, make_event
 
 __all__ = ["MAX_DEPTH", "MAX_TEXT", "json_safe", "dumps", "encode_event"]
 
@@ -118,7 +118,7 @@ def encode_event(event: TraceEvent, *, max_text: int = MAX_TEXT,
         attributes = _fast_dict(raw, max_text) if type(raw) is dict else None
         if attributes is None:
             attributes = json_safe(raw, max_text=max_text, blobs=blobs)
-        return TraceEvent(_label(event.kind, max_text), _label(event.name, max_text),
+        return make_event(_label(event.kind, max_text), _label(event.name, max_text),
                           _number(event.at_ms), _label(event.conversation_id, max_text),
                           _label(event.session_id, max_text),
                           attributes if type(attributes) is dict

@@ -28,6 +28,12 @@ recorded as ending when it is emitted.
 content-free (:func:`orion.trace.content.content_free`) here, before any plugin sees them;
 with ``capture_content`` the texts left out go to the batch's blobs.
 
+**Steps.** A lifecycle step is on the hot path of every write, so the recorder keeps one
+record per transition (the phase it ends folded in) and turns it into its spans when the
+batch is flushed, with the encoding and the content filter of each span's fixed parts done
+once per shape (:mod:`orion.trace.shapes`). The spans are what they were: the transition, and
+the phase it ends.
+
 A batch is flushed after every model request (the ``trace`` system of the pipeline), when it
 is ``flush_interval_ms`` old at the next event, and when the runtime closes. Plugin failures
 recorded by the plugin manager become ``error`` events.
@@ -49,6 +55,7 @@ from orion.trace import events as ev
 from orion.trace.content import capture_from_env, content_free
 from orion.trace.encoding import encode_event
 from orion.trace.events import ERROR_TYPE, Kind, TraceEvent
+from orion.trace.shapes import Shapes
 
 #: The root span of a turn, as the GenAI conventions name an agent's invocation.
 TURN_NAME = "invoke_agent orion"
@@ -85,7 +92,7 @@ def link(trace_id: str, span_id: str) -> str:
     return f"{trace_id}-{span_id}"
 
 
-@dataclass(eq=False)
+@dataclass(slots=True, eq=False)
 class Span:
     """An open span: its place in the trace, when it started, its attributes so far."""
 
@@ -111,6 +118,41 @@ class Span:
         """Mark the span failed by ``exc``: its type as it is, its message as content."""
         self.attributes[ERROR_TYPE] = type(exc).__name__
         self.attributes["orion.error"] = f"{type(exc).__name__}: {exc}"
+
+
+@dataclass(slots=True, eq=False)
+class _Step:
+    """One transition as the step records it: its spans are built at the flush."""
+
+    lifecycle: str
+    lifecycle_id: str
+    trigger: str
+    source: str
+    dest: str | None
+    payload: Any
+    start_ms: float
+    duration_ms: float
+    parent: Span
+    span_id: str
+    links: tuple[str, ...]
+    phase: Span | None  # the phase it ends
+    phase_ms: float
+
+    def events(self, shapes: Shapes, blobs: dict[str, str] | None) -> list[TraceEvent]:
+        parent, out = self.parent, []
+        phase = self.phase
+        if phase is not None:
+            out.append(shapes.event(phase.kind, phase.name, phase.attributes, None,
+                                    phase.at_ms, phase.conversation_id, phase.session_id,
+                                    self.phase_ms, phase.trace_id, phase.span_id,
+                                    phase.parent_id, phase.links, blobs))
+        out.append(shapes.event(
+            Kind.TRANSITION, f"{self.lifecycle} {self.trigger}",
+            {"orion.lifecycle": self.lifecycle, "orion.event": self.trigger,
+             "orion.source": self.source, "orion.dest": self.dest}, self.payload,
+            self.start_ms, parent.conversation_id, self.lifecycle_id, self.duration_ms,
+            parent.trace_id, self.span_id, parent.span_id, self.links, blobs))
+        return out
 
 
 @dataclass(eq=False)
@@ -141,7 +183,9 @@ class Recorder:
         #: Wall-clock milliseconds since the epoch (tests may fix it).
         self.now_ms = now_ms or (lambda: time.time() * 1000.0)
         self._conversation = conversation or (lambda: "")
-        self._batch: list[TraceEvent] = []
+        self._batch: list[TraceEvent | _Step] = []
+        self._shapes = Shapes(max_text)
+        self._resting: dict[int, frozenset[Any]] = {}  # per definition: initial and finals
         self._blobs: dict[str, str] = {}
         self._batch_started = 0.0  # monotonic time of the batch's first event
         self._failures_seen = len(getattr(plugins, "failures", ()))
@@ -287,19 +331,42 @@ class Recorder:
                                 span_id, parent.span_id, links))
 
     def transition(self, lifecycle: Any, record: Any) -> None:
-        """A lifecycle transition: the phase it ends, the transition, the phase it starts."""
+        """A lifecycle transition: the phase it ends, the transition, the phase it starts.
+        One record on the step; its spans are built when the batch is flushed."""
         lifecycle_id = str(lifecycle.id)
+        duration = record.duration_ms
+        if type(duration) not in (int, float) or not math.isfinite(duration) or duration < 0:
+            duration = 0.0
         phase = self._phases.pop(lifecycle_id, None)
+        phase_ms = 0.0
         if phase is not None:
-            self._finish(phase, ended_ago_ms=record.duration_ms)
-        self.emit(ev.transition(lifecycle, record, ""))
-        definition = getattr(lifecycle, "definition", None)
+            phase_ms = max(0.0, (time.perf_counter() - phase.started) * 1000.0 - duration)
+        turn = self._current_turn(self._conversation())
+        parent = self._stack[-1] if self._stack else turn.root
+        span_id = new_span_id()
+        links = self._links(lifecycle_id, parent.trace_id, span_id)
+        start = self.now_ms() - duration
+        root = turn.root
+        if not turn.recorded and start < root.at_ms:
+            root.started -= (root.at_ms - start) / 1000.0  # the turn began with this step
+            root.at_ms = start
+        payload = record.payload
         dest = record.dest
-        resting = {getattr(definition, "initial_leaf", None), *getattr(definition, "finals", ())}
-        if dest and dest not in resting and not getattr(lifecycle, "finished", False):
-            turn = self._current_turn(self._conversation())
+        self._add(_Step(lifecycle.name, lifecycle_id, record.trigger, record.source, dest,
+                        dict(payload) if type(payload) is dict else payload, start, duration,
+                        parent, span_id, links, phase, phase_ms), 1 if phase is None else 2)
+        if dest and dest not in self._resting_states(lifecycle) \
+                and not getattr(lifecycle, "finished", False):
             self._open_phase(lifecycle_id, f"{lifecycle.name} {dest.rsplit('.', 1)[-1]}",
-                             {"orion.lifecycle": lifecycle.name, "orion.phase": dest}, turn.root)
+                             {"orion.lifecycle": lifecycle.name, "orion.phase": dest}, root)
+
+    def _resting_states(self, lifecycle: Any) -> frozenset[Any]:
+        definition = getattr(lifecycle, "definition", None)
+        resting = self._resting.get(id(definition))
+        if resting is None:
+            resting = self._resting[id(definition)] = frozenset(
+                {getattr(definition, "initial_leaf", None), *getattr(definition, "finals", ())})
+        return resting
 
     def lifecycle_finished(self, lifecycle: Any) -> None:
         lifecycle_id = str(lifecycle.id)
@@ -323,12 +390,16 @@ class Recorder:
 
     def _record(self, event: TraceEvent) -> None:
         blobs = self._blobs if self.capture_content else None
-        if not self._batch:
-            self._batch_started = time.monotonic()
         safe = encode_event(event, max_text=self.max_text, blobs=blobs)
-        self._batch.append(content_free(safe, blobs=blobs, max_text=self.max_text))
-        self.emitted += 1
-        if time.monotonic() - self._batch_started >= self.flush_interval:
+        self._add(content_free(safe, blobs=blobs, max_text=self.max_text), 1)
+
+    def _add(self, item: TraceEvent | _Step, spans: int) -> None:
+        now = time.monotonic()
+        if not self._batch:
+            self._batch_started = now
+        self._batch.append(item)
+        self.emitted += spans
+        if now - self._batch_started >= self.flush_interval:
             self.flush()
 
     def flush(self) -> None:
@@ -337,7 +408,14 @@ class Recorder:
             return
         batch, blobs = self._batch, self._blobs
         self._batch, self._blobs = [], {}
-        self.plugins.hook.store_traces(events=batch, blobs=blobs, state_dir=self.state_dir)
+        events: list[TraceEvent] = []
+        capture = blobs if self.capture_content else None
+        for item in batch:
+            if type(item) is _Step:
+                events.extend(item.events(self._shapes, capture))
+            else:
+                events.append(item)  # type: ignore[arg-type]
+        self.plugins.hook.store_traces(events=events, blobs=blobs, state_dir=self.state_dir)
 
     def prune(self) -> int:
         """Retention: the events more than :attr:`keep_days` older than the newest one (or

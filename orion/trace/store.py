@@ -48,7 +48,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -57,6 +57,7 @@ from sqlite_utils import Database, Migrations
 
 from orion.workspace.statedb import TRACES_DB, setting_up
 
+from orion.trace import ledger
 from orion.trace.events import TraceEvent
 
 log = logging.getLogger("orion.trace")
@@ -258,6 +259,21 @@ def _pending_drops(path: Path | None) -> _PendingDrops:
         return _pending_by_file.setdefault(key, _PendingDrops())
 
 
+#: Per database file: what waits for this process's queued batches (a writer's ``settle``).
+_settlers: dict[str, Callable[[], None]] = {}
+
+
+def register_settler(path: Path, settle: Callable[[], None]) -> None:
+    """Reads of ``path`` in this process first call ``settle`` (see :mod:`orion.trace.writer`)."""
+    _settlers[os.path.realpath(path)] = settle
+
+
+def unregister_settler(path: Path, settle: Callable[[], None]) -> None:
+    key = os.path.realpath(path)
+    if _settlers.get(key) == settle:
+        del _settlers[key]
+
+
 class TraceStore:
     """Trace events in SQLite.
 
@@ -352,6 +368,18 @@ class TraceStore:
             if migrations.pending(db):
                 migrations.apply(db)
         self._ready = True
+        if self.path is not None:
+            self._count_lost(ledger.claim(self.path))
+
+    def _count_lost(self, lost: list[tuple[int, int]]) -> None:
+        """Events of processes that ended before storing them: into the ``dropped`` counter,
+        with one warning each."""
+        for pid, count in lost:
+            self._pending.add(count)
+            log.warning("trace store %s: process %d ended before storing its last %d trace "
+                        "events; they are counted as dropped", self.path, pid, count)
+        if lost:
+            self._persist_drops()
 
     @property
     def db(self) -> Database:
@@ -361,6 +389,13 @@ class TraceStore:
             self._setup()
             assert self._db is not None
             return self._db
+
+    def _settle(self) -> None:
+        """Wait for this process's batches queued for this file (read what was recorded)."""
+        if self.path is not None:
+            settle = _settlers.get(os.path.realpath(self.path))
+            if settle is not None:
+                settle()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -448,23 +483,34 @@ class TraceStore:
         except sqlite3.Error:
             pass
 
-    def _drop(self, count: int, cause: BaseException | None) -> None:
-        self.dropped += count
-        self._pending.add(count)
+    def unpersisted_drops(self) -> int:
+        """Events this process counted as dropped that the file's counter does not hold yet."""
+        return self._pending.count
+
+    def count_dropped(self, count: int, cause: BaseException) -> None:
+        """Count a batch that could not be stored (a writer thread's caller bug)."""
+        with self._lock:
+            self._drop(count, cause)
+
+    def _persist_drops(self) -> None:
         if self._ready and not self._closed and self._db is not None:
             conn = self._db.conn
             try:  # best effort: the cause of the failure may well stop this too
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error:
-                pass
-            else:
-                try:
-                    pending = self._pending.count
-                    conn.execute(ADD_DROPPED, (pending,))
-                    conn.execute("COMMIT")
-                    self._pending.take(pending)
-                except sqlite3.Error:
-                    self._rollback()
+                return
+            try:
+                pending = self._pending.count
+                conn.execute(ADD_DROPPED, (pending,))
+                conn.execute("COMMIT")
+                self._pending.take(pending)
+            except sqlite3.Error:
+                self._rollback()
+
+    def _drop(self, count: int, cause: BaseException | None) -> None:
+        self.dropped += count
+        self._pending.add(count)
+        self._persist_drops()
         if not self._warned:
             self._warned = True
             reason = f"{type(cause).__name__}: {cause}" if cause else "unknown error"
@@ -482,6 +528,7 @@ class TraceStore:
               limit: int | None = 100) -> list[dict[str, Any]]:
         """Events matching every given filter, newest first (by ``at_ms``, then insertion),
         at most ``limit`` (``None``: all). ``attributes`` are parsed back from JSON."""
+        self._settle()
         where, params = _filters(conversation, session, kind, since_ms)
         sql = f"SELECT {', '.join(COLUMNS)} FROM trace_events"
         if where:
@@ -497,6 +544,7 @@ class TraceStore:
                since_ms: float | None = None, limit: int | None = 10) -> list[list[dict[str, Any]]]:
         """The newest ``limit`` traces (turns) with a span matching every given filter,
         oldest first, each as its events in start order (the root, when stored, first)."""
+        self._settle()
         where, params = _filters(conversation, session, None, since_ms)
         where.append("trace_id != ''")
         sql = (f"SELECT trace_id FROM trace_events WHERE {' AND '.join(where)} "
@@ -515,6 +563,7 @@ class TraceStore:
         """When the oldest and the newest event happened (epoch ms); ``None`` for an empty
         store. Two subqueries, so that each is one lookup in the index on ``at_ms`` (a single
         ``SELECT min(), max()`` scans the table)."""
+        self._settle()
         with self._lock:
             oldest, newest = self.db.conn.execute(
                 "SELECT (SELECT min(at_ms) FROM trace_events), "
@@ -525,6 +574,7 @@ class TraceStore:
         """Remove the events that happened before ``before_ms``, and the captured texts no
         newer event refers to; how many events went. The file keeps its size: SQLite reuses
         the freed pages for the next events (``vacuum`` gives them back)."""
+        self._settle()
         with self._lock:
             conn = self.db.conn
             conn.execute("BEGIN IMMEDIATE")
@@ -559,6 +609,7 @@ class TraceStore:
 
     def vacuum(self) -> None:
         """Give the pages freed by :meth:`prune` back to the file system."""
+        self._settle()
         with self._lock:
             self.db.conn.execute("VACUUM")
             # In WAL mode the rewritten file is in the log until a checkpoint moves it back.
@@ -566,6 +617,7 @@ class TraceStore:
 
     def blob(self, sha256: str) -> str | None:
         """The captured text with this sha256, or ``None``."""
+        self._settle()
         with self._lock:
             row = self.db.conn.execute("SELECT text FROM trace_blobs WHERE sha256 = ?",
                                        (sha256,)).fetchone()
@@ -575,6 +627,7 @@ class TraceStore:
         """``path``, ``total`` events, ``counts`` (per kind), ``blobs``, ``dropped`` (the
         persisted counter plus drops this process could not persist yet), ``dropped_here`` (by
         this store) and ``size_bytes`` (database file plus WAL)."""
+        self._settle()
         with self._lock:
             conn = self.db.conn
             counts = dict(conn.execute(
