@@ -1754,6 +1754,18 @@ mutant("one_state_loop_unseen", "FS-11", "orion.statechart.checks.loops:_complet
        "a completion that leads back to its own final state is not taken for a loop",
        ("if path in trail:", "if path in trail[1:]:"), keyword="refused_before_anything")
 
+mutant("unfinished_line_questions_uncounted", "FS-20",
+       "orion_plugins.write_session_protocol:ask_about_unfinished_line",
+       "the unfinished-line question does not count towards max_idle_prompts",
+       ('    lifecycle.context["idle_prompts"] = lifecycle.context.get("idle_prompts", 0) + 1\n',
+        ""), keyword="every_time")
+
+mutant("an_unfinished_line_again_is_progress", "FS-20",
+       "orion.write_session.message_end:MessageEnds._progressed",
+       "a reply that stops in the middle of a line again sets the count of prompts back",
+       ("return grew and (not isinstance(asked_at, int) or self.journal.lines > asked_at)",
+        "return grew"), keyword="every_time")
+
 
 # Partial breaks ------------------------------------------------------------------------------
 
