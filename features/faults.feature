@@ -359,3 +359,38 @@ Feature: Faults of the environment
     And the model replies "four\nDONE\n"
     Then the content of "notes.txt" is "one\ntwo\nthree\nfour\n"
     And the write session of "notes.txt" is "written"
+
+  @FS-21 @safety
+  Scenario: A marker_regex that backtracks without end is refused at begin with the line it stopped at, and nothing is written
+    Given the workspace has a file "data.txt" containing "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!\nlast line\n"
+    When the user runs "orion run" with the script:
+      """
+      conversation:
+        - user: Add a line after the marker.
+        - model:
+            tool_calls:
+              - name: WritePlanTool_begin
+                arguments: {intent: a line, target_file: data.txt, operation: insert, location_marker: "(a|aa)+$", marker_regex: true, position: after}
+        - expect: "took more than 1 s to search data.txt and was stopped at line 1: the pattern backtracks without end"
+        - model: {text: I will pick another marker.}
+      """
+    Then the command succeeds
+    And "data.txt" is unchanged
+    And the console does not show "Traceback"
+
+  @FS-21 @safety
+  Scenario: The nested repeat that Python's engine searches for ever is answered at once
+    Given the workspace has a file "data.txt" containing "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!\n"
+    When the user runs "orion run" with the script:
+      """
+      conversation:
+        - user: Add a line after the marker.
+        - model:
+            tool_calls:
+              - name: WritePlanTool_begin
+                arguments: {intent: a line, target_file: data.txt, operation: insert, location_marker: "(a+)+$", marker_regex: true, position: after}
+        - expect: "occurs 0 times in data.txt"
+        - model: {text: I will pick another marker.}
+      """
+    Then the command succeeds
+    And "data.txt" is unchanged

@@ -1766,6 +1766,12 @@ mutant("an_unfinished_line_again_is_progress", "FS-20",
        ("return grew and (not isinstance(asked_at, int) or self.journal.lines > asked_at)",
         "return grew"), keyword="every_time")
 
+mutant("a_search_out_of_time_is_no_match", "FS-21",
+       "orion.write_session.marker_regex:search_lines",
+       "a line whose search ran out of time is taken for a line without a match",
+       ("raise SearchTooLong(number + 1, seconds) from None", "continue"),
+       keyword="backtracks_without_end")
+
 
 # Partial breaks ------------------------------------------------------------------------------
 
