@@ -334,3 +334,63 @@ Feature: Faults of the environment
     When the user opens "orion chat" and leaves at once
     Then the console does not show "traces:"
     And the trace database holds the events 400 and 0 days old
+
+  @FS-20 @idle
+  Scenario: A model that stops in the middle of a line every time is asked max_idle_prompts times, then the file is written as incomplete
+    When the model begins to create "VERSION"
+    And the model replies "version 1"
+    Then the model is asked whether the file ends in the middle of line 1
+    When the model replies "version 2"
+    Then the model is asked whether the file ends in the middle of line 1
+    When the model replies "version 3"
+    Then the model is asked whether the file ends in the middle of line 1
+    When the model replies "version 4"
+    Then the write session of "VERSION" is "incomplete"
+    And the content of "VERSION" is "version 4"
+    And the user is told "line 1 still unfinished after 3 prompts: writing VERSION as incomplete (0 lines)"
+
+  @FS-20 @idle
+  Scenario: A complete line after the unfinished-line question sets the count of prompts back
+    When the model begins to create "notes.txt"
+    And the model replies "one"
+    And the model replies "one\ntw"
+    And the model replies "two\nthr"
+    And the model replies "three\nfou"
+    And the model replies "four\nDONE\n"
+    Then the content of "notes.txt" is "one\ntwo\nthree\nfour\n"
+    And the write session of "notes.txt" is "written"
+
+  @FS-21 @safety
+  Scenario: A marker_regex that backtracks without end is refused at begin with the line it stopped at, and nothing is written
+    Given the workspace has a file "data.txt" containing "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!\nlast line\n"
+    When the user runs "orion run" with the script:
+      """
+      conversation:
+        - user: Add a line after the marker.
+        - model:
+            tool_calls:
+              - name: WritePlanTool_begin
+                arguments: {intent: a line, target_file: data.txt, operation: insert, location_marker: "(a|aa)+$", marker_regex: true, position: after}
+        - expect: "took more than 1 s to search data.txt and was stopped at line 1: the pattern backtracks without end"
+        - model: {text: I will pick another marker.}
+      """
+    Then the command succeeds
+    And "data.txt" is unchanged
+    And the console does not show "Traceback"
+
+  @FS-21 @safety
+  Scenario: The nested repeat that Python's engine searches for ever is answered at once
+    Given the workspace has a file "data.txt" containing "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!\n"
+    When the user runs "orion run" with the script:
+      """
+      conversation:
+        - user: Add a line after the marker.
+        - model:
+            tool_calls:
+              - name: WritePlanTool_begin
+                arguments: {intent: a line, target_file: data.txt, operation: insert, location_marker: "(a+)+$", marker_regex: true, position: after}
+        - expect: "occurs 0 times in data.txt"
+        - model: {text: I will pick another marker.}
+      """
+    Then the command succeeds
+    And "data.txt" is unchanged

@@ -121,6 +121,9 @@ def request_continuation(lifecycle: Lifecycle, transition: Transition) -> None:
 def ask_about_unfinished_line(lifecycle: Lifecycle, transition: Transition) -> None:
     """The message stopped cleanly in the middle of a line: does the file end there?"""
     lifecycle.context["asked"] = True  # until the reply ends (the session clears it)
+    # Counted as an idle prompt is: a model that stops in the middle of a line every time is
+    # not asked forever (max_idle_prompts, FS-20).
+    lifecycle.context["idle_prompts"] = lifecycle.context.get("idle_prompts", 0) + 1
     saved = int(transition.payload.get("lines", 0))
     lines, unfinished = _quoted(lifecycle)
     line = saved + 1

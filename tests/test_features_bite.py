@@ -1754,6 +1754,24 @@ mutant("one_state_loop_unseen", "FS-11", "orion.statechart.checks.loops:_complet
        "a completion that leads back to its own final state is not taken for a loop",
        ("if path in trail:", "if path in trail[1:]:"), keyword="refused_before_anything")
 
+mutant("unfinished_line_questions_uncounted", "FS-20",
+       "orion_plugins.write_session_protocol:ask_about_unfinished_line",
+       "the unfinished-line question does not count towards max_idle_prompts",
+       ('    lifecycle.context["idle_prompts"] = lifecycle.context.get("idle_prompts", 0) + 1\n',
+        ""), keyword="every_time")
+
+mutant("an_unfinished_line_again_is_progress", "FS-20",
+       "orion.write_session.message_end:MessageEnds._progressed",
+       "a reply that stops in the middle of a line again sets the count of prompts back",
+       ("return grew and (not isinstance(asked_at, int) or self.journal.lines > asked_at)",
+        "return grew"), keyword="every_time")
+
+mutant("a_search_out_of_time_is_no_match", "FS-21",
+       "orion.write_session.marker_regex:search_lines",
+       "a line whose search ran out of time is taken for a line without a match",
+       ("raise SearchTooLong(number + 1, seconds) from None", "continue"),
+       keyword="backtracks_without_end")
+
 
 # Partial breaks ------------------------------------------------------------------------------
 

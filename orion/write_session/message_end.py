@@ -114,8 +114,9 @@ class MessageEnds(SessionMembers):
             return
         self.checkpoint()
         context = self.lifecycle.context
-        if grew:
+        if self._progressed(grew):
             context["idle_prompts"] = 0
+            context.pop("asked_at_lines", None)
         if end.step is Step.FINALIZE:
             self._commentary_message = message
             self._after_done()
@@ -124,8 +125,11 @@ class MessageEnds(SessionMembers):
             self.finalize()
         elif end.step is Step.CONTINUE:
             self._truncated(finish)
-        elif end.step is Step.ASK_UNFINISHED:
+        elif end.step is Step.ASK_UNFINISHED and self._prompts_left():
             self._ask_unfinished()
+        elif end.step is Step.ASK_UNFINISHED:
+            self._pause(grew=False, reason=f"line {self.journal.lines + 1} still unfinished "
+                                           f"after {self._prompt_limit()} prompts")
         else:
             self._pause(grew=grew)
 
@@ -211,15 +215,33 @@ class MessageEnds(SessionMembers):
 
     # -- waiting, continuing, asking -----------------------------------------------------------
 
-    def _pause(self, *, grew: bool) -> None:
+    def _pause(self, *, grew: bool, reason: str | None = None) -> None:
         """The message ended without the terminator and was not cut off: wait (the idle
         prompt follows), unless ``max_idle_prompts`` prompts got nothing new."""
-        context = self.lifecycle.context
         self._trigger("message_end")
-        limit = self.lifecycle.settings.get("max_idle_prompts")
-        if not grew and limit is not None and context.get("idle_prompts", 0) >= limit \
+        limit = self._prompt_limit()
+        if not grew and not self._prompts_left() \
                 and "idle_exhausted" in self.lifecycle.allowed_triggers():
-            self._idle_exhausted(limit)
+            self._idle_exhausted(
+                reason or f"no {self.terminator} after {limit} idle prompts")
+
+    def _prompt_limit(self) -> int | None:
+        limit = self.lifecycle.settings.get("max_idle_prompts")
+        return limit if isinstance(limit, int) else None
+
+    def _prompts_left(self) -> bool:
+        """Whether the model may be asked again: idle prompts and unfinished-line questions
+        count together against ``max_idle_prompts`` (FS-20)."""
+        limit = self._prompt_limit()
+        return limit is None or self.lifecycle.context.get("idle_prompts", 0) < limit
+
+    def _progressed(self, grew: bool) -> bool:
+        """Whether the message brought new content, which sets the count of prompts back.
+        After the unfinished-line question only a complete line is new: a reply that stops
+        in the middle of a line again takes the place of the line asked about, and a model
+        that does so forever would be asked forever."""
+        asked_at = self.lifecycle.context.get("asked_at_lines")
+        return grew and (not isinstance(asked_at, int) or self.journal.lines > asked_at)
 
     def _quote(self) -> Quoted:
         """The tail the next prompt quotes: the last complete lines, and the unfinished last
@@ -286,6 +308,7 @@ class MessageEnds(SessionMembers):
         VERSION file), or a gateway reported a cut-off as ``stop``. The model is asked at once
         which it is."""
         self.lifecycle.context["quoted"] = self._quote().to_json()
+        self.lifecycle.context["asked_at_lines"] = self.journal.lines
         line = self.journal.lines + 1
         self.runtime.reporter.notice(
             f"write session {self.id[:8]}: the reply stopped in the middle of line {line} of "
@@ -293,11 +316,10 @@ class MessageEnds(SessionMembers):
             "file ends there")
         self._trigger("unfinished", lines=self.journal.lines, bytes=self.journal.bytes)
 
-    def _idle_exhausted(self, limit: int) -> None:
-        """``max_idle_prompts`` idle prompts got no new content and no terminator: write what
-        was saved, marked incomplete (nothing saved: abandon)."""
+    def _idle_exhausted(self, reason: str) -> None:
+        """``max_idle_prompts`` prompts got no new content and no terminator: write what
+        was saved, marked incomplete (nothing saved: abandon). ``reason`` says which."""
         lines, size = self.journal.lines, self.journal.bytes
-        reason = f"no {self.terminator} after {limit} idle prompts"
         self.lifecycle.context["incomplete_reason"] = reason
         self._trigger("idle_exhausted", bytes=size, lines=lines,
                       blank=not self.journal.content().strip())

@@ -51,7 +51,6 @@ from __future__ import annotations
 import codecs
 import hashlib
 import os
-import re
 import stat
 from dataclasses import dataclass
 from enum import StrEnum
@@ -272,31 +271,41 @@ def _positions(body: bytes, needle: bytes, *, overlapping: bool) -> list[int]:
 
 
 def _regex_match(name: str, pattern: str, body: bytes, relative: str) -> Match:
-    """Where the regular expression ``pattern`` matches, line by line (a line is short, so a
-    pattern that backtracks badly stays cheap): the byte offset of each match, and the bytes
-    of the first one as the needle (one match is all a marker may have)."""
+    """Where the regular expression ``pattern`` matches, line by line, searched within a time
+    limit (FS-21): the byte offset of each match, and the bytes of the first one as the needle
+    (one match is all a marker may have)."""
+    from orion.write_session import marker_regex
+
     try:
-        compiled = re.compile(pattern)
-    except re.error as exc:
-        at = f" at position {exc.pos}" if exc.pos is not None else ""
+        compiled = marker_regex.compile_pattern(pattern)
+    except marker_regex.PatternError as exc:
         raise PlanRejected(f"{name} {_quote(pattern)} is not a valid regular expression "
-                           f"({exc.msg}{at}); fix it, or leave marker_regex out to match the "
+                           f"({exc.why}); fix it, or leave marker_regex out to match the "
                            "text exactly.", field=name) from exc
+    lines = body.split(b"\n")
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    texts = [line.decode("utf-8", "surrogateescape").removesuffix("\r") for line in lines]
     positions: list[int] = []
     needle = b""
-    offset = 0
-    for line in body.split(b"\n"):
-        text = line.decode("utf-8", "surrogateescape").removesuffix("\r")
-        for found in compiled.finditer(text):
-            if found.start() == found.end():
+    try:
+        for found in marker_regex.search_lines(compiled, texts,
+                                               marker_regex.budget(len(body))):
+            if found.start == found.end:
                 raise PlanRejected(f"{name} {_quote(pattern)} matches an empty text in "
-                                   f"{relative}; give a pattern that matches some of the line.",
-                                   field=name)
-            start = offset + len(text[:found.start()].encode("utf-8", "surrogateescape"))
+                                   f"{relative}; give a pattern that matches some of the "
+                                   "line.", field=name)
             if not positions:
-                needle = found.group(0).encode("utf-8", "surrogateescape")
-            positions.append(start)
-        offset += len(line) + 1
+                needle = found.text[found.start:found.end].encode("utf-8", "surrogateescape")
+            positions.append(starts[found.line]
+                             + len(found.text[:found.start].encode("utf-8", "surrogateescape")))
+    except marker_regex.SearchTooLong as exc:
+        raise PlanRejected(f"{name} {_quote(pattern)} took more than {round(exc.seconds, 1):g} s to "
+                           f"search {relative} and was stopped at line {exc.line}: the pattern "
+                           "backtracks without end; give a simpler pattern (no repeated group "
+                           "that can match the same text two ways), or leave marker_regex out "
+                           "to match the text exactly.", field=name) from None
     return Match(name, needle, positions)
 
 
