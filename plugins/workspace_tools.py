@@ -84,6 +84,6 @@ def list_files(args: ListFilesArgs, context: ToolContext) -> dict[str, Any]:
 @hookimpl
 def register_tools(register: Callable[[ToolSpec], None]) -> None:
     register(ToolSpec("read_file", "Read a text file of the workspace, by line range.",
-                      ReadFileArgs, read_file))
+                      ReadFileArgs, read_file, paths=("path",)))
     register(ToolSpec("list_files", "List a directory of the workspace.", ListFilesArgs,
-                      list_files))
+                      list_files, paths=("path",)))

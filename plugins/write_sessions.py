@@ -165,8 +165,10 @@ class WriteSessionSystem:
 
 @hookimpl
 def register_tools(register: Callable[[ToolSpec], None]) -> None:
-    register(ToolSpec("WritePlanTool_begin", BEGIN_DESCRIPTION, BeginArgs, begin))
-    register(ToolSpec("WritePlanTool_execute", EXECUTE_DESCRIPTION, ExecuteArgs, execute_small))
+    register(ToolSpec("WritePlanTool_begin", BEGIN_DESCRIPTION, BeginArgs, begin,
+                      paths=("target_file",)))
+    register(ToolSpec("WritePlanTool_execute", EXECUTE_DESCRIPTION, ExecuteArgs, execute_small,
+                      paths=("target_file",)))
     register(ToolSpec(KEEP, KEEP_DESCRIPTION, KeepArgs, keep))
 
 

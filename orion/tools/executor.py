@@ -42,7 +42,7 @@ import inspect
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -53,6 +53,7 @@ from orion.models.events import ToolCall as RawToolCall
 from orion.tools.arguments import LARGE_CONTENT_TOOL, ToolArgumentError, parse_arguments
 from orion.tools.gating import Decision, GateRequest, authorize
 from orion.tools.spec import ToolCall, ToolSpec
+from orion.workspace import PathOutsideWorkspace, resolve_inside
 
 if TYPE_CHECKING:
     from orion.api import Host
@@ -131,7 +132,8 @@ async def execute_call(call: RawToolCall, *, tools: Mapping[str, ToolSpec], pm: 
         return failure(FAILED, f"tool {spec.name!r} cannot be run: it has no handler "
                                "(a configuration error, not a mistake in the call)", arguments)
 
-    decision = authorize(pm, ToolCall(spec.name, arguments, call.id), gate)
+    parsed = ToolCall(spec.name, arguments, call.id, touched(spec, arguments, context.workspace))
+    decision = authorize(pm, parsed, gate)
     if not decision.allowed:
         message, more = _denial(decision)
         return failure(DENIED, message, arguments, **more)
@@ -144,6 +146,23 @@ async def execute_call(call: RawToolCall, *, tools: Mapping[str, ToolSpec], pm: 
     except Exception as exc:
         return failure(FAILED, _handler_failed(pm, spec, exc), arguments)
     return ToolOutcome(call.id, call.name, True, content, None, arguments)
+
+
+def touched(spec: ToolSpec, arguments: Mapping[str, Any],
+            workspace: Path) -> tuple[PurePosixPath, ...]:
+    """The workspace paths the arguments ``spec`` declares as paths name, relative to the
+    workspace and resolved; one that leads outside it is left out (the tool refuses it)."""
+    root = workspace.resolve()
+    found: list[PurePosixPath] = []
+    for name in spec.paths:
+        value = arguments.get(name)
+        for path in [value] if isinstance(value, str) else value or ():
+            try:
+                resolved = resolve_inside(root, str(path))
+            except (PathOutsideWorkspace, OSError, RuntimeError):
+                continue
+            found.append(PurePosixPath(resolved.relative_to(root).as_posix()))
+    return tuple(dict.fromkeys(found))
 
 
 def _handler_failed(pm: PluginManager, spec: ToolSpec, exc: Exception) -> str:

@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import PurePosixPath
 from typing import Any
 
 from pydantic import BaseModel
@@ -20,6 +21,10 @@ class ToolSpec:
     description: str
     args_model: type[BaseModel]
     handler: Callable[..., Any] | None = None
+    #: The arguments that name workspace files or directories (a string, or a list of them):
+    #: a call's :attr:`ToolCall.paths` resolves them, so gates decide on paths without
+    #: knowing each tool's argument names.
+    paths: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not TOOL_NAME.fullmatch(self.name):
@@ -30,6 +35,10 @@ class ToolSpec:
                             f"subclass, not {self.args_model!r}")
         if self.handler is not None and not callable(self.handler):
             raise TypeError(f"tool {self.name!r}: handler is not callable")
+        unknown = [name for name in self.paths if name not in self.args_model.model_fields]
+        if isinstance(self.paths, str) or unknown:
+            raise ValueError(f"tool {self.name!r}: paths must be a tuple of argument names of "
+                             f"{self.args_model.__name__}; unknown: {unknown or self.paths!r}")
 
     def openai_definition(self) -> dict[str, Any]:
         """The ``tools`` entry of an OpenAI chat-completions request (built once: generating a
@@ -52,3 +61,12 @@ class ToolCall:
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
     id: str = ""
+    #: The workspace paths the call touches, relative to the workspace and resolved (``..``
+    #: and symbolic links followed): the values of the arguments its tool declares as
+    #: :attr:`ToolSpec.paths`. A path that leads outside the workspace is not here: the tool
+    #: refuses it.
+    paths: tuple[PurePosixPath, ...] = ()
+
+    def touches(self, directory: str) -> bool:
+        """Whether one of :attr:`paths` is ``directory`` or inside it (``"secrets"``)."""
+        return any(path.is_relative_to(PurePosixPath(directory)) for path in self.paths)

@@ -7,8 +7,9 @@ setting's own ``env`` variable (e.g. ``WRITE_SESSION_IDLE_MS``), then
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
 import math
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -100,9 +101,12 @@ def resolve(spec: StatechartSpec, overrides: Mapping[str, Any] | None = None,
     overrides = dict(overrides or {})
     unknown = sorted(set(overrides) - set(spec.settings))
     if unknown:
+        meant = (difflib.get_close_matches(unknown[0], list(spec.settings), n=1)
+                 if len(unknown) == 1 else [])
         raise ConfigError(f"{origin}: statechart {spec.statechart!r} has no setting "
-                          f"{', '.join(map(repr, unknown))} (it has: "
-                          f"{', '.join(spec.settings) or 'none'})")
+                          f"{', '.join(map(repr, unknown))}"
+                          + (f"; did you mean {meant[0]!r}?" if meant else "")
+                          + f" (it has: {', '.join(spec.settings) or 'none'})")
     values: dict[str, Any] = {}
     for name, setting in spec.settings.items():
         candidates = [(setting.default, f"settings.{name}.default")]

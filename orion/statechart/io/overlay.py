@@ -200,7 +200,7 @@ def merge(base: SourceDocument, overlay: SourceDocument) -> tuple[MergedDocument
     """``overlay`` applied to ``base`` (a checked chart's document): the merged document, or the
     overlay's findings (each with its position in the overlay)."""
     data = overlay.data
-    too_big = _beyond_limits(base.data, overlay)
+    too_big = _beyond_limits(base.data, overlay) or _misspelled_settings(base.data, overlay)
     if too_big:
         return None, too_big
     try:
@@ -261,6 +261,26 @@ def _beyond_limits(base: dict[str, Any], overlay: SourceDocument) -> list[Diagno
             f"{len(base.get('transitions') or []):,} of the chart it extends: more than "
             f"{MAX_TRANSITIONS:,}"), key=True, code=LIMITS)]
     return []
+
+
+def _misspelled_settings(base: dict[str, Any], overlay: SourceDocument) -> list[Diagnostic]:
+    """A setting the overlay adds under a name close to one of its base's (``idle_msec`` for
+    ``idle_ms``) is a typo, not a new setting: nothing would read it, and the setting meant
+    would silently keep its value. Each is an error naming the setting meant."""
+    given, known = overlay.data.get("settings"), base.get("settings")
+    if not isinstance(given, dict) or not isinstance(known, dict):
+        return []
+    found = []
+    for name in given:
+        meant = difflib.get_close_matches(str(name), [str(k) for k in known], n=1, cutoff=0.75)
+        if name in known or not meant:
+            continue
+        found.append(overlay.diagnostic(("settings", name), (
+            f"settings.{name}: {base.get('statechart')!r} has no setting {name!r}; did you "
+            f"mean {meant[0]!r}? An overlay changes a setting under its own name "
+            f"({meant[0]}: {{default: ...}}); a new setting needs a name no setting is close "
+            "to, or nothing reads it"), key=True, code=OVERLAY))
+    return found
 
 
 def _merge_values(builder: _Builder, overlay: SourceDocument, section: str,
