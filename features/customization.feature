@@ -172,3 +172,27 @@ Feature: A team's chart keeps what Orion's code relies on
     Then the command fails with exit code 1
     And the console shows "lifecycles/review.yaml:4:5: 'vaild' is not the id of a transition of 'write_session'"
     And the console shows "did you mean 'valid'?"
+
+  @CU-5 @safety
+  Scenario: A guard whose plugin raises holds the write it guards, names the plugin and keeps the content
+    Given the workspace has a file "lifecycles/security.yaml" containing:
+      """
+      extends: write_session
+      states:
+        security_review: {tags: security_review}
+      transitions:
+        insert:
+          - {trigger: valid, before: valid, source: session_active.finalizing, dest: security_review, guards: needs_security_review}
+          - {trigger: approve_security, source: security_review, dest: done, actions: finalize}
+      """
+    And the workspace's orion.yaml is:
+      """
+      statecharts: [lifecycles/security.yaml]
+      """
+    And a plugin "beta_docs" provides the guard "needs_security_review", which fails with "AttributeError: 'WriteSessionView' object has no attribute 'plan'"
+    When the model streams 3 lines to "security/keys.md" and DONE
+    Then "security/keys.md" does not exist
+    And the write session of "security/keys.md" is "failed"
+    And the journal of "security/keys.md" is still there
+    And the user is told "security/keys.md is held, not written: write_session: plugin 'beta_docs' failed in guard 'needs_security_review'"
+    And the model is told "deciding 'valid' in state 'session_active.finalizing': AttributeError: 'WriteSessionView' object has no attribute 'plan'; no transition was taken"

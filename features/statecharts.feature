@@ -281,7 +281,7 @@ Feature: What the statechart engine does with a chart
       """
 
   @SM-4
-  Scenario: Within one state the first transition in the file whose guards pass is taken, and a guard that raises counts as false
+  Scenario: Within one state the first transition in the file whose guards pass is taken
     Given the statechart:
       """
       statechart: order
@@ -292,7 +292,6 @@ Feature: What the statechart engine does with a chart
         second: {entry: enter}
         third: {entry: enter}
       transitions:
-        - {trigger: go, source: idle, dest: first, guards: broken}
         - {trigger: go, source: idle, dest: second, guards: never}
         - {trigger: go, source: idle, dest: third, guards: always}
         - {trigger: go, source: idle, dest: first}
@@ -303,7 +302,27 @@ Feature: What the statechart engine does with a chart
       """
       enter third
       """
+
+  @SM-4 @CU-5
+  Scenario: A guard that raises stops the event: no transition is taken, not even a later one without guards
+    Given the statechart:
+      """
+      statechart: order
+      initial: idle
+      states:
+        idle: {}
+        first: {entry: enter}
+        third: {entry: enter}
+      transitions:
+        - {trigger: go, source: idle, dest: first, guards: broken}
+        - {trigger: go, source: idle, dest: third}
+        - {trigger: reset, source: "*", dest: idle}
+      """
+    When the event "go" is sent
+    Then no action ran
+    And the chart is in "idle"
     And the guard "broken" was reported as failed
+    And Orion reports an error containing "deciding 'go' in state 'idle': ValueError: the guard broke; no transition was taken"
 
   @SM-5 @timers
   Scenario: A timer is armed on entry and fires at its delay, not a millisecond before

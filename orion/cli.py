@@ -503,9 +503,7 @@ def _resolve_script(name_or_path: str) -> Path:
 def run(script: str, workspace: str, state_dir: str | None, as_json: bool) -> None:
     """Play a scripted conversation (see docs/scripts.md) through the real runtime. SCRIPT is
     a file, or the name of a shipped example: tools, plan_mode, write_guide, ..."""
-    import asyncio
 
-    from orion.errors import ConfigError
     from orion.runtime.report import ConsoleReporter, Reporter
     from orion.runtime.runner import RunResult, play
     from orion.runtime.stop_signals import release_lost_outputs
@@ -520,12 +518,8 @@ def run(script: str, workspace: str, state_dir: str | None, as_json: bool) -> No
         click.echo(json.dumps(RunResult(ok=False, errors=lines).to_json(), indent=2))
         sys.exit(exc.exit_code)
     reporter = Reporter() if as_json else ConsoleReporter()
-    try:
-        result = asyncio.run(play(loaded, workspace=Path(workspace), plugins=pm,
-                                  state_dir=Path(state_dir) if state_dir else None,
-                                  reporter=reporter))
-    except ConfigError as exc:
-        raise click.UsageError(str(exc)) from exc
+    result = _played(play(loaded, workspace=Path(workspace), plugins=pm,
+                          state_dir=Path(state_dir) if state_dir else None, reporter=reporter))
     try:
         if as_json:
             click.echo(json.dumps(result.to_json(), indent=2))
@@ -542,6 +536,22 @@ def run(script: str, workspace: str, state_dir: str | None, as_json: bool) -> No
         release_lost_outputs()
         sys.exit(128 + result.stopped)  # as a shell reports a process the signal ended
     sys.exit(0 if result.ok else 1)
+
+
+def _played(playing: Any) -> Any:
+    """The result of ``orion run``'s play; a bad setting is a usage error, and a plugin that
+    failed where the run could not say so in its result (``report_run``) one line, exit 1."""
+    import asyncio
+
+    from orion.errors import ConfigError, OrionError
+
+    try:
+        return asyncio.run(playing)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+    except OrionError as exc:
+        say(f"[red]error:[/red] {escape(str(exc))}")
+        sys.exit(1)
 
 
 def _prepare_run(script: str, workspace: str, state_dir: str | None) -> tuple[Any, PluginManager]:

@@ -47,6 +47,17 @@ class PluginError(OrionError):
     """A plugin could not be loaded or registered; the message names it."""
 
 
+class PluginFailed(OrionError):
+    """A plugin's hook implementation raised: one line that names the plugin, where in its own
+    code, and what Orion had asked of it. The caller keeps what it holds (the conversation, a
+    write's content) and goes on; the original exception is the ``__cause__``."""
+
+    def __init__(self, plugin: str, hook: str, where: str, cause: BaseException):
+        self.plugin, self.hook, self.where, self.cause = plugin, hook, where, cause
+        super().__init__(f"plugin {plugin!r} failed in {hook} ({where}): "
+                         f"{type(cause).__name__}: {cause}")
+
+
 class LifecycleError(OrionError):
     """Base class of errors raised by a running lifecycle."""
 
@@ -90,10 +101,31 @@ class UnknownTag(LifecycleError, LookupError):
 class ActionError(LifecycleError):
     """A named action raised; the lifecycle stays in the state it had reached."""
 
-    def __init__(self, lifecycle: str, action: str, where: str, cause: BaseException):
+    def __init__(self, lifecycle: str, action: str, where: str, cause: BaseException, *,
+                 plugin: str | None = None, at: str | None = None):
         self.lifecycle, self.action, self.where, self.cause = lifecycle, action, where, cause
+        #: The plugin that provided the action, and the line of its code that raised.
+        self.plugin, self.at = plugin, at
         super().__init__(f"{lifecycle}: action {action!r} failed {where}: "
-                         f"{type(cause).__name__}: {cause}")
+                         f"{type(cause).__name__}: {cause}"
+                         + (f" (plugin {plugin!r}, {at})" if plugin else ""))
+
+
+class GuardError(LifecycleError):
+    """A named guard raised. A guard that cannot answer holds what it guards: the event takes
+    no transition (not even a later candidate), the lifecycle stays where it was, and the
+    caller is told which plugin failed, where, and on which trigger."""
+
+    #: Set by the one who has told the user already (a write session that held its write).
+    told = False
+
+    def __init__(self, lifecycle: str, guard: str, plugin: str, where: str, trigger: str,
+                 state: str, cause: BaseException):
+        self.lifecycle, self.guard, self.plugin, self.where = lifecycle, guard, plugin, where
+        self.trigger, self.state, self.cause = trigger, state, cause
+        super().__init__(f"{lifecycle}: plugin {plugin!r} failed in guard {guard!r} ({where}) "
+                         f"deciding {trigger!r} in state {state!r}: {type(cause).__name__}: "
+                         f"{cause}; no transition was taken")
 
 
 class MacrostepLimit(LifecycleError):

@@ -12,8 +12,11 @@ A hook implementation may accept any subset of the arguments named here, in any 
 
 Observer hooks (``lifecycle_*`` and ``store_traces``) are isolated: an implementation that
 raises is reported on the plugin manager's ``failures`` and in the ``orion.plugins`` log, and the
-lifecycle goes on. Guards and ``authorize_tool_call`` fail closed: an error denies, and the
-denial names the plugin. Other hooks' errors propagate to the caller.
+lifecycle goes on. Guards and ``authorize_tool_call`` fail closed: an error denies (a guard's
+stops the event with ``GuardError``), and the denial names the plugin and the line of its
+code. Other hooks' errors propagate to the caller as ``orion.errors.PluginFailed``, which names
+the plugin, the line of its code and the hook (the plugin's exception is its ``__cause__``):
+``orion chat`` and ``orion run`` say it in one line and keep the conversation and the write.
 """
 
 from __future__ import annotations
@@ -92,7 +95,8 @@ def lifecycle_finished(lifecycle: Lifecycle, host: Host | None) -> None:
 @hookspec
 def register_guards(register: Callable[..., None]) -> None:
     """Provide named guards for statecharts: ``register(name, fn)``, where
-    ``fn(lifecycle, transition) -> bool``. A guard that raises counts as ``False``."""
+    ``fn(lifecycle, transition) -> bool``. A guard that raises stops the event: no transition
+    is taken, and the trigger raises ``orion.errors.GuardError`` naming the plugin."""
 
 
 @hookspec

@@ -1873,9 +1873,10 @@ mutant("wildcards_first", "SM-4", f"{SEMANTICS}:LifecycleMachine.candidates",
        ("tables.append(self._wildcards.get(leaf.split(SEPARATOR, 1)[0]))",
         "tables.insert(0, self._wildcards.get(leaf.split(SEPARATOR, 1)[0]))"))
 
-mutant("guard_errors_raise", "SM-4", "orion.statechart.interpreter.definition:_Guard.__call__",
-       "only a guard's TypeError counts as false; anything else it raises stops the event",
-       ("except Exception as exc:", "except TypeError as exc:"))
+mutant("guard_errors_count_as_false", "SM-4",
+       "orion.statechart.interpreter.definition:_Guard.__call__",
+       "a guard that raises counts as false: the next candidate is taken",
+       ("        raise GuardError(", "        return False\n        raise GuardError("))
 
 mutant("timers_fire_late", "SM-5", "orion.clock:VirtualClock.advance",
        "a timer due exactly at the new time waits for the next tick",
@@ -1996,6 +1997,13 @@ mutant("replace_drops_unnamed_fields", "CU-4",
 mutant("setting_replaced_whole", "CU-4", "orion.statechart.io.overlay:_merge_values",
        "an overlay's setting replaces the base's whole (its type and bounds are lost)",
        ('if section == "settings" and isinstance(merged.get(key), dict):', "if False:"))
+
+mutant("missing_attribute_guard_says_no", "CU-5",
+       "orion.statechart.interpreter.definition:_Guard.__call__",
+       "a guard that reads an attribute that is not there counts as false (the next candidate, "
+       "the write, is taken); any other error still holds the event",
+       ("    except Exception as exc:\n",
+        "    except AttributeError:\n        return False\n    except Exception as exc:\n"))
 
 
 # WF: faults of a write -----------------------------------------------------------------------

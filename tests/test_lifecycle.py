@@ -10,7 +10,7 @@ import transitions.extensions.nesting
 
 import orion
 from orion.clock import RealClock, VirtualClock
-from orion.errors import ActionError, TriggerNotAllowed, UnknownTrigger
+from orion.errors import ActionError, GuardError, TriggerNotAllowed, UnknownTrigger
 from orion.statechart.definition import load_definition
 
 # A chart with nested states (names with underscores), entry/exit actions on every level,
@@ -334,7 +334,8 @@ def test_first_transition_whose_guards_pass_wins(guarded, clock):
 def test_a_raising_guard_fails_closed_and_is_reported(guarded, clock, probe):
     pm = guarded.plugins
     lc = guarded.create(clock=clock)
-    assert not lc.trigger("go_explode")
+    with pytest.raises(GuardError, match="plugin 'probe' failed in guard 'explode'"):
+        lc.trigger("go_explode")
     assert lc.state == "a"
     assert "act" not in probe.log
     assert len(pm.failures) == 1

@@ -21,7 +21,7 @@ from transitions.extensions.nesting import (
 )
 
 from orion.clock import VirtualClock
-from orion.errors import ActionError
+from orion.errors import ActionError, GuardError
 from orion.statechart import load_definition
 
 CHART = """
@@ -210,7 +210,7 @@ def one_step(tmp_path: Path, edge: str) -> Path:
     return path
 
 
-def test_a_failing_guard_is_reported_to_the_listeners_and_counts_as_false(tmp_path):
+def test_a_failing_guard_is_reported_to_the_listeners_and_stops_the_event(tmp_path):
     path = one_step(tmp_path, "guards: broken")
 
     def broken(lifecycle, transition):
@@ -218,9 +218,14 @@ def test_a_failing_guard_is_reported_to_the_listeners_and_counts_as_false(tmp_pa
 
     recorder = Recorder()
     lc = load_definition(path, guards={"broken": broken}, env={}).create(listeners=[recorder])
-    assert not lc.trigger("go")
+    with pytest.raises(GuardError) as raised:
+        lc.trigger("go")
     assert ("guard_failed", "broken", "callables", "no idea") in recorder.events
     assert lc.state == "a"
+    line = broken.__code__.co_firstlineno + 1
+    assert str(raised.value) == (f"one_step: plugin 'callables' failed in guard 'broken' "
+                                 f"({__file__}:{line}) deciding 'go' in state 'a': "
+                                 "RuntimeError: no idea; no transition was taken")
 
 
 def test_an_action_error_from_a_function_names_it(tmp_path):

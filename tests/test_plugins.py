@@ -16,7 +16,7 @@ import pytest
 from pydantic import BaseModel
 
 from orion import hookimpl
-from orion.errors import PluginError
+from orion.errors import GuardError, PluginError, PluginFailed
 from orion.hooks.manager import (
     PluginManager,
     builtin_modules,
@@ -644,7 +644,11 @@ def test_failing_observers_are_isolated_and_reported(tmp_path, caplog):
 
     logged = [r.getMessage() for r in caplog.records if r.name == "orion.plugins"]
     assert len(logged) == 10
-    assert "plugin before failed in lifecycle_transition: ValueError: before yield" in logged
+    # each log line names the line of the plugin's code that raised
+    line = next(i for i, text in enumerate(Path(__file__).read_text().splitlines(), 1)
+                if 'raise ValueError("before yield")' in text)
+    assert (f"plugin before failed in lifecycle_transition: ValueError: before yield (at "
+            f"{__file__}:{line})") in logged
 
 
 def test_store_traces_failure_is_isolated(tmp_path):
@@ -758,7 +762,9 @@ def test_a_failing_guard_fails_closed_and_is_reported(tmp_path):
     vault = Vault()
     pm.register(vault, "vault")
     lifecycle = load_definition(chart(tmp_path, GUARDED, "vault.yaml"), plugins=pm).create()
-    assert not lifecycle.trigger("unlock")
+    with pytest.raises(GuardError, match=r"plugin 'vault' failed in guard 'may_unlock' "
+                                         r"\(.*test_plugins.py:\d+\) deciding 'unlock'"):
+        lifecycle.trigger("unlock")
     assert lifecycle.state == "locked"
     assert vault.notes == []
     assert [(f.plugin, f.hook, f.error) for f in pm.failures] == [
@@ -766,7 +772,8 @@ def test_a_failing_guard_fails_closed_and_is_reported(tmp_path):
 
 
 def test_non_observer_hooks_are_not_isolated():
-    """A failing build_context (not an observer) raises to the caller."""
+    """A failing build_context (not an observer) raises to the caller, as a PluginFailed
+    that names the plugin and the line of its code; the plugin's error is its cause."""
     from orion.runtime.context import ContextRequest, build_context
 
     class Fails:
@@ -776,6 +783,10 @@ def test_non_observer_hooks_are_not_isolated():
 
     pm = make_plugin_manager(entrypoints=False)
     pm.register(Fails(), "fails")
-    with pytest.raises(RuntimeError, match="no context"):
+    line = Fails.build_context.__code__.co_firstlineno + 2  # the decorator, the def, the raise
+    with pytest.raises(PluginFailed) as raised:
         build_context(pm, ContextRequest())
-    assert pm.failures == []
+    assert str(raised.value) == (f"plugin 'fails' failed in build_context ({__file__}:{line}): "
+                                 "RuntimeError: no context")
+    assert isinstance(raised.value.__cause__, RuntimeError)
+    assert [(f.plugin, f.hook) for f in pm.failures] == [("fails", "build_context")]

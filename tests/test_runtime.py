@@ -307,7 +307,9 @@ def test_a_failing_slash_command_is_a_command_error_and_a_recorded_failure(tmp_p
     runtime = Runtime(model=ScriptedModel(load_script(script_file(
         tmp_path, "conversation: [{user: x}]\n")).cursor()), plugins=pm, workspace=tmp_path)
     from orion.runtime.runtime import CommandError
-    with pytest.raises(CommandError, match=r"/explode failed: ValueError: no such plan"):
+    with pytest.raises(CommandError, match=r"/explode failed: plugin 'broken' failed in slash "
+                                           r"command /explode \(.*test_runtime.py:\d+\): "
+                                           r"ValueError: no such plan; the conversation is kept"):
         asyncio.run(runtime.handle("/explode"))
     assert [(f.plugin, f.hook) for f in pm.failures] == [("broken", "slash command /explode")]
 

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orion import hookimpl
+from orion.errors import PluginFailed
 from orion.models.script import load_script
 from orion.hooks.manager import make_plugin_manager
 from orion.runtime.report import Reporter
@@ -136,7 +137,8 @@ def test_a_line_check_that_fails_on_a_piece_fails_where_it_would_have_failed(pm)
             streamed.check(content[streamed.checked:end])
     assert streamed.failed  # the stream went on; nothing more was checked in pieces
     calls = Brittle.calls
-    with pytest.raises(RuntimeError, match="the check broke"):
+    with pytest.raises(PluginFailed, match="plugin 'brittle' failed in validate_lines "
+                                           r"\(.*: RuntimeError: the check broke"):
         collect_issues(pm2, ValidationRequest("x.txt", content), streamed=streamed)
     assert Brittle.calls == calls + 1  # once, on the whole content
 

@@ -295,8 +295,8 @@ def test_a_raising_authorization_plugin_denies(pm, workspace, context):
     body = error(outcome)
     assert outcome.kind == "denied"
     assert body["error"] == ("denied by policy: plugin 'exploding' failed in "
-                             "authorize_tool_call, so the call is denied: RuntimeError: policy "
-                             "store unreachable")
+                             f"authorize_tool_call ({__file__}:70), so the call is denied: "
+                             "RuntimeError: policy store unreachable")
     assert body["plugin"] == "exploding"
     assert workspace.calls == [] and workspace.files == {}
     assert [(f.plugin, f.hook) for f in pm.failures] == [("exploding", "authorize_tool_call")]

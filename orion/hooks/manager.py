@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, cast
 import pluggy
 
 from orion import hookspecs
-from orion.errors import PluginError
+from orion.errors import PluginError, PluginFailed
+from orion.hooks.blame import where_raised
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -48,6 +49,8 @@ class PluginFailure:
     hook: str
     error: str
     traceback: str = field(repr=False, default="")
+    #: ``path:line`` of the plugin's code that raised.
+    where: str = ""
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,9 @@ class PluginManager(pluggy.PluginManager):
         super().__init__("orion")
         self.add_hookspecs(hookspecs)
         self.failures: list[PluginFailure] = []
+        #: Called with each failure that no error raised to a caller names (an observer's,
+        #: a gate's): ``orion chat`` shows it on the screen.
+        self.on_failure: list[Callable[[PluginFailure], None]] = []
         self.origins: dict[str, PluginOrigin] = {}
         self._registry: Any = None
 
@@ -89,6 +95,8 @@ class PluginManager(pluggy.PluginManager):
                     impl.function = self._isolated(impl, caller.name)  # type: ignore[misc]
                 elif caller.name in FAIL_CLOSED_HOOKS and not (impl.wrapper or impl.hookwrapper):
                     impl.function = self._fail_closed(impl, caller.name)  # type: ignore[misc]
+                elif self._contains(caller.name, impl, origin):
+                    impl.function = self._contained(impl, caller.name)  # type: ignore[misc]
         self._registry = None
         return registered
 
@@ -160,11 +168,21 @@ class PluginManager(pluggy.PluginManager):
             self._registry = Registry.collect(self)
         return self._registry
 
-    def report_failure(self, plugin: str, hook: str, exc: BaseException) -> None:
+    def report_failure(self, plugin: str, hook: str, exc: BaseException,
+                       function: Any = None, *, told: bool = False) -> None:
+        """Record a plugin's failure on :attr:`failures` and in the ``orion.plugins`` log: a
+        warning, unless the caller tells the user itself (``told``: the error it raises names
+        the plugin), so the user reads one line, not two."""
         failure = PluginFailure(plugin, hook, f"{type(exc).__name__}: {exc}",
-                                "".join(traceback.format_exception(exc)))
+                                "".join(traceback.format_exception(exc)),
+                                where_raised(exc, function))
         self.failures.append(failure)
-        logger.warning("plugin %s failed in %s: %s", plugin, hook, failure.error)
+        logger.log(logging.DEBUG if told else logging.WARNING,
+                   "plugin %s failed in %s: %s (at %s)", plugin, hook, failure.error,
+                   failure.where)
+        if not told:
+            for listener in self.on_failure:
+                listener(failure)
 
     def _isolated(self, impl: pluggy.HookImpl, hook: str) -> Callable[..., Any]:
         """Wrap an observer implementation so that what it raises is reported, not raised."""
@@ -179,7 +197,7 @@ class PluginManager(pluggy.PluginManager):
                     report(plugin, hook, RuntimeError("wrapper returned without yielding"))
                     return (yield)
                 except Exception as exc:
-                    report(plugin, hook, exc)
+                    report(plugin, hook, exc, function)
                     return (yield)
                 try:
                     result = yield
@@ -193,7 +211,7 @@ class PluginManager(pluggy.PluginManager):
                 except StopIteration as stop:
                     return stop.value if impl.wrapper else None
                 except Exception as exc:
-                    report(plugin, hook, exc)
+                    report(plugin, hook, exc, function)
                     return result
                 gen.close()
                 report(plugin, hook, RuntimeError("wrapper yielded more than once"))
@@ -205,10 +223,39 @@ class PluginManager(pluggy.PluginManager):
             try:
                 return function(*args, **kwargs)
             except Exception as exc:
-                report(plugin, hook, exc)
+                report(plugin, hook, exc, function)
                 return None
         guarded.__wrapped__ = function  # type: ignore[attr-defined]
         return guarded
+
+    @staticmethod
+    def _contains(hook: str, impl: pluggy.HookImpl, origin: PluginOrigin | None) -> bool:
+        """Whether a failure of ``impl`` is turned into a :class:`PluginFailed`: a plain
+        implementation of a hook Orion calls while it runs (not ``register_*``, called once at
+        load, where a failure is a load error), from a plugin that is not built in (a built-in's
+        error is Orion's own, and its callers may expect it as it is)."""
+        return not (impl.wrapper or impl.hookwrapper or hook.startswith("register_")
+                    or (origin is not None and origin.kind == "builtin"))
+
+    def _contained(self, impl: pluggy.HookImpl, hook: str) -> Callable[..., Any]:
+        """Wrap an implementation so that what it raises becomes a :class:`PluginFailed` that
+        names the plugin, the line of its own code and the hook: the caller says it in one
+        line and keeps what it holds. A generator it returns is run here, so that its error is
+        the plugin's too. ``MemoryError`` and what is not an ``Exception`` pass unchanged."""
+        function, plugin = impl.function, impl.plugin_name
+        report = self.report_failure
+
+        def contained(*args: Any, **kwargs: Any) -> Any:
+            try:
+                result = function(*args, **kwargs)
+                return list(result) if inspect.isgenerator(result) else result
+            except (MemoryError, PluginFailed):
+                raise
+            except Exception as exc:
+                report(plugin, hook, exc, function, told=True)
+                raise PluginFailed(plugin, hook, where_raised(exc, function), exc) from exc
+        contained.__wrapped__ = function  # type: ignore[attr-defined]
+        return contained
 
     def _fail_closed(self, impl: pluggy.HookImpl, hook: str) -> Callable[..., Any]:
         """Wrap an ``authorize_tool_call`` implementation: an error, or a result that is not a
@@ -223,8 +270,9 @@ class PluginManager(pluggy.PluginManager):
             try:
                 decision = function(*args, **kwargs)
             except Exception as exc:
-                report(plugin, hook, exc)
-                return Decision(False, f"plugin {plugin!r} failed in {hook}, so the call is "
+                report(plugin, hook, exc, function)
+                return Decision(False, f"plugin {plugin!r} failed in {hook} "
+                                       f"({where_raised(exc, function)}), so the call is "
                                        f"denied: {type(exc).__name__}: {exc}", plugin)
             if decision is None:
                 return None

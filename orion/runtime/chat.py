@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import logging
 import os
 import signal
 import sys
@@ -26,7 +27,8 @@ from orion.commands.console import is_terminal
 from orion.errors import OrionError
 from orion.models.base import ModelAuthError
 from orion.models.openai_compat import OpenAICompatibleModel
-from orion.hooks.manager import PluginManager
+from orion.hooks.blame import plugin_failure_line
+from orion.hooks.manager import PluginFailure, PluginManager
 from orion.runtime.runtime import CommandError, Runtime
 from orion.runtime.screen import ChatScreen
 from orion.runtime.stop_signals import CHAT_SIGNALS, StopSignals
@@ -63,6 +65,7 @@ async def run_chat(config: WorkspaceConfig, plugins: PluginManager, *, base_url:
     # crashed chat left) come after it.
     screen.notice(f"orion chat with {model.name} in {config.workspace.resolve()}; /help lists "
                   "commands")
+    tell_failures(plugins, screen)
     runtime = Runtime(model=model, plugins=plugins, workspace=config.workspace, config=config,
                       clock=RealClock(), reporter=screen)
     screen.attach(runtime)
@@ -79,6 +82,27 @@ async def run_chat(config: WorkspaceConfig, plugins: PluginManager, *, base_url:
     if late is not None:
         raise late
     return code
+
+
+def tell_failures(plugins: PluginManager, screen: ChatScreen) -> None:
+    """Show a plugin's failure that nothing else tells (an observer's, a gate's) on the
+    screen, once per plugin and hook, instead of a log line across the prompt: an observer
+    that fails at every transition would fill the screen."""
+    told: set[tuple[str, str]] = set()
+
+    def tell(failure: PluginFailure) -> None:
+        if (failure.plugin, failure.hook) in told:
+            return
+        told.add((failure.plugin, failure.hook))
+        screen.notice(f"plugin {failure.plugin!r} failed in {failure.hook} ({failure.where}): "
+                      f"{failure.error}; the chat goes on without it (the next failures of "
+                      "it are not shown)")
+    plugins.on_failure.append(tell)
+    # The orion.plugins log has somewhere to go: Python's last-resort handler would print
+    # each warning across the prompt.
+    log = logging.getLogger("orion.plugins")
+    if not any(isinstance(handler, logging.NullHandler) for handler in log.handlers):
+        log.addHandler(logging.NullHandler())
 
 
 class Chat:
@@ -289,8 +313,21 @@ async def _guarded(runtime: Runtime, screen: ChatScreen, work) -> int | None:
         if isinstance(exc, ModelAuthError):
             screen.say(f"[red]error:[/red] {escape(str(exc))}")
             return 1  # the key is refused: every further line would fail too
+        if getattr(exc, "told", False):
+            return None  # already said where it happened (a write held by a failing guard)
         # Anything else (the endpoint down, a 5xx after the SDK's retries) may pass: one line,
         # and the conversation (an open write session too) goes on with the next message.
         screen.say(f"[red]error:[/red] {escape(str(exc))}; the conversation is "
                    "kept, type your next message or /quit")
+    except Exception as exc:
+        # Not Orion's own error: when a plugin's code raised it (a team's pipeline system, a
+        # hook wrapper), the plugin fails alone and the conversation goes on.
+        line = plugin_failure_line(exc, runtime.plugins)
+        if line is None:
+            raise
+        runtime.tracer.emit(trace_events.error("orion chat", exc,
+                                               at_ms=runtime.clock.now_ms(),
+                                               conversation_id=runtime.conversation.id))
+        screen.say(f"[red]error:[/red] {escape(line)}; the conversation is kept, type your "
+                   "next message or /quit")
     return None

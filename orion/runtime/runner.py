@@ -21,6 +21,7 @@ from typing import Any
 from orion.clock import VirtualClock, kernel_boot_time
 from orion.workspace.confined import PathSwapped, open_parent
 from orion.config import WorkspaceConfig, load_config
+from orion.hooks.blame import plugin_failure_line
 from orion.errors import ConfigError, OrionError
 from orion.models.base import ScriptError
 from orion.models.script import Script
@@ -159,8 +160,14 @@ async def _play_until_stopped(runtime: Runtime, cursor: Any, signals: StopSignal
         # sessions and says how to go on; the command exits with 128 + the signal's number.
         errors.append(f"{exc}: the run did not finish")
         return exc
-    except OrionError as exc:
-        errors.append(str(exc))
+    except Exception as exc:
+        # Orion's own errors, and a plugin's (a team's pipeline system, a hook wrapper): one
+        # line each; anything else is a bug of Orion's and keeps its traceback.
+        line = str(exc) if isinstance(exc, OrionError) else plugin_failure_line(exc, runtime.plugins)
+        if line is None:
+            runtime.close()
+            raise
+        errors.append(line)
         runtime.tracer.emit(trace_events.error("orion run", exc, at_ms=runtime.clock.now_ms(),
                                                conversation_id=runtime.conversation.id))
     except BaseException:

@@ -19,6 +19,7 @@ from orion.clock import Clock, TimerHandle, VirtualClock
 from orion.config import WorkspaceConfig, load_config
 from orion.runtime.context import ContextBlock
 from orion.errors import OrionError
+from orion.hooks.blame import where_raised
 from orion.models.base import Model
 from orion.hooks.manager import PluginManager
 from orion.runtime.conversation import Budget, Conversation, Message
@@ -218,11 +219,18 @@ class Runtime:
             result = command.handler(self, args.strip())
             if asyncio.iscoroutine(result):
                 result = await result
-        except OrionError:
+        except CommandError:
             raise
         except Exception as exc:
-            self.plugins.report_failure(command.plugin, f"slash command /{name}", exc)
-            raise CommandError(f"/{name} failed: {type(exc).__name__}: {exc}") from exc
+            origin = self.plugins.origins.get(command.plugin)
+            if isinstance(exc, OrionError | MemoryError) and (origin is None
+                                                              or origin.kind == "builtin"):
+                raise  # Orion's own refusal, said as it is
+            self.plugins.report_failure(command.plugin, f"slash command /{name}", exc,
+                                        command.handler, told=True)
+            raise CommandError(f"/{name} failed: plugin {command.plugin!r} failed in slash "
+                               f"command /{name} ({where_raised(exc, command.handler)}): "
+                               f"{type(exc).__name__}: {exc}; the conversation is kept") from exc
         self.deliver_prompts()
         if result:
             self.reporter.notice(str(result))

@@ -171,6 +171,28 @@ def failing_observer(orion_world: World, name: str, kind: str, message: str) -> 
     orion_world.plugins.register(FailingObserver(error(message)), name)
 
 
+class FailingGuard:
+    """A plugin that provides the guard ``name``, which raises ``error`` whenever it is asked."""
+
+    def __init__(self, name: str, error: BaseException):
+        self.name, self.error = name, error
+
+    @hookimpl
+    def register_guards(self, register: Any) -> None:
+        def guard(lifecycle: Any, transition: Any) -> bool:
+            raise self.error
+        register(self.name, guard)
+
+
+@given(parsers.re(r'a plugin "(?P<name>\w+)" provides the guard "(?P<guard>\w+)", which fails '
+                  r'with "(?P<kind>\w+): (?P<message>[^"]*)"'))
+def failing_guard(orion_world: World, name: str, guard: str, kind: str, message: str) -> None:
+    error = getattr(builtins, kind)
+    assert isinstance(error, type) and issubclass(error, Exception), kind
+    assert orion_world.plugins is not None
+    orion_world.plugins.register(FailingGuard(guard, error(message)), name)
+
+
 @given(parsers.re(r'the workspace\'s orion.db is damaged \((?P<damage>[\w ]+)\)'))
 def orion_db_damaged(orion_world: World, damage: str) -> None:
     """``garbage``, ``truncated``, ``directory`` or ``wrong schema`` (:data:`faults.DAMAGE`)."""

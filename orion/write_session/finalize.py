@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orion.errors import GuardError, PluginFailed
 from orion.trace.events import Kind
 from orion.write_session.edit_validation import validate_write
 from orion.write_session.journal import CONTENT, mark
@@ -38,8 +39,24 @@ class Finalizer(SessionMembers):
         return self._fixed if self._fixed is not None else self.journal.content()
 
     def finalize(self) -> None:
-        """Validate (normalized) content; ask for corrections, or write it."""
+        """Validate (normalized) content; ask for corrections, or write it. A plugin that fails
+        while it normalizes or validates holds the write: nothing is written, the content stays
+        in the journal for ``orion sessions recover``, and the user and the model are told which
+        plugin failed and where."""
         self.checkpoint()
+        try:
+            content = self._checked_content()
+            if self.issues:
+                self._decide(content)
+            else:
+                self.fire("valid")
+        except PluginFailed as exc:
+            if self.status != "active":
+                raise
+            self._failed(exc)
+
+    def _checked_content(self) -> bytes:
+        """The content, normalized once, and validated: its issues in ``self.issues``."""
         content = self.content()
         pm = self.runtime.plugins
         if not self._normalized:
@@ -61,9 +78,11 @@ class Finalizer(SessionMembers):
             self._trace(Kind.VALIDATION_ISSUE, f"issue {issue.code}", {
                 "orion.line": issue.line, "orion.column": issue.column,
                 "orion.code": issue.code, "orion.message": issue.message})
-        if not self.issues:
-            self.fire("valid")
-            return
+        return content
+
+    def _decide(self, content: bytes) -> None:
+        """Issues were found in ``content``: a correction round, or the last resort."""
+        pm = self.runtime.plugins
         rounds, limit = (self.lifecycle.context.get("corrections", 0),
                          self.lifecycle.settings["max_corrections"])
         if rounds < limit:
@@ -222,7 +241,9 @@ class Finalizer(SessionMembers):
                      f"({kept}); it is lost when this process ends")
         retry = (" To retry, read the file again and call WritePlanTool_begin with a new plan."
                  if isinstance(cause, TargetChanged) else "")
-        message = f"Could not write {self.plan.relative}: {reason}. {saved}.{retry}"
+        message = (f"{self.plan.relative} is held, not written: {reason}. {saved}."
+                   if isinstance(cause, GuardError) else
+                   f"Could not write {self.plan.relative}: {reason}. {saved}.{retry}")
         self.runtime.reporter.notice(message)
         self._trace(Kind.ERROR, "write failed", {"orion.where": "write session",
                                                  "orion.error": str(cause)})

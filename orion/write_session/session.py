@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orion.errors import ActionError, OrionError
+from orion.errors import ActionError, GuardError, OrionError
 from orion.trace.events import Kind, TraceEvent
 from orion.validation import Issue, StreamedLines
 from orion.write_session.edit_validation import validate_write
@@ -292,8 +292,14 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
         session stays as it was."""
         try:
             self._trigger(trigger, **payload)
+        except GuardError:
+            return self.status  # held by _trigger: not written, the content kept
         except ActionError as exc:
-            cause = exc.cause if isinstance(exc.cause, OrionError | OSError) else exc
+            # Orion's own refusal (a changed target, a full disk) is said as it is; a team's
+            # action is named, with the line of its code, whatever it raised.
+            origin = self.runtime.plugins.origins.get(exc.plugin or "")
+            ours = origin is None or origin.kind == "builtin"
+            cause = exc.cause if ours and isinstance(exc.cause, OrionError | OSError) else exc
             self._failed(cause)
             return self.status
         if self.result is not None:
@@ -312,7 +318,16 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
     # -- helpers ------------------------------------------------------------------------------
 
     def _trigger(self, trigger: str, **payload: Any) -> None:
-        self.lifecycle.trigger(trigger, **payload)
+        try:
+            self.lifecycle.trigger(trigger, **payload)
+        except GuardError as exc:
+            # A guard that cannot decide holds the write (CU-5): nothing is written, the
+            # content stays recoverable, the user and the model are told which plugin failed.
+            # The error still stops whatever was to follow the trigger (a validation, a write).
+            if self.status == "active":
+                self._failed(exc)
+            exc.told = True
+            raise
         self.checkpoint()
 
     def _tell_now(self, text: str) -> None:

@@ -19,7 +19,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from orion.clock import Clock, VirtualClock
-from orion.errors import ActionError, StatechartError
+from orion.errors import ActionError, GuardError, StatechartError
+from orion.hooks.blame import where_raised
 from orion.hooks.registry import Registered
 from orion.statechart.interpreter.lifecycle import Lifecycle
 from orion.statechart.interpreter.listeners import Listeners, PluginHooks
@@ -59,15 +60,20 @@ class _Action:
         except ActionError:
             raise
         except Exception as exc:
-            raise ActionError(lifecycle.name, self.name, self.where, exc) from exc
+            # An action given as a function (no plugin manager) is named by its name alone.
+            plugin = None if self.owner == Callables.OWNER else self.owner
+            raise ActionError(lifecycle.name, self.name, self.where, exc, plugin=plugin,
+                              at=where_raised(exc, self.function) if plugin else None) from exc
 
     def __repr__(self) -> str:
         return f"<action {self.name}>"
 
 
 class _Guard:
-    """A named guard as a ``transitions`` condition. Fails closed: a guard that raises is
-    reported to the lifecycle's listeners and counts as ``False``."""
+    """A named guard as a ``transitions`` condition. Fails closed (SM-4, CU-5): a guard that
+    raises is reported to the lifecycle's listeners and stops the event with a
+    :class:`GuardError`: no transition is taken, not even a later candidate that needs no
+    guard, because "could not decide" is not "no objection"."""
 
     __slots__ = ("name", "function", "owner")
 
@@ -80,7 +86,11 @@ class _Guard:
             return bool(self.function(lifecycle, lifecycle.current))
         except Exception as exc:
             lifecycle._guard_failed(self.name, self.owner, exc)
-            return False
+            current = lifecycle.current
+            raise GuardError(lifecycle.name, self.name, self.owner,
+                             where_raised(exc, self.function),
+                             current.trigger if current is not None else "?", lifecycle.state,
+                             exc) from exc
 
     def __repr__(self) -> str:
         return f"<guard {self.name}>"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orion.clock import Clock, TimerHandle
-from orion.errors import (ActionError, MacrostepLimit, TriggerNotAllowed, UnknownTag,
+from orion.errors import (ActionError, GuardError, MacrostepLimit, TriggerNotAllowed, UnknownTag,
                           UnknownTrigger)
 from orion.hooks.renames import renamed
 from orion.statechart.interpreter import snapshot as snapshots
@@ -232,9 +232,11 @@ class Lifecycle:
                     raise MacrostepLimit(self.name, trigger, self.state, MAX_MICROSTEPS,
                                          [queued.args[1]  # type: ignore[attr-defined]
                                           for queued in self._queue])
-        except (ActionError, MacrostepLimit) as exc:
-            reason = "an action failed before it was processed" \
-                if isinstance(exc, ActionError) else "the trigger did not come to rest"
+        except (ActionError, GuardError, MacrostepLimit) as exc:
+            reason = ("the trigger did not come to rest" if isinstance(exc, MacrostepLimit)
+                      else "a guard failed before it was processed"
+                      if isinstance(exc, GuardError)
+                      else "an action failed before it was processed")
             while self._queue:
                 queued, name = self._queue.popleft().args  # type: ignore[attr-defined]
                 self._discard(name, queued.kwargs, reason)

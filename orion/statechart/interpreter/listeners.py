@@ -98,4 +98,5 @@ class PluginHooks:
 
     def guard_failed(self, lifecycle: Lifecycle, guard: str, owner: str,
                      error: BaseException) -> None:
-        self.plugins.report_failure(owner, f"guard {guard}", error)
+        # The GuardError the trigger raises names the plugin: whoever catches it tells.
+        self.plugins.report_failure(owner, f"guard {guard}", error, told=True)

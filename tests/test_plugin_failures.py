@@ -1,0 +1,295 @@
+"""A team's plugin that fails: guards hold what they guard (CU-5), and a plugin's exception in
+any hook is one line naming the plugin, its file and line, and what it was doing; the
+conversation and the write it touched go on (the content kept)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from orion.hooks.manager import make_plugin_manager
+from orion.testing.world import World
+
+OVERLAY = """\
+extends: write_session
+description: Security documents wait for a review before they are written.
+states:
+  security_review:
+    description: A document under security/ waits for the security team.
+    tags: security_review
+transitions:
+  insert:
+    - trigger: valid
+      before: valid
+      description: A document under security/ is reviewed before it is written.
+      source: session_active.finalizing
+      dest: security_review
+      guards: needs_security_review
+    - trigger: approve_security
+      source: security_review
+      dest: done
+      actions: finalize
+"""
+
+PLUGIN = '''\
+from pathlib import Path
+
+from orion.api import hookimpl, write_session_of
+
+HERE = Path(__file__).resolve().parent
+
+
+@hookimpl
+def register_statecharts(register):
+    register(HERE / "write_session.yaml")
+
+
+def needs_security_review(lifecycle, transition):
+    session = write_session_of(lifecycle)
+    return session.plan.target_file.startswith("security/")  # GUARD LINE
+
+
+@hookimpl
+def register_guards(register):
+    register("needs_security_review", needs_security_review)
+'''
+
+
+#: One plugin with a hook of each kind; ``BETA_FAIL`` names the one that raises, the first
+#: time it runs (a following message then goes through).
+HOOKS = '''\
+import os
+from pathlib import Path
+
+from orion.api import hookimpl
+
+HERE = Path(__file__).resolve().parent
+FAIL = os.environ.get("BETA_FAIL", "")
+FAILED = set()
+
+
+def once(kind):
+    if FAIL == kind and kind not in FAILED:
+        FAILED.add(kind)
+        return True
+    return False
+
+
+@hookimpl
+def register_statecharts(register):
+    register(HERE / "write_session.yaml")
+
+
+@hookimpl
+def build_context(request):
+    if once("context"):
+        return request.review_notes  # FAILS context
+    return None
+
+
+def audit(runtime, args):
+    return runtime.audit_log.path  # FAILS command
+
+
+@hookimpl
+def register_slash_commands(register):
+    register("audit", audit, "where the audit log is")
+
+
+def audit_write(lifecycle, transition):
+    if once("action"):
+        raise PermissionError("the audit log is read-only")  # FAILS action
+
+
+@hookimpl
+def register_actions(register):
+    register("audit_write", audit_write)
+
+
+def may_write(lifecycle, transition):
+    if once("guard"):
+        return transition.payload.path.startswith("security/")  # FAILS guard
+    return True
+
+
+@hookimpl
+def register_guards(register):
+    register("may_write", may_write)
+
+
+@hookimpl
+def validate_content(request):
+    if once("validator"):
+        raise KeyError("licence")  # FAILS validator
+    return None
+
+
+@hookimpl
+def lifecycle_transition(lifecycle, transition):
+    if once("observer"):
+        raise ValueError("the dashboard is down")  # FAILS observer
+'''
+
+HOOKS_OVERLAY = """\
+extends: write_session
+transitions:
+  replace:
+    valid:
+      guards: may_write
+      actions: [audit_write, finalize]
+"""
+
+#: What the line says each kind was doing.
+DOING = {
+    "context": "failed in build_context",
+    "command": "failed in slash command /audit",
+    "action": "action 'audit_write' failed on 'valid'",
+    "guard": "failed in guard 'may_write'",
+    "validator": "failed in validate_content",
+    "observer": "failed in lifecycle_transition",
+}
+#: The kinds that fail while a write is finished: the write is kept, not written.
+HOLDS_THE_WRITE = {"action", "guard", "validator"}
+CONTENT = "first line of the notes\nsecond line of the notes\n"
+
+
+def make_package(root: Path, name: str, plugin: str, files: dict[str, str] | None = None) -> Path:
+    """A team's plugin package, installed in ``root``: a distribution with an entry point of
+    the group ``orion``, as ``pip install`` leaves it."""
+    info = root / f"{name}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[orion]\n{name} = {name}.plugin\n")
+    package = root / name
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "plugin.py").write_text(textwrap.dedent(plugin))
+    for relative, text in (files or {}).items():
+        (package / relative).write_text(text)
+    return package
+
+
+def line_of(path: Path, marker: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if marker in line)
+
+
+def orion(site: Path, *args: str, env_more: dict[str, str] | None = None,
+          **kwargs) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site),
+                                                        os.environ.get("PYTHONPATH", "")]),
+           "COLUMNS": "400", **(env_more or {})}
+    env.pop("ORION_LOAD_PLUGINS", None)
+    return subprocess.run([sys.executable, "-m", "orion", *args], capture_output=True,
+                          text=True, env=env, timeout=120, **kwargs)
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    root = tmp_path / "site"
+    make_package(root, "beta_docs", PLUGIN, {"write_session.yaml": OVERLAY})
+    return root
+
+
+@pytest.fixture
+def world(tmp_path: Path, site: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.syspath_prepend(str(site))
+    for name in [m for m in sys.modules if m.startswith("beta_docs")]:
+        del sys.modules[name]
+    plugin = importlib.import_module("beta_docs.plugin")
+    world = World(tmp_path / "w", plugins=make_plugin_manager(
+        env={}, entrypoints=False, plugins={"beta_docs": plugin}))
+    yield world
+    if not world.loop.is_closed():
+        world.close()
+
+
+def write(world: World, target: str, text: str) -> None:
+    world.say(f"Write {target}.")
+    world.reply(tool_calls=[{"name": "WritePlanTool_begin", "arguments": {
+        "intent": "a document", "target_file": target, "operation": "create"}}])
+    world.reply(text=text + "DONE\n")
+
+
+def test_a_guard_that_raises_holds_the_write_and_names_the_plugin(world, site):
+    write(world, "security/keys.md", "# Keys\nRotate them monthly.\n")
+    target = world.workspace / "security" / "keys.md"
+    assert not target.exists()  # never written without the review the chart requires
+    where = f"{site / 'beta_docs' / 'plugin.py'}:{line_of(site / 'beta_docs' / 'plugin.py', 'GUARD LINE')}"
+    [told] = [n for n in world.reporter.notices if "is held, not written" in n]
+    assert told.startswith("security/keys.md is held, not written: write_session: plugin "
+                           f"'beta_docs' failed in guard 'needs_security_review' ({where}) "
+                           "deciding 'valid' in state 'session_active.finalizing': "
+                           "AttributeError: ")
+    assert "no transition was taken" in told
+    assert "`orion sessions recover" in told  # and how to get it back
+    world.reply(text="Understood.")
+    assert told in "\n".join(str(m.get("content") or "")  # the model was told the same
+                             for m in world.model.requests[-1].messages)
+    # the conversation goes on: the next message is answered
+    world.say("Thanks.")
+    world.reply(text="You are welcome.")
+    world.close()
+    listed = orion(site, "sessions", "list", "--json", "--workspace", str(world.workspace))
+    [session] = json.loads(listed.stdout)
+    assert session["target_file"] == "security/keys.md" and not session["live"]
+    assert (Path(session["directory"]) / "content.txt").read_text() == \
+        "# Keys\nRotate them monthly.\n"
+    assert not target.exists()
+
+
+@pytest.fixture
+def hooks_site(tmp_path: Path) -> Path:
+    root = tmp_path / "hooks-site"
+    make_package(root, "beta_hooks", HOOKS, {"write_session.yaml": HOOKS_OVERLAY})
+    return root
+
+
+RUN_SCRIPT = """\
+conversation:
+  - user: {first}
+{write}  - user: Still there?
+  - model: {{text: "Yes, still here."}}
+"""
+WRITE = """\
+  - model:
+      tool_calls:
+        - name: WritePlanTool_begin
+          arguments: {intent: notes, target_file: notes.md, operation: create}
+  - model: {text: "first line of the notes\\nsecond line of the notes\\nDONE\\n"}
+  - model: {text: Noted.}
+"""
+
+
+@pytest.mark.parametrize("kind", list(DOING))
+def test_orion_run_says_a_plugin_failure_in_one_line_without_a_traceback(tmp_path, hooks_site,
+                                                                          kind):
+    plugin = hooks_site / "beta_hooks" / "plugin.py"
+    where = f"{plugin}:{line_of(plugin, f'FAILS {kind}')}"
+    workspace = tmp_path / "w"
+    workspace.mkdir()
+    writes = kind not in ("context", "command")
+    script = tmp_path / "script.yaml"
+    first = {"context": "Hello.", "command": "/audit"}.get(kind, "Write the notes.")
+    script.write_text(RUN_SCRIPT.format(first=first, write=WRITE if writes else ""))
+    ran = orion(hooks_site, "run", str(script), "--workspace", str(workspace),
+                env_more={"BETA_FAIL": kind})
+    said = ran.stdout + ran.stderr
+    assert "Traceback" not in said, said
+    named = [line for line in said.splitlines() if where in line]
+    assert named and "beta_hooks" in named[0] and DOING[kind] in named[0], said
+    if kind in HOLDS_THE_WRITE:
+        assert not (workspace / "notes.md").exists()
+        [kept] = list((workspace / ".orion" / "write_sessions").glob("*/content.txt"))
+        assert kept.read_text() == CONTENT
+    elif writes:
+        assert (workspace / "notes.md").read_text() == CONTENT
+    if kind in ("context", "command"):  # the run stopped there: exit 1, said in one line
+        assert ran.returncode == 1, said
+        assert named[0].startswith("error: "), said
