@@ -25,13 +25,12 @@ chart, so a step costs a dictionary lookup and a walk over the transitions it ma
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from transitions.core import Machine
-from transitions.extensions.asyncio import AsyncMachine
-from transitions.extensions.locking import LockedMachine
 from transitions.extensions.nesting import (
     HierarchicalMachine,
     NestedEvent,
@@ -598,14 +597,17 @@ _INSTEAD = {
 def _refused_variant(cls: type) -> str | None:
     """Why the library's locked or asyncio machine cannot carry Orion's rules, for a class
     that mixes one into :class:`LifecycleMachine` (as ``transitions.extensions`` builds
-    ``LockedHierarchicalMachine``); ``None`` for any other subclass."""
-    if issubclass(cls, LockedMachine):
+    ``LockedHierarchicalMachine``); ``None`` for any other subclass. A class that mixes one
+    in has imported its module: looked up, not imported (asyncio costs a CLI's start)."""
+    locking = sys.modules.get("transitions.extensions.locking")
+    asyncio = sys.modules.get("transitions.extensions.asyncio")
+    if locking is not None and issubclass(cls, locking.LockedMachine):
         return ("the locked variant is not offered: a compiled chart's machine is shared by "
                 "all its lifecycles, so its lock would serialize every lifecycle of the chart, "
                 "while each one already runs to completion with a queue of its own. Drive a "
                 "lifecycle from one thread (the runtime's event loop), or hold a lock of your "
                 "own around lifecycle.trigger()")
-    if issubclass(cls, AsyncMachine):
+    if asyncio is not None and issubclass(cls, asyncio.AsyncMachine):
         return ("the asyncio variant is not offered: Orion's guards and actions are plain "
                 "functions and its timers run on an injected clock (the asyncio loop in "
                 "orion chat, a VirtualClock in tests); call lifecycle.trigger() from the loop")

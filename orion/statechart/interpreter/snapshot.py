@@ -49,14 +49,18 @@ class Snapshot(BaseModel):
 def take(lifecycle: Lifecycle) -> dict[str, Any]:
     """The snapshot of ``lifecycle`` as plain data (a write session takes one at every
     checkpoint; :func:`checked` validates it on the way back)."""
-    problem = json_problem(lifecycle.context, "context")
-    if problem is not None:
+    try:
+        context = _json_data_copy(lifecycle.context)
+    except (_NotJson, RecursionError):
+        # Only now is the reason worth its text (a circular reference recurses until Python's
+        # limit, where json_problem names it).
+        problem = json_problem(lifecycle.context, "context") or "context is not JSON data"
         raise SnapshotError(f"{lifecycle.name}: cannot snapshot lifecycle {lifecycle.id}: "
-                            f"{problem}")
+                            f"{problem}") from None
     return {"format": SNAPSHOT_FORMAT, "definition": lifecycle.name,
             "definition_hash": lifecycle.definition.hash, "id": lifecycle.id,
             "state": lifecycle.state, "finished": lifecycle.finished,
-            "context": json_copy(lifecycle.context),
+            "context": context,
             "timers": [{"state": state, "trigger": trigger, "deadline_ms": float(deadline),
                         "index": index}
                        for state, index, trigger, deadline in lifecycle._armed()]}
@@ -144,6 +148,31 @@ def json_copy(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [json_copy(v) for v in value]
     return value
+
+
+class _NotJson(Exception):
+    """Raised by :func:`_json_data_copy` for what :func:`json_problem` would explain."""
+
+
+def _json_data_copy(value: Any) -> Any:
+    """:func:`json_copy` of data :func:`json_problem` accepts, in one pass that builds no
+    text (a write session snapshots at every checkpoint); raises :class:`_NotJson` otherwise."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        raise _NotJson
+    if isinstance(value, dict):
+        copied = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise _NotJson
+            copied[key] = _json_data_copy(item)
+        return copied
+    if isinstance(value, (list, tuple)):
+        return [_json_data_copy(item) for item in value]
+    raise _NotJson
 
 
 def json_problem(value: Any, where: str, _path: frozenset[int] = frozenset()) -> str | None:
