@@ -52,7 +52,7 @@ def test_a_shape_s_event_is_the_full_path_s(lifecycle, trigger, source, dest, pa
                      expected_blobs)
     for _ in range(2):  # learned on the first, reused on the second
         blobs: dict[str, str] | None = {} if capture else None
-        got = shapes.event("transition", name, fixed, payload, 1.7e12, conversation, session,
+        got = shapes.transition(lifecycle, trigger, source, dest, payload, 1.7e12, conversation, session,
                            2.5, "a" * 32, "b" * 16, "c" * 16,
                            ("d" * 32 + "-" + "e" * 16,), blobs)
         assert got == expected

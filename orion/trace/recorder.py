@@ -146,11 +146,8 @@ class _Step:
                                     phase.at_ms, phase.conversation_id, phase.session_id,
                                     self.phase_ms, phase.trace_id, phase.span_id,
                                     phase.parent_id, phase.links, blobs))
-        out.append(shapes.event(
-            Kind.TRANSITION, f"{self.lifecycle} {self.trigger}",
-            {"orion.lifecycle": self.lifecycle, "orion.event": self.trigger,
-             "orion.source": self.source, "orion.dest": self.dest}, self.payload,
-            self.start_ms, parent.conversation_id, self.lifecycle_id, self.duration_ms,
+        out.append(shapes.transition(
+            self.lifecycle, self.trigger, self.source, self.dest, self.payload, self.start_ms, parent.conversation_id, self.lifecycle_id, self.duration_ms,
             parent.trace_id, self.span_id, parent.span_id, self.links, blobs))
         return out
 

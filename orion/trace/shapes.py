@@ -18,7 +18,7 @@ from typing import Any
 
 from orion.trace.content import CACHED, ID, _fits, _Filter, content_free, shape_of
 from orion.trace.encoding import encode_event, json_safe
-from orion.trace.events import TraceEvent, make_event
+from orion.trace.events import Kind, TraceEvent, make_event
 
 #: Shapes remembered; a long chat has a few dozen (lifecycles x transitions).
 MAX_SHAPES = 1024
@@ -42,15 +42,34 @@ class Shapes:
         self.max_text = max_text
         #: Per shape, its safe parts; ``None`` for a shape whose fixed attributes hold content.
         self._known: dict[tuple[Any, ...], tuple[str, str, dict[str, Any]] | None] = {}
+        #: A transition's name and fixed attributes, by its raw parts.
+        self._transitions: dict[tuple[Any, ...], tuple[str, dict[str, str | None]]] = {}
+
+    def transition(self, lifecycle: str, trigger: str, source: str, dest: str | None,
+                   payload: Any, at_ms: float, conversation_id: str, session_id: str,
+                   duration_ms: float, trace_id: str, span_id: str, parent_id: str,
+                   links: tuple[str, ...], blobs: dict[str, str] | None) -> TraceEvent:
+        """A transition's span (:func:`orion.trace.events.transition`'s shape)."""
+        key = (lifecycle, trigger, source, dest)
+        known = self._transitions.get(key)
+        if known is None:
+            known = self._transitions[key] = (
+                f"{lifecycle} {trigger}", {"orion.lifecycle": lifecycle, "orion.event": trigger,
+                                           "orion.source": source, "orion.dest": dest})
+            if len(self._transitions) > MAX_SHAPES:
+                self._transitions.clear()
+        return self.event(Kind.TRANSITION, known[0], known[1], payload, at_ms, conversation_id,
+                          session_id, duration_ms, trace_id, span_id, parent_id, links, blobs,
+                          key)
 
     def event(self, kind: str, name: str, fixed: dict[str, str | None], payload: Any,
               at_ms: float, conversation_id: str, session_id: str, duration_ms: float,
               trace_id: str, span_id: str, parent_id: str, links: tuple[str, ...],
-              blobs: dict[str, str] | None) -> TraceEvent:
+              blobs: dict[str, str] | None, key: tuple[Any, ...] | None = None) -> TraceEvent:
         """The safe, content-free event: ``fixed`` (strings or ``None``) are the shape's attributes,
         ``payload`` (``None`` for none) goes under ``orion.payload``. The times and span ids
         are the recorder's own (finite numbers, hex)."""
-        known = (self._shape(kind, name, fixed)
+        known = (self._shape(kind, name, fixed, key)
                  if _plain_id(conversation_id) and _plain_id(session_id) else None)
         if known is not None:
             safe_kind, safe_name, attributes = known
@@ -74,9 +93,10 @@ class Shapes:
         return content_free(encode_event(raw, max_text=self.max_text, blobs=blobs),
                             blobs=blobs, max_text=self.max_text)
 
-    def _shape(self, kind: str, name: str,
-               fixed: dict[str, str | None]) -> tuple[str, str, dict[str, Any]] | None:
-        key = (kind, name, *fixed.items())
+    def _shape(self, kind: str, name: str, fixed: dict[str, str | None],
+               key: tuple[Any, ...] | None) -> tuple[str, str, dict[str, Any]] | None:
+        if key is None:
+            key = (kind, name, *fixed.items())
         known = self._known.get(key, _UNKNOWN)
         if known is _UNKNOWN:
             safe = content_free(encode_event(TraceEvent(kind, name, 0.0, "", "", dict(fixed)),
