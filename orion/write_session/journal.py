@@ -573,6 +573,11 @@ class Journal:
         return self._flushed
 
     @property
+    def closed(self) -> bool:
+        """Closed (or removed): the content is on disk only, :meth:`content` is empty."""
+        return self._closed
+
+    @property
     def degraded(self) -> str | None:
         """None, or why the journal went memory-only (e.g. ``"ENOSPC: No space left ..."``)."""
         return self._degraded
