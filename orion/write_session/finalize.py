@@ -294,11 +294,10 @@ class Finalizer(SessionMembers):
         self._detach()
 
     def _journal_holds_something(self) -> bool:
-        """Whether the session holds anything a user could want (FS-13): content that is not
-        only blank, text set aside, messages the user typed. Counted from the journal (its
-        file once it is closed), never from the last message alone."""
-        if self.aside.pending or self.held_messages:
-            return True
+        """Whether the session's content holds anything but blanks (FS-13), counted from the
+        journal (its file once it is closed), never from the last message alone. (Text set
+        aside goes to the archive and held messages to the conversation when a session is
+        abandoned: neither is lost.)"""
         if not self.journal.closed:
             return bool(self.journal.content().strip())
         try:

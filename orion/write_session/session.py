@@ -255,8 +255,10 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
                               f"put back (parts set aside: {pending})")
         self._take_batch()
         at = min(part.at, self.journal.bytes)
-        data = self.aside.put_back(number)
-        self.journal.insert(at, data)
+        # The content first, then the index: a kill in between leaves the part both in the
+        # content and in its file, never in neither.
+        self.journal.insert(at, self.aside.read(number))
+        self.aside.put_back(number)
         self._restart_streamed_checks(at)
         line = self.journal.content()[:at].count(b"\n") + 1
         self.runtime.reporter.notice(
