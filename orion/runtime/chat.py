@@ -74,7 +74,11 @@ async def run_chat(config: WorkspaceConfig, plugins: PluginManager, *, base_url:
         try:
             async with model.session():  # one connection pool for the whole conversation
                 talk = chat.at_terminal() if on_terminal() else chat.from_lines()
-                code = await signals.run(talk)
+                try:
+                    code = await signals.run(talk)
+                finally:
+                    # The reply to an idle prompt ends with the chat, before its connection.
+                    await runtime.stop_replies()
         finally:
             screen.close()
             runtime.close()  # a write session still open says what stays and how to finish it

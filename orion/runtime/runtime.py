@@ -112,6 +112,9 @@ class Runtime:
         #: Per-runtime state of plugins and subsystems, by name (e.g. the write sessions).
         self.services: dict[str, Any] = {}
         self._pending = False  # an injected prompt the model has not answered yet
+        #: Replies to a timer's prompt (the idle prompt) that no caller awaits: the command
+        #: that ends stops them first (:meth:`stop_replies`), so none acts on a closed runtime.
+        self._timer_replies: set[asyncio.Task[None]] = set()
         self._prompts = _Prompts()
         #: What every lifecycle this runtime hosts reports to: the plugins' lifecycle hooks,
         #: and the prompts it asks the model.
@@ -315,7 +318,18 @@ class Runtime:
         if self._pending and not isinstance(self.clock, VirtualClock):
             # Real time: nobody else will notice the prompt, so answer it on the loop the
             # timer fired on. (With a virtual clock, whoever advanced it calls pump().)
-            asyncio.get_running_loop().create_task(self._pump_after_timer())
+            task = asyncio.get_running_loop().create_task(self._pump_after_timer())
+            self._timer_replies.add(task)
+            task.add_done_callback(self._timer_replies.discard)
+
+    async def stop_replies(self) -> None:
+        """Stop the replies to a timer's prompt that still stream (the command ends): what
+        arrived stays with the write session, which the close then saves and names."""
+        tasks = [task for task in self._timer_replies if not task.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _pump_after_timer(self) -> None:
         # No caller awaits this task: an endpoint error is reported here, in one line, and the

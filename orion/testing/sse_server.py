@@ -589,10 +589,21 @@ class Pause:
     seconds: float
 
 
+@dataclass(frozen=True)
+class Reached:
+    """A stream item: the server sets ``event`` when it gets there, after the pieces before it
+    were sent (a test that must act once the client has them, without a timed wait)."""
+
+    event: threading.Event
+
+
 def _sse_pieces(response: StreamResponse) -> Iterator[str | bytes]:
     for item in response.items:
         if isinstance(item, Pause):
             time.sleep(item.seconds)
+            continue
+        if isinstance(item, Reached):
+            item.event.set()
             continue
         yield item if isinstance(item, str | bytes) else f"data: {json.dumps(item)}\n\n"
     if response.done:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from orion.errors import GuardError, PluginFailed
 from orion.trace.events import Kind
 from orion.write_session.edit_validation import validate_write
-from orion.write_session.journal import CONTENT, mark
+from orion.write_session.journal import CONTENT, mark, read_private
 from orion.write_session.operations import TargetChanged, WriteResult, execute
 from orion.write_session.repair import (apply_corrections, correction_prompt, parse_corrections,
                                         safe_replacement)
@@ -294,6 +294,9 @@ class Finalizer(SessionMembers):
         return str(rescued)
 
     def _abandon(self, why: str) -> None:
+        if self._journal_holds_something():
+            self._keep_instead(why)
+            return
         self.status = WriteStatus.ABANDONED
         message = f"The write session for {self.plan.relative} was abandoned: {why}."
         if self.aside.pending:
@@ -305,6 +308,38 @@ class Finalizer(SessionMembers):
         self._deliver_held()
         self._archive_set_aside()
         self.journal.remove()
+        self._detach()
+
+    def _journal_holds_something(self) -> bool:
+        """Whether the session's content holds anything but blanks (FS-13), counted from the
+        journal (its file once it is closed), never from the last message alone. (Text set
+        aside goes to the archive and held messages to the conversation when a session is
+        abandoned: neither is lost.)"""
+        if not self.journal.closed:
+            return bool(self.journal.content().strip())
+        try:
+            return bool(read_private(self.journal.content_path).strip())
+        except OSError:
+            return self.journal.bytes > 0
+
+    def _keep_instead(self, why: str) -> None:
+        """The statechart ended the session without a write, but its journal holds content:
+        it is kept as an orphan with its recover line, never removed."""
+        self.status = "set_aside"
+        self.runtime.reporter.progress_done()
+        if not self.journal.closed:
+            self.checkpoint()
+            self.journal.close()
+        short = self.id[:8]
+        aside = f", {self.aside.lines} lines set aside" if self.aside.pending else ""
+        self.runtime.reporter.notice(
+            f"write session {short} for {self.plan.relative} ended without a write ({why}), "
+            f"but its journal holds {self.journal.lines} lines{aside}: it is kept, "
+            f"`orion sessions recover {short} --continue` lets the next orion run or orion "
+            "chat finish it, `--finalize` writes what was saved")
+        self._trace(Kind.WRITE_REPORT, f"kept {self.plan.relative}", {
+            "orion.target": self.plan.relative, "orion.status": "set_aside", "orion.why": why,
+            "orion.lines": self.journal.lines, "orion.bytes": self.journal.bytes})
         self._detach()
 
     def set_aside(self, why: str) -> None:
@@ -352,6 +387,10 @@ class Finalizer(SessionMembers):
                             self._unsaved("is still open as Orion ends", kept))
         finally:
             self.journal.close()
+            # The process ends: nothing that comes after (a reply still streaming, a timer)
+            # may act on a session whose journal is closed.
+            self.status = "released" if self.status == "active" else self.status
+            self._stop_listening()
 
     def _unsaved(self, what: str, kept: str) -> str:
         where = (f"its content ({self.journal.lines} lines) was written to {kept}"

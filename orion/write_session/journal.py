@@ -481,15 +481,54 @@ class Journal:
 
     def insert(self, at: int, data: bytes) -> None:
         """Put ``data`` into the content at byte ``at`` (text set aside that the model put
-        back): the content after it is written again after it, in memory and on disk. Rare and
-        small, so the simple way: truncate, then append both."""
+        back): the content after it moves along, in memory and on disk. The file is replaced
+        as a whole (a temp file, then a rename), never cut and written again in place: a kill
+        at any moment leaves either the old content or the new one (FS-14)."""
         if not data:
             return
-        tail = self.read(at) if at < self._size else b""
-        self.truncate(at)
-        for piece in (data, tail):
-            if piece:
-                self.append(piece.decode("utf-8", "surrogateescape"))
+        at = max(0, min(at, self._size))
+        content = self._buf.getvalue()
+        whole = b"".join((content[:at], data, content[at:]))
+        del content
+        if self._fd is not None:
+            try:
+                self._replace_content(whole)
+            except OSError as exc:
+                self._disk_failed(exc, self.content_path)
+        self._buf = io.BytesIO(whole)
+        self._buf.seek(0, io.SEEK_END)
+        self._size = len(whole)
+        self._flushed = self._size if self._fd is not None else self._flushed
+        self._lines = whole.count(b"\n")
+        self._pending_lines = 0
+        self._digest, self._hashed = hashlib.sha256(), 0
+        self._hash_pending()
+
+    def _replace_content(self, whole: builtins.bytes) -> None:
+        """``content.txt`` replaced by ``whole`` atomically and durably, then opened again for
+        appending (the old descriptor names the old file)."""
+        tmp = self.content_path.with_name(self.content_path.name + ".tmp")
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, self._mode)
+        try:
+            os.set_blocking(fd, True)
+            view = memoryview(whole)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
+        os.close(fd)
+        os.replace(tmp, self.content_path)
+        old, self._fd = self._fd, None
+        if old is not None:
+            os.close(old)
+        self._open_content()
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -571,6 +610,11 @@ class Journal:
     def flushed_bytes(self) -> int:
         """Number of content bytes written to disk."""
         return self._flushed
+
+    @property
+    def closed(self) -> bool:
+        """Closed (or removed): the content is on disk only, :meth:`content` is empty."""
+        return self._closed
 
     @property
     def degraded(self) -> str | None:

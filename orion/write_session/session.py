@@ -256,8 +256,10 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
                               f"put back (parts set aside: {pending})")
         self._take_batch()
         at = min(part.at, self.journal.bytes)
-        data = self.aside.put_back(number)
-        self.journal.insert(at, data)
+        # The content first, then the index: a kill in between leaves the part both in the
+        # content and in its file, never in neither.
+        self.journal.insert(at, self.aside.read(number))
+        self.aside.put_back(number)
         self._restart_streamed_checks(at)
         line = self.journal.content()[:at].count(b"\n") + 1
         self.runtime.reporter.notice(
@@ -372,17 +374,21 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
         """The session has ended (written, failed, abandoned, set aside): it stops listening,
         and lets go of what only an open session needs (the corrected content, the streamed
         checks, the last chunks), so a long conversation of writes does not keep each one's."""
-        if self.feed in self.runtime.text_sinks:
-            self.runtime.text_sinks.remove(self.feed)
-        if self.hold in self.runtime.user_gates:
-            self.runtime.user_gates.remove(self.hold)
-        self.runtime.lifecycles.pop(lifecycle_key(self.id), None)
+        self._stop_listening()
         self._fixed = self._streamed = None
         self._message_text, self._held, self._batch = [], [], []
         self.messages = []  # the conversation holds them (as references, once written)
         from orion.write_session.manager import manager_for
 
         manager_for(self.runtime).ended(self)
+
+    def _stop_listening(self) -> None:
+        """No more text, user messages or triggers reach this session."""
+        if self.feed in self.runtime.text_sinks:
+            self.runtime.text_sinks.remove(self.feed)
+        if self.hold in self.runtime.user_gates:
+            self.runtime.user_gates.remove(self.hold)
+        self.runtime.lifecycles.pop(lifecycle_key(self.id), None)
 
     def _trace(self, kind: str, name: str, attributes: dict[str, Any]) -> None:
         self.runtime.tracer.emit(TraceEvent(kind, name, self.runtime.clock.now_ms(),
