@@ -394,3 +394,25 @@ Feature: Faults of the environment
       """
     Then the command succeeds
     And "data.txt" is unchanged
+
+  @FS-23 @safety
+  Scenario: A FIFO where the chat history goes is named once and the chat answers without history
+    Given the workspace has a directory ".orion"
+    And the workspace has a FIFO ".orion/chat_history"
+    And a model endpoint on this machine
+    And the endpoint then replies "Hi there."
+    When the user types "Hello" in "orion chat" in a terminal, waits for "Hi there." and leaves
+    Then the command succeeds
+    And the console shows "is a FIFO, not a regular file: it is never opened, and this chat goes on without history"
+    And the console does not show "Traceback"
+
+  @FS-23 @safety
+  Scenario: A chat history others could read is made private, and the user is told
+    Given the workspace has a file ".orion/chat_history" containing "\n# then\n+my secret\n"
+    And ".orion/chat_history" has the mode 644
+    And a model endpoint on this machine
+    And the endpoint then replies "Hi there."
+    When the user types "Hello" in "orion chat" in a terminal, waits for "Hi there." and leaves
+    Then the command succeeds
+    And the console shows "could be read by others (mode 0644); it is now readable by you only (0600)"
+    And ".orion/chat_history" has the mode 600

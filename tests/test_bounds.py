@@ -20,7 +20,9 @@ from sse_server import SSEServer, begin_write, stream, text_stream
 from orion.clock import VirtualClock
 from orion.hooks.manager import make_plugin_manager
 from orion.models.openai_compat import OpenAICompatibleModel
+from orion.runtime.chat_history import HistoryFile
 from orion.runtime.runtime import Runtime
+from tmux_terminal import chat_in_terminal, flowed, needs_tmux, started
 from write_harness import Capture
 
 UNFINISHED = "Your message stopped in the middle of line"
@@ -127,3 +129,85 @@ def test_sigterm_ends_a_run_that_searches_a_pathological_marker_regex(tmp_path):
     assert proc.returncode in (0, 1, 143, -signal.SIGTERM), (proc.returncode, err)
     assert "Traceback" not in err, err
     assert (tmp_path / "data.txt").read_text() == ("a" * 40 + "!\n") * 200
+
+
+# -- FS-23: the chat history is a private regular file ----------------------------------------
+
+
+def _history_file(path: Path) -> tuple[HistoryFile, list[str]]:
+    told: list[str] = []
+    return HistoryFile(path, told.append), told
+
+
+def test_a_new_history_is_its_owner_s_only_whatever_the_umask(tmp_path):
+    history, told = _history_file(tmp_path / ".orion" / "chat_history")
+    old = os.umask(0)
+    try:
+        history.append(b"\n# now\n+hello\n")
+    finally:
+        os.umask(old)
+    assert (tmp_path / ".orion" / "chat_history").stat().st_mode & 0o777 == 0o600
+    assert history.read() == b"\n# now\n+hello\n" and told == []
+
+
+def test_a_history_others_could_read_is_made_private_and_the_user_told(tmp_path):
+    path = tmp_path / "chat_history"
+    path.write_bytes(b"\n# then\n+my secret\n")
+    path.chmod(0o644)
+    history, told = _history_file(path)
+    assert history.read() == b"\n# then\n+my secret\n"
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert told == [f"the chat history {path} could be read by others (mode 0644); it is now "
+                    "readable by you only (0600)"]
+
+
+def test_only_the_last_entries_of_a_long_history_are_read_and_kept(tmp_path):
+    from orion.runtime import chat_history
+
+    path = tmp_path / "chat_history"
+    entry = b"\n# then\n+" + b"x" * 1000 + b"\n"
+    path.write_bytes(entry * (2 * chat_history.MAX_BYTES // len(entry) + 2))
+    path.chmod(0o600)
+    history, _ = _history_file(path)
+    read = history.read()
+    assert len(read) <= chat_history.MAX_BYTES and read.startswith(b"\n# then\n+x")
+    history.append(b"\n# now\n+last\n")  # past twice the cap: cut back to the last entries
+    assert path.stat().st_size <= chat_history.MAX_BYTES
+    assert path.read_bytes().startswith(b"\n# then\n+x") and path.read_bytes().endswith(
+        b"\n# now\n+last\n")
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("make,what", [
+    (os.mkfifo, "a FIFO"),
+    (os.mkdir, "a directory"),
+    (lambda p: os.symlink("/etc/passwd", p), "a symbolic link"),
+])
+def test_a_history_that_is_no_regular_file_is_named_once_and_never_opened(tmp_path, make, what):
+    path = tmp_path / "chat_history"
+    make(path)
+    history, told = _history_file(path)
+    assert history.read() == b""  # a FIFO opened for reading would wait here for ever
+    history.append(b"\n# now\n+hello\n")
+    assert history.read() == b""
+    assert told == [f"the chat history {path} is {what}, not a regular file: it is never "
+                    "opened, and this chat goes on without history"]
+
+
+@pytest.mark.slow
+@needs_tmux
+@pytest.mark.parametrize("make", [os.mkfifo, os.mkdir], ids=["fifo", "directory"])
+def test_the_chat_answers_with_a_fifo_or_a_directory_at_its_history(tmp_path, make):
+    (tmp_path / ".orion").mkdir(mode=0o700)
+    make(tmp_path / ".orion" / "chat_history")
+    with SSEServer([stream(text_stream("Hi there."))]) as server:
+        with chat_in_terminal(server, tmp_path, f"history-{make.__name__}") as terminal:
+            started(terminal)
+            terminal.send("Hello")
+            rows = terminal.wait_for_prompt("Hi there.")
+            terminal.keys("C-d")
+            assert terminal.exit_status() == "0"
+    text = flowed(rows)
+    assert "is never opened, and this chat goes on without history" in text, rows
+    assert text.count("goes on without history") == 1, rows
+    assert "Traceback" not in text, rows

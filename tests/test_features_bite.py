@@ -1772,6 +1772,11 @@ mutant("a_search_out_of_time_is_no_match", "FS-21",
        ("raise SearchTooLong(number + 1, seconds) from None", "continue"),
        keyword="backtracks_without_end")
 
+mutant("history_tightened_in_silence", "FS-23",
+       "orion.runtime.chat_history:HistoryFile._private",
+       "a chat history others could read is made private without a word",
+       ("if not self._tightened:", "if False:"), keyword="made_private")
+
 
 # Partial breaks ------------------------------------------------------------------------------
 

@@ -24,7 +24,8 @@ messages can hold anything.
 from __future__ import annotations
 
 import asyncio
-import os
+import datetime
+import io
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -37,10 +38,12 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.enums import DEFAULT_BUFFER
 from prompt_toolkit.filters import Condition, has_focus
 from prompt_toolkit.formatted_text import ANSI
-from prompt_toolkit.history import FileHistory
+from prompt_toolkit.history import History
 from prompt_toolkit.input import create_input
 from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.output import create_output
+
+from orion.runtime.chat_history import HistoryFile
 
 PROMPT = "you> "
 #: The prompt's redraws while a reply streams (each chunk asks for one) come at most this often.
@@ -284,24 +287,30 @@ class ChatCompleter(Completer):
             yield from self.paths.get_completions(Document(word, len(word)), complete_event)
 
 
-class _PrivateHistory(FileHistory):
-    """prompt_toolkit's file history, created readable by its owner only; a history that
-    cannot be written is said once and kept in memory for the rest of the chat."""
+class _PrivateHistory(History):
+    """prompt_toolkit's file history (its format), kept in a private regular file of bounded
+    size (:mod:`orion.runtime.chat_history`, FS-23); a history that cannot be used is said once
+    and the chat goes on with what is typed in it kept in memory."""
 
     def __init__(self, path: Path, notice: Callable[[str], None]) -> None:
-        super().__init__(str(path))
-        self.path = path
-        self.notice = notice
-        self.broken = False
+        super().__init__()
+        self.file = HistoryFile(path, notice)
+
+    def load_history_strings(self) -> Iterable[str]:
+        strings: list[str] = []
+        lines: list[str] = []
+        for raw in io.BytesIO(self.file.read()):  # lines end at "\n" only, as FileHistory's
+            line = raw.decode("utf-8", "replace")
+            if line.startswith("+"):
+                lines.append(line[1:])
+            elif lines:
+                strings.append("".join(lines)[:-1])
+                lines = []
+        if lines:
+            strings.append("".join(lines)[:-1])
+        return reversed(strings)
 
     def store_string(self, string: str) -> None:
-        if self.broken:
-            return
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
-            super().store_string(string)
-        except OSError as exc:
-            self.broken = True
-            self.notice(f"the chat history cannot be saved in {self.path} "
-                        f"({exc.strerror or exc}); it is kept for this chat only")
+        entry = f"\n# {datetime.datetime.now()}\n" + "".join(
+            f"+{line}\n" for line in string.split("\n"))
+        self.file.append(entry.encode("utf-8", "replace"))

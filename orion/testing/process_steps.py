@@ -171,3 +171,30 @@ def journal_is_private(orion_world: World, path: str) -> None:
     for file in journal.rglob("*"):
         mode = stat.S_IMODE(file.stat().st_mode)
         assert mode == (0o700 if file.is_dir() else 0o600), f"{file.name} has the mode {mode:o}"
+
+
+@when(parsers.re(r'the user types "(?P<message>[^"]+)" in "orion chat" in a terminal, waits '
+                 r'for "(?P<reply>[^"]+)" and leaves'))
+def chat_in_a_terminal(orion_world: World, message: str, reply: str) -> None:
+    """``orion chat`` against the scenario's endpoint (``Given a model endpoint ...``) in a
+    pseudo-terminal of its own, so its prompt is the line editor with its history: the message
+    is typed, the reply waited for, then Ctrl-D ends the chat."""
+    from orion.testing.fault_steps import _endpoint
+
+    server = _endpoint(orion_world)
+    args = ["chat", "--base-url", server.base_url, "--model", "test-model"]
+    console = _console(orion_world)
+    console["mark"] = len(console["runs"])
+    orion_world.mark()
+    terminal = InTerminal([sys.executable, "-m", "orion", *args], orion_world.workspace,
+                          {**_env(orion_world), "OPENAI_API_KEY": "unused"})
+    try:
+        terminal.wait_for("you>", COMMAND_TIMEOUT_S)
+        terminal.type(message + "\r")
+        terminal.wait_for(reply, COMMAND_TIMEOUT_S)
+        terminal.type("\x04")
+        code = terminal.wait(COMMAND_TIMEOUT_S)
+    finally:
+        terminal.close()
+    console["runs"].append({"args": args, "code": code, "stdout": terminal.text(),
+                            "stderr": ""})
