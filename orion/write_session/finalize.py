@@ -325,7 +325,7 @@ class Finalizer(SessionMembers):
     def _keep_instead(self, why: str) -> None:
         """The statechart ended the session without a write, but its journal holds content:
         it is kept as an orphan with its recover line, never removed."""
-        self.status = "set_aside"
+        self.status = WriteStatus.SET_ASIDE
         self.runtime.reporter.progress_done()
         if not self.journal.closed:
             self.checkpoint()
@@ -389,7 +389,8 @@ class Finalizer(SessionMembers):
             self.journal.close()
             # The process ends: nothing that comes after (a reply still streaming, a timer)
             # may act on a session whose journal is closed.
-            self.status = "released" if self.status == "active" else self.status
+            if self.status is WriteStatus.ACTIVE:
+                self.status = WriteStatus.SET_ASIDE
             self._stop_listening()
 
     def _unsaved(self, what: str, kept: str) -> str:
