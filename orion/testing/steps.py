@@ -1437,3 +1437,27 @@ def text_set_aside_is(orion_world: World, path: str, text: str) -> None:
 def model_thinks_and_replies(orion_world: World, thought: str, text: str) -> None:
     """A reply with reasoning (``reasoning_content``) before its text."""
     _model_says(orion_world, reasoning=unescape(thought), text=unescape(text))
+
+
+class _FirstLineRule:
+    """A team's blocking rule (docs/validation.md): files of one suffix start with a line."""
+
+    def __init__(self, name: str, suffix: str, first: str) -> None:
+        self.name, self.suffix, self.first = name, suffix, first
+
+    @hookimpl
+    def validate_content(self, request: Any) -> Any:
+        from orion.validation import Issue, text_lines
+        lines = text_lines(request.content)
+        if not request.path.endswith(self.suffix) or (lines and lines[0] == self.first):
+            return None
+        return Issue(1, 1, self.name, f"the first line must be {self.first}", blocking=True)
+
+
+@given(parsers.re(r'a validator "(?P<name>[\w-]+)" blocks a write of "(?P<suffix>\.\w+)" files '
+                  rf"whose first line is not {TEXT}"))
+def blocking_first_line(orion_world: World, name: str, suffix: str, text: str) -> None:
+    """A plugin whose issue blocks the write (``Issue(..., blocking=True)``): still there after
+    the last correction round, the target is not written."""
+    assert orion_world.plugins is not None
+    orion_world.plugins.register(_FirstLineRule(name, suffix, unescape(text)), f"rule_{name}")
