@@ -415,8 +415,9 @@ def begins_replace_all(orion_world: World, path: str, search: str) -> None:
 def model_calls_tool_with_table(orion_world: World, tool: str,
                                 datatable: list[list[str]]) -> None:
     """A data table of ``| argument | value |`` rows (Gherkin reads ``\\n`` in a cell as a
-    line break, ``\\|`` as a bar and ``\\\\`` as a backslash)."""
-    arguments = {row[0]: row[1] for row in datatable}
+    line break, ``\\|`` as a bar and ``\\\\`` as a backslash); a first row that is that
+    header names the columns, no argument."""
+    arguments = {row[0]: row[1] for row in table_rows(datatable, "argument", "value")}
     _call(orion_world, {"name": tool, "arguments": arguments})
 
 
@@ -441,6 +442,14 @@ def model_calls_execute_with_size(orion_world: World, path: str, count: int,
     _call(orion_world, {"name": "WritePlanTool_execute", "arguments": {
         "intent": f"create {path}", "target_file": path, "operation": "create",
         "content": content}})
+
+
+def table_rows(datatable: list[list[str]], *header: str) -> list[list[str]]:
+    """The rows of a step's data table, without its first row when that row is ``header``
+    (the column names, in any case): a header is never read as data."""
+    if datatable and [cell.strip().lower() for cell in datatable[0]] == list(header):
+        return datatable[1:]
+    return datatable
 
 
 def _call(world: World, call: dict[str, Any]) -> None:
