@@ -40,6 +40,30 @@ Feature: A team's chart keeps what Orion's code relies on
     And the console shows "no state of 'write_session' has tag 'finalizing', which the runtime asks about (contract of built-in write_session)"
 
   @CU-1 @config
+  Scenario: A chart written for an older contract runs migrated with a warning, and orion migrate brings it up to date in place
+    Given the workspace has Orion's "write_session" chart as "lifecycles/write_session.yaml", with these changes:
+      | from | to |
+      | version: 3\n  triggers: [begin, message_end, content, truncated, unfinished, | version: 2\n  triggers: [begin, message_end, content, truncated, |
+      | - id: ask_unfinished\n    trigger: unfinished\n    description: >-\n      The message stopped cleanly in the middle of a line, without DONE: a file may end that\n      way (a VERSION file), or a gateway reported a cut-off as stop. The model is asked at once\n      whether the file ends there, or to send that line again, whole, and go on.\n    source: [session_active.awaiting_content, session_active.awaiting_done_or_more_content,\n             session_active.continuing]\n    dest: session_active.awaiting_done_or_more_content\n    actions: ask_about_unfinished_line\n\n  - trigger: content | - trigger: content |
+    And the workspace's orion.yaml is:
+      """
+      statecharts: [lifecycles/write_session.yaml]
+      """
+    When the user runs "orion check"
+    Then the command succeeds
+    And the console shows "no transition of 'write_session' handles trigger 'unfinished' (contract version 3 of built-in write_session, Orion 0.2.0; this chart was written for version 2)"
+    And the console shows "it runs migrated for this release; `orion migrate"
+    When the user runs "orion migrate lifecycles/write_session.yaml"
+    Then the command succeeds
+    And "lifecycles/write_session.yaml" contains "contract:\n  version: 3\n"
+    And "lifecycles/write_session.yaml" contains "trigger: unfinished\n"
+    When the user runs "orion check"
+    Then the command succeeds
+    And the console does not show "runs migrated"
+    When the model streams 3 lines to "docs/guide.md" and DONE
+    Then "docs/guide.md" holds the generated lines 1 to 3
+
+  @CU-1 @config
   Scenario: An overlay that removes the only transition of a contract trigger is refused at its own line
     Given the workspace has a file "lifecycles/mine.yaml" containing:
       """

@@ -375,6 +375,33 @@ Feature: Large files are written through a write session
     Then the prompt contains "Correction round 1 of 1"
     And the prompt contains "This is the last round"
 
+  @validation @WS-11
+  Scenario: A rule that blocks the write and is still broken after the last round leaves the file unwritten and the content kept
+    Given a validator "licence-header" blocks a write of ".md" files whose first line is not "<!-- SPDX-License-Identifier: Apache-2.0 -->"
+    When the model writes "# Guide\nHow to use it." to "docs/guide.md"
+    Then the prompt contains "[licence-header, blocks the write]"
+    When the model corrects line 1 to "# Guide"
+    And the model corrects line 1 to "# Guide"
+    And the model corrects line 1 to "# Guide"
+    Then the model is not asked for corrections
+    And "docs/guide.md" does not exist
+    And the write session of "docs/guide.md" is "blocked"
+    And the user is told "docs/guide.md was not written: 1 issue(s) that block a write remain after 3 correction rounds"
+    And the model is told "The file is as it was; its content stays in write session"
+    And the journal of "docs/guide.md" holds 2 lines on disk
+    When the model replies "Understood."
+    And the user says "And now?"
+    And the model replies "Nothing more to write."
+    Then no error occurred
+
+  @validation @WS-11
+  Scenario: A rule that blocks the write, kept in a correction round, writes the file
+    Given a validator "licence-header" blocks a write of ".md" files whose first line is not "<!-- SPDX-License-Identifier: Apache-2.0 -->"
+    When the model writes "# Guide\nHow to use it." to "docs/guide.md"
+    And the model corrects line 1 to "<!-- SPDX-License-Identifier: Apache-2.0 -->"
+    Then the content of "docs/guide.md" is "<!-- SPDX-License-Identifier: Apache-2.0 -->\nHow to use it.\n"
+    And the write session of "docs/guide.md" is "written"
+
   # -- Configuration ---------------------------------------------------------------------------
 
   @config @idle @WS-8

@@ -44,9 +44,13 @@ def _public(name: str) -> bool:
 
 
 def _prune(data: Any) -> Any:
-    """Drop docstrings and private members: neither is a promise."""
+    """Drop docstrings and private members: neither is a promise. File paths are kept
+    relative to the package's parent (``orion/api.py``), wherever the tree was read."""
     if isinstance(data, dict):
         data.pop("docstring", None)
+        if isinstance(data.get("filepath"), str):
+            parts = Path(data["filepath"]).parts
+            data["filepath"] = "/".join(parts[len(parts) - 1 - parts[::-1].index("orion"):])
         members = data.get("members")
         if isinstance(members, dict):
             for name in [n for n in members if not _public(n)]:

@@ -791,6 +791,14 @@ mutant("one_correction_round_too_many", "WS-11",
        ('< lifecycle.settings["max_corrections"]', '<= lifecycle.settings["max_corrections"]'),
        keyword="after_3_correction_rounds")
 
+mutant("blocking_issues_read_after_the_replacement", "WS-11",
+       "orion.write_session.finalize:Finalizer.finalize",
+       "after the last round the blocking issues are looked for among those the safe "
+       "replacement left (none yet), so a broken rule is written anyway",
+       ("blocking = [issue for issue in self.issues if issue.blocking]",
+        "blocking = [issue for issue in self.remaining if issue.blocking]"),
+       keyword="blocks_the_write_and_is_still_broken")
+
 mutant("infinity_stored_raw", "WS-12", "orion.trace.encoding:_float",
        "the float check catches NaN only: infinities are stored raw",
        ("    if v - v == 0.0:\n", "    if v == v:\n"),
@@ -1973,6 +1981,12 @@ mutant("replacement_not_held_to_its_base", "CU-1",
        "orion.statechart.io.catalog:Catalog._resolve_document",
        "a chart is held to its own contract only, not to that of the chart it replaces",
        ("for lower in below:", "for lower in below[:0]:"))
+
+mutant("migration_keeps_the_old_version", "CU-1", "orion.statechart.io.migrate:migrate",
+       "orion migrate adds what the later versions added but leaves the chart's contract "
+       "version as it was",
+       ("    editor.set_version(needed.version, expected)\n", ""),
+       keyword="older_contract")
 
 mutant("finalizing_by_its_name", "CU-2", "orion.write_session.message_end:MessageEnds._truncated",
        "the write after the last continuation looks for the state named finalizing, not the tag",

@@ -234,3 +234,12 @@ def test_the_snippets_fail_where_the_checkout_is_needed(installed):
         """)
     proc = installed.run(["python", "-c", code])
     assert proc.returncode == 1 and "StatechartError" in proc.stderr
+
+
+def test_the_readme_names_the_system_packages_make_test_installs() -> None:
+    """Every package the Makefile's ``apt-get install``s is named in the README."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    packages = set(re.findall(r"apt-get install -y -qq ([\w-]+)", makefile))
+    readme = README.read_text(encoding="utf-8")
+    assert packages == {"tmux", "faketime", "graphviz"}
+    assert [name for name in sorted(packages) if f"`{name}`" not in readme] == []

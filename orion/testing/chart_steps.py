@@ -29,7 +29,7 @@ from pytest_bdd import given, parsers, then, when
 
 from orion.clock import VirtualClock
 from orion.errors import OrionError
-from orion.testing.steps import lines_of, unescape
+from orion.testing.steps import lines_of, table_rows, unescape
 from orion.testing.world import World
 
 __all__ = ["ChartRun"]
@@ -149,7 +149,7 @@ def workspace_has_changed_builtin(orion_world: World, name: str, path: str,
     from orion.statechart import builtin_statechart
 
     text = builtin_statechart(name).read_text(encoding="utf-8")
-    for old, new in datatable[1:] if datatable and datatable[0] == ["from", "to"] else datatable:
+    for old, new in table_rows(datatable, "from", "to"):
         old, new = unescape(old), unescape(new)
         assert old in text, f"Orion's {name} chart has no {old!r}"
         text = text.replace(old, new)

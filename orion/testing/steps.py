@@ -415,8 +415,9 @@ def begins_replace_all(orion_world: World, path: str, search: str) -> None:
 def model_calls_tool_with_table(orion_world: World, tool: str,
                                 datatable: list[list[str]]) -> None:
     """A data table of ``| argument | value |`` rows (Gherkin reads ``\\n`` in a cell as a
-    line break, ``\\|`` as a bar and ``\\\\`` as a backslash)."""
-    arguments = {row[0]: row[1] for row in datatable}
+    line break, ``\\|`` as a bar and ``\\\\`` as a backslash); a first row that is that
+    header names the columns, no argument."""
+    arguments = {row[0]: row[1] for row in table_rows(datatable, "argument", "value")}
     _call(orion_world, {"name": tool, "arguments": arguments})
 
 
@@ -441,6 +442,14 @@ def model_calls_execute_with_size(orion_world: World, path: str, count: int,
     _call(orion_world, {"name": "WritePlanTool_execute", "arguments": {
         "intent": f"create {path}", "target_file": path, "operation": "create",
         "content": content}})
+
+
+def table_rows(datatable: list[list[str]], *header: str) -> list[list[str]]:
+    """The rows of a step's data table, without its first row when that row is ``header``
+    (the column names, in any case): a header is never read as data."""
+    if datatable and [cell.strip().lower() for cell in datatable[0]] == list(header):
+        return datatable[1:]
+    return datatable
 
 
 def _call(world: World, call: dict[str, Any]) -> None:
@@ -1437,3 +1446,27 @@ def text_set_aside_is(orion_world: World, path: str, text: str) -> None:
 def model_thinks_and_replies(orion_world: World, thought: str, text: str) -> None:
     """A reply with reasoning (``reasoning_content``) before its text."""
     _model_says(orion_world, reasoning=unescape(thought), text=unescape(text))
+
+
+class _FirstLineRule:
+    """A team's blocking rule (docs/validation.md): files of one suffix start with a line."""
+
+    def __init__(self, name: str, suffix: str, first: str) -> None:
+        self.name, self.suffix, self.first = name, suffix, first
+
+    @hookimpl
+    def validate_content(self, request: Any) -> Any:
+        from orion.validation import Issue, text_lines
+        lines = text_lines(request.content)
+        if not request.path.endswith(self.suffix) or (lines and lines[0] == self.first):
+            return None
+        return Issue(1, 1, self.name, f"the first line must be {self.first}", blocking=True)
+
+
+@given(parsers.re(r'a validator "(?P<name>[\w-]+)" blocks a write of "(?P<suffix>\.\w+)" files '
+                  rf"whose first line is not {TEXT}"))
+def blocking_first_line(orion_world: World, name: str, suffix: str, text: str) -> None:
+    """A plugin whose issue blocks the write (``Issue(..., blocking=True)``): still there after
+    the last correction round, the target is not written."""
+    assert orion_world.plugins is not None
+    orion_world.plugins.register(_FirstLineRule(name, suffix, unescape(text)), f"rule_{name}")

@@ -35,6 +35,10 @@ class ToolSpec:
                             f"subclass, not {self.args_model!r}")
         if self.handler is not None and not callable(self.handler):
             raise TypeError(f"tool {self.name!r}: handler is not callable")
+        self._check_paths()
+
+    def _check_paths(self) -> None:
+        """``paths`` names arguments of the tool's model (a typo would leave a path ungated)."""
         unknown = [name for name in self.paths if name not in self.args_model.model_fields]
         if isinstance(self.paths, str) or unknown:
             raise ValueError(f"tool {self.name!r}: paths must be a tuple of argument names of "
