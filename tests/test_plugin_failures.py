@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from orion.errors import PluginFailed
 from orion.hooks.manager import make_plugin_manager
 from orion.testing.world import World
 
@@ -254,7 +255,7 @@ def hooks_site(tmp_path: Path) -> Path:
 RUN_SCRIPT = """\
 conversation:
   - user: {first}
-{write}  - user: Still there?
+{write}{answer}  - user: Still there?
   - model: {{text: "Yes, still here."}}
 """
 WRITE = """\
@@ -277,7 +278,9 @@ def test_orion_run_says_a_plugin_failure_in_one_line_without_a_traceback(tmp_pat
     writes = kind not in ("context", "command")
     script = tmp_path / "script.yaml"
     first = {"context": "Hello.", "command": "/audit"}.get(kind, "Write the notes.")
-    script.write_text(RUN_SCRIPT.format(first=first, write=WRITE if writes else ""))
+    script.write_text(RUN_SCRIPT.format(first=first, write=WRITE if writes else "",
+                                        answer="  - model: {text: Hello to you.}\n"
+                                        if kind == "context" else ""))
     ran = orion(hooks_site, "run", str(script), "--workspace", str(workspace),
                 env_more={"BETA_FAIL": kind})
     said = ran.stdout + ran.stderr
@@ -290,6 +293,54 @@ def test_orion_run_says_a_plugin_failure_in_one_line_without_a_traceback(tmp_pat
         assert kept.read_text() == CONTENT
     elif writes:
         assert (workspace / "notes.md").read_text() == CONTENT
-    if kind in ("context", "command"):  # the run stopped there: exit 1, said in one line
+    if kind == "command":  # the run stopped there: exit 1, said in one line
         assert ran.returncode == 1, said
         assert named[0].startswith("error: "), said
+    if kind == "context":  # the request went without the block that failed, and was answered
+        assert ran.returncode == 0, said
+
+
+BLOCKED_STATUS = '''\
+from orion.api import hookimpl, write_sessions
+from orion.validation import Issue
+
+HEADER = "<!-- licence -->"
+
+
+@hookimpl
+def validate_content(request):
+    if not request.content.startswith(HEADER.encode()):
+        return Issue(1, 1, "licence-header", f"the first line must be {HEADER}", blocking=True)
+    return None
+
+
+@hookimpl
+def build_context(request):
+    # as docs/customize.md's waiting() does: the status of every write session
+    statuses = [session.status for session in write_sessions(request.host)]  # READS STATUS
+    return None
+'''
+
+
+def test_a_blocked_write_whose_status_a_plugin_reads_never_ends_the_conversation(tmp_path,
+                                                                                 monkeypatch):
+    root = tmp_path / "site"
+    make_package(root, "gamma_status", BLOCKED_STATUS)
+    monkeypatch.syspath_prepend(str(root))
+    plugin = importlib.import_module("gamma_status.plugin")
+    world = World(tmp_path / "w", plugins=make_plugin_manager(
+        env={}, entrypoints=False, plugins={"gamma_status": plugin}))
+    try:
+        write(world, "docs/guide.md", "# Guide\n")
+        for _ in range(3):  # the model never adds the header: the write is blocked
+            world.reply(text="L1: # Guide\n")
+        world.reply(text="Understood.")
+        assert not (world.workspace / "docs" / "guide.md").exists()
+        world.say("What now?")
+        world.reply(text="Add the header and write it again.")
+        # the conversation went on: the last message was answered (whatever the status
+        # reads as, an error there names the plugin and is not the end of the conversation)
+        assert world.model.requests[-1].messages[-1]["content"] == "What now?"
+        assert not world.errors, world.errors
+    finally:
+        world.close()

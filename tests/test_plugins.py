@@ -772,21 +772,47 @@ def test_a_failing_guard_fails_closed_and_is_reported(tmp_path):
 
 
 def test_non_observer_hooks_are_not_isolated():
-    """A failing build_context (not an observer) raises to the caller, as a PluginFailed
-    that names the plugin and the line of its code; the plugin's error is its cause."""
-    from orion.runtime.context import ContextRequest, build_context
+    """A failing validator (not an observer) raises to the caller, as a PluginFailed that
+    names the plugin and the line of its code; the plugin's error is its cause."""
+    from orion.validation import ValidationRequest, collect_issues
+
+    class Fails:
+        @hookimpl
+        def validate_content(self, request):
+            raise RuntimeError("no rules")
+
+    pm = make_plugin_manager(entrypoints=False)
+    pm.register(Fails(), "fails")
+    line = Fails.validate_content.__code__.co_firstlineno + 2  # the decorator, the def, the raise
+    with pytest.raises(PluginFailed) as raised:
+        collect_issues(pm, ValidationRequest("a.md", b"text\n"))
+    assert str(raised.value) == (f"plugin 'fails' failed in validate_content ({__file__}:{line}): "
+                                 "RuntimeError: no rules")
+    assert isinstance(raised.value.__cause__, RuntimeError)
+    assert [(f.plugin, f.hook) for f in pm.failures] == [("fails", "validate_content")]
+
+
+def test_a_failing_context_block_of_a_plugin_is_left_out_and_reported():
+    """A team's build_context that raises leaves the request without its block (the others
+    stay); the failure is reported with the line of its code."""
+    from orion.runtime.context import ContextBlock, ContextRequest, build_context
 
     class Fails:
         @hookimpl
         def build_context(self, request):
             raise RuntimeError("no context")
 
+    class Works:
+        @hookimpl
+        def build_context(self, request):
+            return ContextBlock("works", "the team's rules")
+
     pm = make_plugin_manager(entrypoints=False)
     pm.register(Fails(), "fails")
-    line = Fails.build_context.__code__.co_firstlineno + 2  # the decorator, the def, the raise
-    with pytest.raises(PluginFailed) as raised:
-        build_context(pm, ContextRequest())
-    assert str(raised.value) == (f"plugin 'fails' failed in build_context ({__file__}:{line}): "
-                                 "RuntimeError: no context")
-    assert isinstance(raised.value.__cause__, RuntimeError)
-    assert [(f.plugin, f.hook) for f in pm.failures] == [("fails", "build_context")]
+    pm.register(Works(), "works")
+    blocks = build_context(pm, ContextRequest())
+    assert "works" in [block.name for block in blocks]
+    [failure] = pm.failures
+    assert (failure.plugin, failure.hook, failure.error) == ("fails", "build_context",
+                                                             "RuntimeError: no context")
+    assert failure.where == f"{__file__}:{Fails.build_context.__code__.co_firstlineno + 2}"

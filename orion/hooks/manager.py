@@ -34,6 +34,10 @@ OBSERVER_HOOKS = frozenset({"lifecycle_started", "lifecycle_transition", "lifecy
                             "prune_traces", "runtime_closing"})
 #: Hooks whose failing implementations deny instead of raising.
 FAIL_CLOSED_HOOKS = frozenset({"authorize_tool_call"})
+#: Hooks whose failing implementations, from a plugin that is not built in, are reported and
+#: skipped: a team's context block that cannot be built leaves the request without it, rather
+#: than every request of the conversation failing with it.
+SKIPPED_WHEN_FAILING = frozenset({"build_context"})
 
 
 class PluginUnavailable(ImportError):
@@ -89,16 +93,24 @@ class PluginManager(pluggy.PluginManager):
                                                           getattr(plugin, "__name__", None))
         for caller in self.get_hookcallers(plugin) or []:
             for impl in caller.get_hookimpls():
-                if impl.plugin is not plugin:
-                    continue
-                if caller.name in OBSERVER_HOOKS:
-                    impl.function = self._isolated(impl, caller.name)  # type: ignore[misc]
-                elif caller.name in FAIL_CLOSED_HOOKS and not (impl.wrapper or impl.hookwrapper):
-                    impl.function = self._fail_closed(impl, caller.name)  # type: ignore[misc]
-                elif self._contains(caller.name, impl, origin):
-                    impl.function = self._contained(impl, caller.name)  # type: ignore[misc]
+                if impl.plugin is plugin:
+                    impl.function = self._guarded(impl, caller.name, origin)  # type: ignore[misc]
         self._registry = None
         return registered
+
+    def _guarded(self, impl: pluggy.HookImpl, hook: str,
+                 origin: PluginOrigin | None) -> Callable[..., Any]:
+        """``impl``'s function as Orion calls it: an observer's isolated, a gate's failing
+        closed, a team's skipped (``build_context``) or contained (the other hooks)."""
+        if hook in OBSERVER_HOOKS:
+            return self._isolated(impl, hook)
+        if hook in FAIL_CLOSED_HOOKS and not (impl.wrapper or impl.hookwrapper):
+            return self._fail_closed(impl, hook)
+        if not self._contains(hook, impl, origin):
+            return impl.function
+        if hook in SKIPPED_WHEN_FAILING:
+            return self._isolated(impl, hook)
+        return self._contained(impl, hook)
 
     def _invalid(self, plugin: object, label: str, exc: pluggy.PluginValidationError) -> str:
         """pluggy's refusal of a hook implementation, said at the implementation's own file and
