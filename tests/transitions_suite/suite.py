@@ -62,8 +62,10 @@ def sdist_tests(workdir: Path) -> Path:
 def run(project: Path, engine: str, workdir: Path) -> dict[str, bool]:
     """Each selected test's id and whether it passed, with ``engine`` (library or orion)."""
     report = workdir / f"{engine}.xml"
-    env = {**os.environ, "ORION_SUITE_ENGINE": engine,
-           "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    # The outer run's pytest settings (PYTEST_ADDOPTS, xdist's worker) are not the suite's.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.update(ORION_SUITE_ENGINE=engine,
+               PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
     subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "engine", "-p", "no:cacheprovider",
          "-o", "addopts=", "-o", "filterwarnings=", "--rootdir", str(project),
