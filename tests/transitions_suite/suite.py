@@ -39,7 +39,7 @@ def sdist_tests(workdir: Path) -> Path:
     archive = os.environ.get("ORION_TRANSITIONS_SDIST")
     if not archive:
         done = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+            [sys.executable, "-m", "pip", "download", "--no-deps",
              "--no-binary", ":all:", f"transitions=={release}", "-d", str(workdir)],
             capture_output=True, text=True, timeout=600)
         found = sorted(workdir.glob(f"transitions-{release}.tar.gz"))
