@@ -39,7 +39,7 @@ def sdist_tests(workdir: Path) -> Path:
     archive = os.environ.get("ORION_TRANSITIONS_SDIST")
     if not archive:
         done = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+            [sys.executable, "-m", "pip", "download", "--no-deps",
              "--no-binary", ":all:", f"transitions=={release}", "-d", str(workdir)],
             capture_output=True, text=True, timeout=600)
         found = sorted(workdir.glob(f"transitions-{release}.tar.gz"))
@@ -55,15 +55,19 @@ def sdist_tests(workdir: Path) -> Path:
         prefix = f"transitions-{release}/"
         members = [m for m in tar.getmembers()
                    if m.name.startswith(prefix + "tests/") or m.name == prefix + "conftest.py"]
-        tar.extractall(root, members=members, filter="data")
+        # The "data" filter (no links out, no devices) where this Python has it (3.11.4+).
+        safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+        tar.extractall(root, members=members, **safe)  # type: ignore[arg-type]
     return root / f"transitions-{release}"
 
 
 def run(project: Path, engine: str, workdir: Path) -> dict[str, bool]:
     """Each selected test's id and whether it passed, with ``engine`` (library or orion)."""
     report = workdir / f"{engine}.xml"
-    env = {**os.environ, "ORION_SUITE_ENGINE": engine,
-           "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    # The outer run's pytest settings (PYTEST_ADDOPTS, xdist's worker) are not the suite's.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.update(ORION_SUITE_ENGINE=engine,
+               PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
     subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "engine", "-p", "no:cacheprovider",
          "-o", "addopts=", "-o", "filterwarnings=", "--rootdir", str(project),

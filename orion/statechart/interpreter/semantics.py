@@ -1,26 +1,34 @@
 """Orion's SCXML rules as an extension of ``transitions``' hierarchical machine.
 
 A compiled chart is one :class:`LifecycleMachine`; every lifecycle of the chart is a model that
-machine drives. ``transitions`` runs each step: its event selects a transition, the
-transition checks its conditions (the chart's ``guards`` and ``unless``), runs its ``before``
-callbacks (the chart's ``actions``), changes the state, and runs the machine's
-``after_state_change`` callbacks (the lifecycle's listeners); states run their ``on_enter`` and
-``on_exit`` callbacks (the chart's ``entry`` and ``exit`` actions). The classes below override
-the library only where its rules differ from the W3C SCXML recommendation that Orion follows
-(docs/statecharts.md, "Semantics", states each rule and why the library could not carry it
-as it is):
+machine drives. ``transitions`` runs each step: the library's
+``HierarchicalMachine._trigger_event`` processes the event (scope, ``on_exception``,
+``finalize_event``), each candidate transition runs the library's ``Transition.execute``
+(conditions: the chart's ``guards`` and ``unless``; ``before``: the chart's ``actions``; the
+machine's ``before_state_change`` and ``after_state_change``), states run their ``on_enter``
+and ``on_exit`` callbacks (the chart's ``entry`` and ``exit`` actions), and the library's
+``NestedTransition._update_model`` records the new state. The classes below override the
+library only where its rules differ from the W3C SCXML recommendation that Orion follows
+(docs/statecharts.md, "On `transitions`", has the table), and call it for the rest:
 
-* :meth:`LifecycleEvent.trigger_nested` selects the transition: the active leaf's first, then
-  each ancestor's outwards, then the root's (``*``), in document order within a state, and an
-  event descriptor matches an event name or its dot-separated prefix (SCXML 3.12.1, 3.13).
+* :meth:`LifecycleMachine._trigger_event_nested` and :meth:`LifecycleEvent.trigger_nested`
+  select the transition: the active leaf's first, then each ancestor's outwards, then the
+  root's (``*``), in document order within a state, and an event descriptor matches an event
+  name or its dot-separated prefix (SCXML 3.12.1, 3.13); ``prepare_event`` runs first.
+* :meth:`LifecycleMachine._check_event_result` tells the caller of an unanswered trigger, and
+  discards and reports a queued one.
 * :meth:`LifecycleTransition._change_state` exits and enters what the transition domain says
-  (SCXML 3.13 ``getTransitionDomain``), internal and external alike.
+  (SCXML 3.13 ``getTransitionDomain``), internal and external alike;
+  :meth:`LifecycleTransition.execute` reports to the lifecycle's listeners afterwards (not
+  through ``after_state_change``, which Python code may reassign).
 * :class:`LifecycleState` arms its timers on entry, cancels them on exit, and its entry raises
   the completion event ``done.state.<parent>`` when it is a nested final state (SCXML 3.7).
 * :meth:`LifecycleMachine._process` runs each lifecycle to completion with a queue of its own.
 
-Everything the index needs (exit sets, candidates by state and event) is computed once per
-chart, so a step costs a dictionary lookup and a walk over the transitions it may take.
+Built with the library's arguments and no chart, the machine is the library's
+``HierarchicalMachine`` (``transitions``' own hierarchical tests pass on it). Everything the
+index needs (exit sets, candidates by state and event) is computed once per chart, so a step
+costs a dictionary lookup and a walk over the transitions it may take.
 """
 
 from __future__ import annotations
