@@ -136,7 +136,7 @@ def run_recorder(tmp: Path, events: list[TraceEvent]) -> float:
         start = time.perf_counter()
         for event in events:
             emit(event)
-        recorder.flush()
+        recorder.flush(wait=True)  # stored, on the writer thread, before the clock stops
         elapsed = time.perf_counter() - start
     finally:
         gc.enable()

@@ -29,6 +29,7 @@ from pytest_bdd import given, parsers, then, when
 
 from orion import hookimpl
 from orion.testing import faults
+from orion.trace.writer import settle_all
 from orion.testing.steps import PATH, TEXT, _book, generated, unescape
 from orion.testing.system_steps import _run, _runs_since
 from orion.testing.world import World
@@ -213,6 +214,7 @@ def orion_db_locked(orion_world: World, request: pytest.FixtureRequest) -> None:
 @then(parsers.re(rf"Orion logged {TEXT} once"))
 def orion_logged_once(orion_world: World, text: str) -> None:
     wanted = unescape(text)
+    settle_all()  # the trace writer logs from its thread, once it has tried its batches
     messages = [r.getMessage() for r in orion_world.log_records]
     assert sum(wanted in m for m in messages) == 1, messages
 

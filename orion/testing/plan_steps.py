@@ -194,7 +194,7 @@ def check_block(block: str, status: str | None = None) -> None:
 def database_texts(world: World) -> list[tuple[str, str, str, str]]:
     """Every text value in the workspace's ``plans.db`` and ``orion.db`` (traces flushed
     first), as (database, table, column, value)."""
-    world.runtime.tracer.flush()
+    world.runtime.tracer.flush(wait=True)
     found = []
     for name in (DB_NAME, TRACES_DB):
         with closing(sqlite3.connect(world.state_dir / name)) as db:

@@ -1331,7 +1331,7 @@ def trace_is_json(orion_world: World) -> None:
     import contextlib
     import sqlite3
 
-    orion_world.runtime.tracer.flush()
+    orion_world.runtime.tracer.flush(wait=True)
     database = orion_world.state_dir / "orion.db"
     assert database.exists(), "no trace was stored"
     with contextlib.closing(sqlite3.connect(database)) as connection:

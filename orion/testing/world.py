@@ -429,7 +429,7 @@ class World:
     def trace_events(self, kind: str | None = None) -> list[dict[str, Any]]:
         """The trace events the store holds, oldest first (flushed first), optionally of one
         kind: ``kind``, ``name``, ``session_id`` and the parsed ``attributes``."""
-        self.runtime.tracer.flush()
+        self.runtime.tracer.flush(wait=True)
         database = self.state_dir / "orion.db"
         if not database.exists():
             return []

@@ -42,7 +42,7 @@ class Ledger:
         self.count = count
         try:
             if self._fd is None:
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             os.pwrite(self._fd, f"{count:0{_WIDTH}d}\n".encode("ascii"), 0)
         except OSError:
             pass

@@ -165,6 +165,13 @@ class Turn:
         return self.root.trace_id
 
 
+def _settle_writers() -> None:
+    # Imported here: the store (and sqlite-utils) loads with the first batch, not the runtime.
+    from orion.trace.writer import settle_all
+
+    settle_all()
+
+
 class Recorder:
     def __init__(self, plugins: Any, state_dir: Path, *, capture_content: bool = False,
                  max_text: int = 1024, flush_interval_ms: float = 100.0,
@@ -399,9 +406,13 @@ class Recorder:
         if now - self._batch_started >= self.flush_interval:
             self.flush()
 
-    def flush(self) -> None:
+    def flush(self, *, wait: bool = False) -> None:
+        """Hand the batch to the ``store_traces`` hook. The SQLite store writes it on its
+        writer thread; ``wait`` returns once it has (a reader in this process waits anyway)."""
         self._note_plugin_failures()
         if not self._batch:
+            if wait:
+                _settle_writers()
             return
         batch, blobs = self._batch, self._blobs
         self._batch, self._blobs = [], {}
@@ -413,6 +424,8 @@ class Recorder:
             else:
                 events.append(item)  # type: ignore[arg-type]
         self.plugins.hook.store_traces(events=events, blobs=blobs, state_dir=self.state_dir)
+        if wait:
+            _settle_writers()
 
     def prune(self) -> int:
         """Retention: the events more than :attr:`keep_days` older than the newest one (or
