@@ -105,3 +105,17 @@ def test_a_forged_backup_path_in_an_undo_record_is_neither_printed_nor_followed(
     assert str(forged) not in history.output
     assert _undo(played.workspace, record.stem[:8]).exit_code == 0
     assert played.text("config.txt") == "mode = slow\n"
+
+
+def test_recover_finalize_keeps_the_text_set_aside_and_says_so(run):
+    workspace, journal, short = _open_session_with_a_part(run)
+    result = CliRunner().invoke(cli, ["sessions", "recover", short, "--finalize",
+                                      "--workspace", str(workspace)])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "1 line set aside, not written: part 1 (1 line, first line 'Let me look first.')" \
+        in said, said
+    assert (workspace / "notes.md").read_text() == "alpha\n"
+    shown = CliRunner().invoke(cli, ["sessions", "show", short, "--workspace", str(workspace)])
+    assert "1 line set aside" in shown.output and "Let me look first." in shown.output, \
+        shown.output
