@@ -119,3 +119,20 @@ def test_recover_finalize_keeps_the_text_set_aside_and_says_so(run):
     shown = CliRunner().invoke(cli, ["sessions", "show", short, "--workspace", str(workspace)])
     assert "1 line set aside" in shown.output and "Let me look first." in shown.output, \
         shown.output
+
+
+def test_an_orphan_holding_only_text_set_aside_without_its_state_is_kept_and_listed(run):
+    played = run({"conversation": [
+        {"user": "Write notes.md."}, begin("notes.md"),
+        {"model": {"text": "Let me look first.", "tool_calls": [
+            {"name": "read_file", "arguments": {"path": "README.md"}}]}},
+        {"expect": "set aside as part 1"},
+    ], "files": {"README.md": "readme\n"}})
+    [orphan] = scan(played.state_dir)
+    for name in ("state.json", "state.log"):
+        (orphan.directory / name).unlink(missing_ok=True)
+    [again] = scan(played.state_dir)
+    assert again.bytes == 0 and again.has_content  # only the part: not "held nothing"
+    listed = CliRunner().invoke(cli, ["sessions", "list", "--json", "--workspace",
+                                      str(played.workspace)])
+    assert json.loads(listed.output)[0]["set_aside_lines"] == 1
