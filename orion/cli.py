@@ -197,7 +197,7 @@ def check(files: tuple[str, ...], workspace: str, as_json: bool, fix: bool) -> N
     if fix:
         migrated = [_migrate(catalog, f.resolved, quiet=as_json) for f in report.files
                     if f.resolved is not None and f.resolved.migration is not None
-                    and _editable(f.resolved.source.path)]
+                    and _editable(f.resolved.source.path, config.workspace, paths)]
         if any(migrated):
             catalog = _catalog(pm, config)
             report = check_workspace(config, pm, catalog, files=paths)
@@ -214,11 +214,17 @@ def check(files: tuple[str, ...], workspace: str, as_json: bool, fix: bool) -> N
     sys.exit(1 if report.failed else 0)
 
 
-def _editable(path: Path) -> bool:
-    """Whether ``orion check --fix`` may rewrite a chart: not one an installed package ships
-    (its source is the one to migrate; an editable install's is outside the environment)."""
+def _editable(path: Path, workspace: Path, named: list[Path]) -> bool:
+    """Whether ``orion check --fix`` may rewrite a chart (FS-17): one inside the workspace,
+    or one the user named on the command line; never one a plugin ships from elsewhere (a
+    package on PYTHONPATH, an installed one: its source is the one to migrate)."""
     installed = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
     where = path.resolve()
+    chosen = {Path(p).resolve() for p in named}
+    if not where.is_relative_to(Path(workspace).resolve()) and where not in chosen:
+        click.echo(f"{path} is not in the workspace (a plugin ships it): not rewritten; "
+                   "migrate its source with `orion migrate FILE`", err=True)
+        return False
     if any(where.is_relative_to(prefix) for prefix in installed):
         click.echo(f"{path} comes with an installed package: migrate its source with "
                    "`orion migrate FILE`", err=True)

@@ -81,6 +81,8 @@ def render_shown(shown: Shown) -> str:
         out.append(f"blocked by: {issue}")
     for message in shown.held:
         out.append(f"held message: {message}")
+    for problem in shown.set_aside.problems:
+        out.append(problem)
     for part in shown.set_aside.parts:
         state = "put back" if part.kept else "set aside"
         out.append(f"--- {part.describe()}, {state}: {part.why} ---")

@@ -387,10 +387,8 @@ class Finalizer(SessionMembers):
                             self._unsaved("is still open as Orion ends", kept))
         finally:
             self.journal.close()
-            # The process ends: nothing that comes after (a reply still streaming, a timer)
-            # may act on a session whose journal is closed.
-            if self.status is WriteStatus.ACTIVE:
-                self.status = WriteStatus.SET_ASIDE
+            # The process ends: nothing that comes after (a reply still streaming) may act on
+            # a session whose journal is closed (end_message checks it too).
             self._stop_listening()
 
     def _unsaved(self, what: str, kept: str) -> str:

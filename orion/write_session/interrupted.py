@@ -20,6 +20,7 @@ from orion.write_session.repair import safe_replacement
 from orion.write_session.undo import undo_record_path, write_undo_record
 from orion.workspace import PathOutsideWorkspace, resolve_inside
 from orion.write_session.leftovers import remove_temp_leftovers
+from orion.write_session.set_aside import SetAside
 from orion.write_session.orphans import Orphan, RecoveryError, sha_of
 
 if TYPE_CHECKING:
@@ -104,15 +105,18 @@ def already_written(orphan: Orphan, workspace: str | os.PathLike[str],
 
 
 def write_recovered_undo_record(state_dir: Path, orphan: Orphan, relative: str, operation: str,
-                       data: bytes, status: str, written_at_ms: float) -> Path:
-    """The record ``orion sessions undo`` reads (the format of the session's own)."""
+                                data: bytes, status: str, written_at_ms: float, *,
+                                set_aside: int = 0) -> Path:
+    """The record ``orion sessions undo`` reads (the format of the session's own);
+    ``set_aside``: the lines of text set aside, kept in the archive."""
     backup = backup_path(state_dir=state_dir, session_id=orphan.id, relative=relative)
     if not backup.is_file():
         backup = append_range_path(state_dir, orphan.id)
     return write_undo_record(state_dir, session_id=orphan.id, relative=relative,
                              operation=operation, sha256=sha_of(data),
                              backup=backup if backup.is_file() else None,
-                             written_at_ms=written_at_ms, status=status)
+                             written_at_ms=written_at_ms, status=status,
+                             set_aside=set_aside)
 
 
 def finish_cleanup(orphan: Orphan, workspace: Path, state_dir: Path, status: str,
@@ -124,6 +128,10 @@ def finish_cleanup(orphan: Orphan, workspace: Path, state_dir: Path, status: str
         write_recovered_undo_record(state_dir, orphan, checked.relative, plan.operation.value,
                            checked.target.read_bytes(), status,
                            orphan.last_save_ms if orphan.last_save_ms is not None else now_ms)
+    aside = SetAside.of_journal(orphan.directory)
+    if aside.parts and aside.archive(state_dir, orphan.id, checked.relative) is None:
+        raise RecoveryError(f"write session {orphan.short}: its text set aside could not be "
+                            f"kept in {state_dir / 'set_aside'}; the journal is kept")
     remove_session(orphan.directory)
     remove_temp_leftovers(checked.target.parent)
     return checked.relative

@@ -41,6 +41,8 @@ class MessageEnds(SessionMembers):
         A message with only tool calls (no text) does not touch the session; an empty message
         without tool calls is a message boundary like any other (a pause, or a cut-off). The
         rules are in docs/write-sessions.md ("What is content: the rules")."""
+        if self.journal.closed:
+            return  # released as the process ends: the journal on disk is the session now
         self._take_batch()
         self._raise_batch_error()
         if not self._in_message:

@@ -10,7 +10,8 @@ from typing import Any
 from orion.clock import BootTime, kernel_boot_time
 from orion.workspace.confined import open_parent
 from orion.write_session.journal import Journal, mark, remove_session
-from orion.write_session.operations import append_range_path, backup_path, read_append_range
+from orion.write_session.operations import (AppendedRange, append_range_path, backup_path,
+                                            read_append_range)
 from orion.write_session.set_aside import SetAside, archived, archived_ids
 from orion.write_session.undo import record_paths, replace_json
 from orion.workspace import PathOutsideWorkspace, resolve_inside
@@ -98,6 +99,29 @@ def _undo_record(path: Path, short: str,
     return record, relative, target
 
 
+def _pre_image_source(state_dir: Path, full_id: str, short: str, relative: str,
+                      record: dict[str, Any]) -> tuple[Path | None, AppendedRange | None]:
+    """Where the undo finds the file as it was: the backup (Orion's name for it, never the
+    record's word: FS-15), the range an append added, or neither for a created file. A range
+    record that is not one is refused by name: its bytes are never taken for a backup."""
+    operation = record.get("operation")
+    if operation == "append":
+        ranges = append_range_path(state_dir, full_id)
+        if ranges.exists():
+            appended = read_append_range(ranges)
+            if appended is None:
+                raise UndoRefused(f"the record of what session {short} appended to {relative} "
+                                  f"is damaged ({ranges}); nothing undone")
+            return None, appended
+    if record.get("backup") is None and operation == "create":
+        return None, None
+    backup = backup_path(state_dir=state_dir, session_id=full_id, relative=relative)
+    if not backup.is_file():
+        raise UndoRefused(f"the backup of {relative} from session {short} is missing "
+                          f"({backup}); nothing undone")
+    return backup, None
+
+
 def undo(workspace: str | os.PathLike[str], state_dir: str | os.PathLike[str],
          session_id: str, *, now_ms: float | None = None) -> UndoResult:
     """Put the target back as it was before the session wrote it, if nothing changed it since:
@@ -109,16 +133,7 @@ def undo(workspace: str | os.PathLike[str], state_dir: str | os.PathLike[str],
     full_id = path.stem if path.name != "undo.json" else path.parent.name
     short = full_id[:8]
     record, relative, target = _undo_record(path, short, workspace)
-    backup_name = record.get("backup")
-    backup = None
-    appended = read_append_range(append_range_path(state_dir, full_id)) \
-        if record.get("operation") == "append" else None
-    if appended is None and not (backup_name is None and record.get("operation") == "create"):
-        backup = Path(backup_name) if isinstance(backup_name, str) else backup_path(
-            state_dir=state_dir, session_id=full_id, relative=relative)
-        if not backup.is_file():
-            raise UndoRefused(f"the backup of {relative} from session {short} is missing "
-                              f"({backup}); nothing undone")
+    backup, appended = _pre_image_source(state_dir, full_id, short, relative, record)
     # Read, compare and put back under the directory's lock, through directory descriptors:
     # another Orion process cannot write in between, and no swapped link redirects the undo.
     with open_parent(workspace, target.relative_to(workspace).as_posix()) as parent, \
@@ -170,7 +185,8 @@ class Shown:
         return {"id": self.id, "target_file": self.target_file, "status": self.status,
                 "set_aside_lines": self.set_aside.lines, "held": list(self.held),
                 "blocked": list(self.blocked),
-                "parts": [dict(vars(part)) for part in self.set_aside.parts]}
+                "parts": [dict(vars(part)) for part in self.set_aside.parts],
+                "refused": list(self.set_aside.problems)}
 
 
 def show(state_dir: str | os.PathLike[str], session_id: str) -> Shown:

@@ -181,7 +181,15 @@ class Orphan:
     def set_aside_lines(self) -> int:
         """Lines of text the session set aside beside its content (``orion sessions show``)."""
         value = self.saved_state.get("set_aside_lines")
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+        saved = value if isinstance(value, int) and not isinstance(value, bool) else 0
+        if saved:
+            return saved
+        # The state is lost or older than the parts (a crash between the part's file and the
+        # next checkpoint): the parts on disk count (FS-16), so such a session is never taken
+        # for one that holds nothing.
+        from orion.write_session.set_aside import SetAside
+
+        return SetAside.of_journal(self.directory).lines
 
     @property
     def held(self) -> list[str]:

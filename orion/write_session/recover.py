@@ -16,6 +16,7 @@ from orion.workspace import PathOutsideWorkspace
 from orion.write_session.interrupted import (already_written, finish_cleanup, unchecked_plan,
                                              write_recovered_undo_record)
 from orion.write_session.leftovers import remove_temp_leftovers
+from orion.write_session.set_aside import SetAside
 from orion.write_session.orphans import (Orphan, RecoveryError, SessionLive, resolve_id, sha_of,
                                          wall_ms)
 
@@ -135,8 +136,11 @@ def recover_finalize(workspace: str | os.PathLike[str], state_dir: str | os.Path
     except BaseException:
         journal.close()
         raise
+    aside = SetAside.of_journal(orphan.directory)
+    kept = _keep_set_aside(aside, state_dir, orphan, result.relative)
     write_recovered_undo_record(state_dir, orphan, result.relative, plan.operation.value,
-                       result.path.read_bytes(), "recovered", wall_ms())
+                                result.path.read_bytes(), "recovered", wall_ms(),
+                                set_aside=aside.lines)
     journal.remove()
     remove_temp_leftovers(result.path.parent)
     report = result.report
@@ -144,10 +148,30 @@ def recover_finalize(workspace: str | os.PathLike[str], state_dir: str | os.Path
         report += " (the model had not finished: the content may be incomplete)"
     if replaced:
         report += f"; the safe replacement changed {replaced} place(s)"
+    report += kept
     return RecoveryResult(orphan.id, result.relative, "recovered", report, result.bytes,
                           result.lines, result.sha256,
                           str(result.backup) if result.backup else None, orphan.complete,
                           replaced, [str(issue) for issue in issues])
+
+
+def _keep_set_aside(aside: SetAside, state_dir: Path, orphan: Orphan, relative: str) -> str:
+    """The journal's text set aside moves to the archive before the journal goes (FS-16):
+    what the report says of it, with the figures and how to print it. When the archive
+    cannot be written, the recovery stops before anything is removed."""
+    if not aside.parts:
+        return ""
+    if aside.archive(state_dir, orphan.id, relative) is None:
+        raise RecoveryError(
+            f"write session {orphan.short}: its text set aside could not be kept in "
+            f"{state_dir / 'set_aside'}; the journal is kept, nothing is lost")
+    pending = aside.pending
+    if not pending:
+        return ""
+    parts = "; ".join(f"{part.describe()} {part.why}" for part in pending)
+    lines = aside.lines
+    return (f"; {lines} line{'s' if lines != 1 else ''} set aside, not written: {parts}. "
+            f"`orion sessions show {orphan.short}` prints them")
 
 
 def _refuse_a_second_edit(orphan: Orphan, plan: WritePlan, workspace: Path,

@@ -38,6 +38,13 @@ INDEX = "index.json"
 FIRST_LINE_CHARS = 60
 
 
+def part_file(number: int) -> str:
+    """The name of part ``number``'s file: a whole number's, never a path."""
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise ValueError(f"a part number is a whole number from 1, not {number!r}")
+    return f"{number}.txt"
+
+
 def count_lines(data: bytes) -> int:
     """Lines as people count them: a last line without a line break counts too."""
     if not data:
@@ -90,6 +97,8 @@ class SetAside:
         self._texts: dict[int, bytes] = {}
         #: The file the parts were set aside from (kept in an archive's index).
         self.target: str | None = None
+        #: Index entries refused as no part (a forged number, a missing field), each named.
+        self.problems: list[str] = []
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -113,7 +122,7 @@ class SetAside:
         """A part's text, as it arrived."""
         if number in self._texts:
             return self._texts[number]
-        return read_private(self.directory / f"{number}.txt")
+        return read_private(self.directory / part_file(number))
 
     # -- changing ----------------------------------------------------------------------------
 
@@ -153,7 +162,7 @@ class SetAside:
         try:
             self.directory.mkdir(mode=DIR_MODE, exist_ok=True)
             if number is not None and data is not None:
-                write_private(self.directory / f"{number}.txt", data)
+                write_private(self.directory / part_file(number), data)
             _replace(self.directory / INDEX, {"parts": [asdict(p) for p in self.parts]})
         except OSError:
             pass
@@ -168,7 +177,7 @@ class SetAside:
         try:
             folder.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
             for part in self.parts:
-                write_private(folder / f"{part.number}.txt", self.read(part.number))
+                write_private(folder / part_file(part.number), self.read(part.number))
             _replace(folder / INDEX, {"target_file": self.target or target,
                                       "parts": [asdict(p) for p in self.parts]})
         except OSError:
@@ -189,7 +198,7 @@ class SetAside:
     @classmethod
     def load(cls, directory: Path) -> SetAside:
         store = cls(directory)
-        store.parts = _read_index(store.directory)
+        store.parts = _read_index(store.directory, store.problems)
         index, _ = _read(store.directory / INDEX)
         if isinstance(index, dict) and isinstance(index.get("target_file"), str):
             store.target = index["target_file"]
@@ -222,16 +231,43 @@ def _read(path: Path) -> tuple[Any, str | None]:
         return None, str(exc)
 
 
-def _read_index(directory: Path) -> list[Part]:
+#: The fields of an index entry and the types each must have: an entry is data read from a
+#: file a repository may ship, so a part's number is a whole number, never a name (FS-15).
+_FIELDS: dict[str, tuple[type, ...]] = {
+    "number": (int,), "why": (str,), "at": (int,), "bytes": (int,), "lines": (int,),
+    "first_line": (str,), "kept": (bool,), "order": (int, float)}
+
+
+def part_problem(item: Any) -> str | None:
+    """What makes an index entry no part (None: it is one): a field missing or of the wrong
+    type, a number below 1, a negative place or size."""
+    if not isinstance(item, dict):
+        return "not an object"
+    for name, types in _FIELDS.items():
+        if name not in item and name in ("kept", "order"):
+            continue
+        value = item.get(name)
+        wrong_bool = isinstance(value, bool) and bool not in types
+        if not isinstance(value, types) or wrong_bool:
+            return f"{name} {value!r} is not {'a whole number' if int in types else 'valid'}"
+    if item["number"] < 1 or min(item["at"], item["bytes"], item["lines"]) < 0:
+        return f"number {item['number']!r} or a size is out of range"
+    unknown = set(item) - set(_FIELDS)
+    return f"unknown field {sorted(unknown)[0]!r}" if unknown else None
+
+
+def _read_index(directory: Path, problems: list[str] | None = None) -> list[Part]:
     data, _ = _read(directory / INDEX)
     parts: list[Part] = []
     if isinstance(data, dict) and isinstance(data.get("parts"), list):
-        for item in data["parts"]:
-            try:
+        for position, item in enumerate(data["parts"], 1):
+            problem = part_problem(item)
+            if problem is None:
                 parts.append(Part(**item))
-            except TypeError:
-                continue
-    if parts:
+            elif problems is not None:
+                problems.append(f"{directory / INDEX}: entry {position} is no part, refused "
+                                f"({problem})")
+    if parts or problems:
         return parts
     # No index (a crash between the part file and the index): the files are the truth.
     try:

@@ -70,6 +70,31 @@ def replace_json(path: Path, data: Any) -> None:
         raise
 
 
+def trusted_backup(state_dir: Path, session_id: str, record: dict[str, Any]) -> Path | None:
+    """Where the pre-image of the write ``record`` describes is kept, as Orion names it from
+    the session's id and target (FS-15): ``backups/<id>/<target>`` or, for an append,
+    ``appends/<id>.json``. The record's own ``backup`` field is a claim, never a path to
+    follow: it only says whether there is one. None when the record names none or its
+    target is no relative path."""
+    from orion.write_session.operations import append_range_path, backup_path
+
+    claimed, relative = record.get("backup"), record.get("target_file")
+    if not isinstance(claimed, str) or not isinstance(relative, str):
+        return None
+    try:
+        if record.get("operation") == "append" and Path(claimed).name == f"{session_id}.json":
+            return append_range_path(Path(state_dir), session_id)
+        return backup_path(state_dir=Path(state_dir), session_id=session_id, relative=relative)
+    except ValueError:
+        return None
+
+
+def _state_dir_of(path: Path) -> Path:
+    """The state directory of an undo record's file (``undo/<id>.json``, or a legacy
+    ``backups/<id>/undo.json``)."""
+    return path.parent.parent.parent if path.name == LEGACY_NAME else path.parent.parent
+
+
 @dataclass
 class UndoRecord:
     id: str
@@ -87,8 +112,14 @@ class UndoRecord:
                 "written_at_ms": self.data.get("written_at_ms"),
                 "status": "undone" if self.data.get("undone") else self.data.get("status",
                                                                                   "written"),
-                "backup": self.data.get("backup"), "record": str(self.path),
+                "backup": _shown(trusted_backup(_state_dir_of(self.path), self.id,
+                                                self.data)),
+                "record": str(self.path),
                 "set_aside": self.data.get("set_aside") or 0}
+
+
+def _shown(path: Path | None) -> str | None:
+    return str(path) if path is not None else None
 
 
 def _load(path: Path) -> dict[str, Any] | None:
