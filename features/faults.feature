@@ -416,3 +416,14 @@ Feature: Faults of the environment
     Then the command succeeds
     And the console shows "could be read by others (mode 0644); it is now readable by you only (0600)"
     And ".orion/chat_history" has the mode 600
+
+  @FS-22 @safety
+  Scenario: orion sessions diff of a target that became a FIFO names it and never waits for it
+    Given the workspace has a file "notes.md" with 3 lines
+    When the model begins to overwrite "notes.md"
+    And the model streams 2 lines to "notes.md" and DONE
+    And another program replaces "notes.md" by a FIFO
+    And the user runs "orion sessions diff <session>"
+    Then the command fails with exit code 1
+    And the console shows "notes.md is not a regular file now; nothing was read from it (notes.md is a FIFO, not a regular file: no diff is made of it)"
+    And the console does not show "Traceback"
