@@ -265,3 +265,24 @@ def test_sessions_diff_of_a_target_that_became_a_fifo_is_refused_never_a_hang(tm
     assert "notes.txt is not a regular file now; nothing was read from it (notes.txt is a " \
            "FIFO, not a regular file" in done.stdout + done.stderr, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
+
+
+# -- FS-24: an absurd duration is a one-line error --------------------------------------------
+
+
+@pytest.mark.parametrize("args", [
+    ("traces", "prune", "--older-than", "99999999999999999999d"),
+    ("traces", "prune", "--older-than", "9" * 400 + "ms"),
+    ("traces", "prune", "--older-than", "9999-12-31T23:59:59-12:00"),
+    ("traces", "--since", "99999999999999999999d"),
+    ("sessions", "clean", "--older-than", "99999999999999999999d"),
+])
+def test_an_absurd_duration_is_one_line_that_names_it(tmp_path, args):
+    seeded = _orion("run", "tools", cwd=tmp_path)  # an orion.db with events in it
+    assert seeded.returncode == 0, seeded.stderr
+    done = _orion(*args, cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    [line] = [row for row in done.stderr.splitlines() if row.startswith("Error:")]
+    assert args[-2] in line and ("longer than Orion counts: at most 36525d (100 years)" in line
+                                 or "outside the dates Orion counts" in line), line

@@ -1781,6 +1781,10 @@ mutant("a_fifo_read_as_empty", "FS-22", "orion.write_session.diff:read_regular",
        "a FIFO is read like a file (it gives nothing), so a diff against it is made in silence",
        ("if kind is not None:", "if kind is not None and kind != \"a FIFO\":"))
 
+mutant("durations_without_a_cap", "FS-24", "orion.clock:countable",
+       "only an infinite duration is refused: a huge finite one reaches a date no clock shows",
+       ("if not math.isfinite(ms) or ms > MAX_DURATION_MS:", "if not math.isfinite(ms):"))
+
 
 # Partial breaks ------------------------------------------------------------------------------
 
