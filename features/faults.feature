@@ -416,3 +416,31 @@ Feature: Faults of the environment
     Then the command succeeds
     And the console shows "could be read by others (mode 0644); it is now readable by you only (0600)"
     And ".orion/chat_history" has the mode 600
+
+  @FS-22 @safety
+  Scenario: orion sessions diff of a target that became a FIFO names it and never waits for it
+    Given the workspace has a file "notes.md" with 3 lines
+    When the model begins to overwrite "notes.md"
+    And the model streams 2 lines to "notes.md" and DONE
+    And another program replaces "notes.md" by a FIFO
+    And the user runs "orion sessions diff <session>"
+    Then the command fails with exit code 1
+    And the console shows "notes.md is not a regular file now; nothing was read from it (notes.md is a FIFO, not a regular file: no diff is made of it)"
+    And the console does not show "Traceback"
+
+  @FS-24 @config
+  Scenario: An absurd --older-than is one line that names it and the largest accepted, never a traceback
+    Given the trace database holds events 45 and 0 days old
+    When the user runs "orion traces prune --older-than 99999999999999999999d"
+    Then the command fails with exit code 2
+    And the console shows "'99999999999999999999d' is longer than Orion counts: at most 36525d (100 years)"
+    And the console does not show "Traceback"
+    And the trace database holds the events 45 and 0 days old
+
+  @FS-24 @config
+  Scenario: A date past what a clock can show is one line too
+    Given the trace database holds events 45 and 0 days old
+    When the user runs "orion traces prune --older-than 9999-12-31T23:59:59-12:00"
+    Then the command fails with exit code 2
+    And the console shows "is outside the dates Orion counts (1970-01-01 to 9998-12-31)"
+    And the console does not show "Traceback"

@@ -21,6 +21,33 @@ from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
 
+#: The longest duration Orion counts (100 years of 365.25 days, in ms): a longer one on the
+#: command line is refused in one line, never carried to a date no clock can show (FS-24).
+MAX_DURATION_MS = 36_525 * 86_400_000.0
+MAX_DURATION = "36525d (100 years)"
+#: The moments Orion counts: from the epoch to the end of year 9998 (local time stays within
+#: what a date can show whatever the offset).
+LAST_MOMENT_MS = 253_370_764_800_000.0  # 9998-12-31T00:00:00Z
+
+
+def countable(ms: float, text: str) -> float:
+    """``ms`` (a duration the user typed as ``text``) when Orion can count it; ValueError,
+    naming the value and the largest accepted, otherwise."""
+    if not math.isfinite(ms) or ms > MAX_DURATION_MS:
+        shown = text if len(text) <= 40 else text[:20] + "..." + text[-8:]
+        raise ValueError(f"{shown!r} is longer than Orion counts: at most {MAX_DURATION}")
+    return ms
+
+
+def countable_moment(ms: float, text: str) -> float:
+    """``ms`` (a moment the user typed as ``text``) when it lies between the epoch and the end
+    of year 9998; ValueError otherwise."""
+    if not math.isfinite(ms) or not 0.0 <= ms <= LAST_MOMENT_MS:
+        raise ValueError(f"{text!r} is outside the dates Orion counts (1970-01-01 to "
+                         "9998-12-31)")
+    return ms
+
+
 class TimerHandle(Protocol):
     def cancel(self) -> None: ...
 

@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from orion.api import (ContextBlock, OpenWrite, OrionError, RunReport, ToolSpec,
                        hookimpl, host_of)
-from orion.write_session.diff import changes
+from orion.write_session.diff import changes, read_regular
 from orion.write_session.manager import manager_for
 from orion.write_session.operations import execute
 from orion.write_session.plan import WritePlan, check_plan
@@ -326,7 +326,7 @@ def _say_changes(runtime: Any, results: list[Any]) -> None:
 
 def _changed_lines(runtime: Any, result: Any) -> str:
     try:
-        summary = changes(result.backup.read_bytes(), result.path.read_bytes()).summary()
+        summary = changes(read_regular(result.backup), read_regular(result.path)).summary()
     except OSError as exc:
         return f"{result.relative}: what changed cannot be read ({exc.strerror or exc})"
     try:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from sse_server import SSEServer, begin_write, stream, text_stream
 
 from orion.clock import VirtualClock
@@ -211,3 +212,77 @@ def test_the_chat_answers_with_a_fifo_or_a_directory_at_its_history(tmp_path, ma
     assert "is never opened, and this chat goes on without history" in text, rows
     assert text.count("goes on without history") == 1, rows
     assert "Traceback" not in text, rows
+
+
+# -- FS-22: the diff of a write is bounded and reads regular files only -----------------------
+
+
+def _overwrite(workspace: Path, path: str, old: str, new: str) -> str:
+    """``orion run`` overwrites ``path`` (holding ``old``) with ``new``; the write's id."""
+    (workspace / path).write_text(old)
+    script = workspace.parent / f"{workspace.name}-overwrite.yaml"
+    script.write_text(yaml.safe_dump({"conversation": [
+        {"user": f"Rewrite {path}."},
+        {"model": {"tool_calls": [{"name": "WritePlanTool_begin", "arguments": {
+            "intent": "a rewrite", "target_file": path, "operation": "overwrite"}}]}},
+        {"model": {"text": new + "DONE\n"}},
+        {"model": {"text": "Done."}}]}))
+    done = _orion("run", str(script), cwd=workspace, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [record] = (workspace / ".orion" / "undo").glob("*.json")
+    return record.stem
+
+
+def test_a_long_file_with_many_blank_lines_diffs_without_a_hang(tmp_path):
+    # Every other line blank: the repeated line made the matcher quadratic (over 90 s).
+    old = "".join("\n" if n % 2 else f"line {n}\n" for n in range(80_000))
+    new = "".join("\n" if n % 2 else (f"line {n}\n" if n % 6 else f"changed {n}\n")
+                  for n in range(80_000))
+    write_id = _overwrite(tmp_path, "big.txt", old, new)
+    done = _orion("sessions", "diff", write_id[:8], cwd=tmp_path, timeout=60)
+    assert done.returncode == 0, done.stderr
+    changed = sum(1 for n in range(0, 80_000, 2) if n % 6 == 0)
+    assert f"big.txt: +{changed} -{changed} lines" in done.stdout + done.stderr
+    assert done.stdout.count("\n+changed ") == changed
+
+
+def test_lines_too_alike_to_anchor_are_cut_and_the_figures_say_so():
+    from orion.write_session.diff import changes
+
+    rows = [f"row {n % 7}\n" for n in range(40_000)]  # no line occurs once: nothing anchors
+    found = changes("".join(rows).encode(), "".join(rows[1:] + ["row 1\n"]).encode())
+    assert "cut: " in found.summary() and "counted as removed and added whole" in \
+        found.summary()
+    assert found.added - found.removed == 0
+
+
+def test_sessions_diff_of_a_target_that_became_a_fifo_is_refused_never_a_hang(tmp_path):
+    write_id = _overwrite(tmp_path, "notes.txt", "old\n", "new\n")
+    (tmp_path / "notes.txt").unlink()
+    os.mkfifo(tmp_path / "notes.txt")
+    done = _orion("sessions", "diff", write_id[:8], cwd=tmp_path, timeout=60)
+    assert done.returncode != 0
+    assert "notes.txt is not a regular file now; nothing was read from it (notes.txt is a " \
+           "FIFO, not a regular file" in done.stdout + done.stderr, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+
+
+# -- FS-24: an absurd duration is a one-line error --------------------------------------------
+
+
+@pytest.mark.parametrize("args", [
+    ("traces", "prune", "--older-than", "99999999999999999999d"),
+    ("traces", "prune", "--older-than", "9" * 400 + "ms"),
+    ("traces", "prune", "--older-than", "9999-12-31T23:59:59-12:00"),
+    ("traces", "--since", "99999999999999999999d"),
+    ("sessions", "clean", "--older-than", "99999999999999999999d"),
+])
+def test_an_absurd_duration_is_one_line_that_names_it(tmp_path, args):
+    seeded = _orion("run", "tools", cwd=tmp_path)  # an orion.db with events in it
+    assert seeded.returncode == 0, seeded.stderr
+    done = _orion(*args, cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    [line] = [row for row in done.stderr.splitlines() if row.startswith("Error:")]
+    assert args[-2] in line and ("longer than Orion counts: at most 36525d (100 years)" in line
+                                 or "outside the dates Orion counts" in line), line

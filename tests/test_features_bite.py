@@ -1785,6 +1785,14 @@ mutant("history_tightened_in_silence", "FS-23",
        "a chat history others could read is made private without a word",
        ("if not self._tightened:", "if False:"), keyword="made_private")
 
+mutant("a_fifo_read_as_empty", "FS-22", "orion.write_session.diff:read_regular",
+       "a FIFO is read like a file (it gives nothing), so a diff against it is made in silence",
+       ("if kind is not None:", "if kind is not None and kind != \"a FIFO\":"))
+
+mutant("durations_without_a_cap", "FS-24", "orion.clock:countable",
+       "only an infinite duration is refused: a huge finite one reaches a date no clock shows",
+       ("if not math.isfinite(ms) or ms > MAX_DURATION_MS:", "if not math.isfinite(ms):"))
+
 
 # Partial breaks ------------------------------------------------------------------------------
 

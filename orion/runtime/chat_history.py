@@ -17,18 +17,15 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from orion.config.sourcefile import kind_of
+
 #: How much of the history is read; the file is cut back to this when it reaches twice as much.
 MAX_BYTES = 1 << 20
 MODE = 0o600
 
-_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"),
-          (stat.S_ISLNK, "a symbolic link"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
-
 def kind(mode: int) -> str:
-    """What a file that is not a regular file is, in words."""
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    """What a file that is not a regular file is, in words (``a FIFO``)."""
+    return "a symbolic link" if stat.S_ISLNK(mode) else kind_of(mode) or "a regular file"
 
 
 class HistoryFile:

@@ -190,6 +190,14 @@ def workspace_fifo(orion_world: World, path: str) -> None:
     os.mkfifo(fifo)
 
 
+@when(parsers.re(rf"another program replaces {PATH} by a FIFO"))
+def file_replaced_by_fifo(orion_world: World, path: str) -> None:
+    """The file is removed and a named pipe nobody writes into takes its name."""
+    fifo = orion_world.workspace / path
+    fifo.unlink()
+    os.mkfifo(fifo)
+
+
 @given(parsers.re(rf"{PATH} has the mode (?P<mode>[0-7]{{3,4}})"))
 def file_has_mode_given(orion_world: World, path: str, mode: str) -> None:
     (orion_world.workspace / path).chmod(int(mode, 8))

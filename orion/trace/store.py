@@ -55,6 +55,7 @@ from typing import Any
 
 from sqlite_utils import Database, Migrations
 
+from orion.clock import countable, countable_moment
 from orion.workspace.statedb import TRACES_DB, setting_up
 
 from orion.trace import ledger
@@ -723,14 +724,20 @@ def parse_since(text: str, now_ms: float) -> float:
     value = text.strip() if isinstance(text, str) else ""
     compact = value.replace(" ", "").lower()
     if compact and _DURATION.fullmatch(compact):
-        return now_ms - sum(float(n) * _UNITS_MS[unit] for n, unit in _PART.findall(compact))
+        # Further back than the epoch is the epoch: no event is older.
+        return max(0.0, now_ms - countable(sum(
+            float(n) * _UNITS_MS[unit] for n, unit in _PART.findall(compact)), text))
     if value:
         try:
             moment = _dt.datetime.fromisoformat(value)
         except ValueError:
             pass
         else:
-            return moment.timestamp() * 1000.0
+            try:
+                return countable_moment(moment.timestamp() * 1000.0, text)
+            except (OverflowError, OSError):  # a date the platform's time cannot hold
+                raise ValueError(f"{text!r} is outside the dates Orion counts (1970-01-01 to "
+                                 "9998-12-31)") from None
     raise ValueError(
         f"invalid since value {text!r}: expected a duration such as 30s, 10m, 2h, 1d or 1h30m, "
         f"or an ISO 8601 date or datetime such as 2024-05-01 or 2024-05-01T12:30:00Z")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from orion.clock import countable
+
 
 
 
@@ -22,7 +24,8 @@ def parse_duration(text: str) -> float:
     if compact in ("0", "0.0"):
         return 0.0
     if compact and _DURATION.fullmatch(compact):
-        return sum(float(n) * _UNITS_MS[unit] for n, unit in _PART.findall(compact))
+        return countable(sum(float(n) * _UNITS_MS[unit] for n, unit in _PART.findall(compact)),
+                         text)
     raise ValueError(f"invalid duration {text!r}: expected e.g. 30m, 1h, 2d, 1h30m or 0")
 
 
