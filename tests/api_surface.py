@@ -35,8 +35,11 @@ def load_tree(ref: str | None = None, *, root: Path = ROOT) -> griffe.Module:
     """Orion's package as griffe reads it: from the commit ``ref``, or the tree at ``root``."""
     options: dict[str, Any] = {"resolve_aliases": True, "resolve_external": False}
     if ref is not None:
-        return griffe.load_git("orion", ref=ref, repo=root, **options)
-    return griffe.load("orion", search_paths=[root], try_relative_path=False, **options)
+        tree = griffe.load_git("orion", ref=ref, repo=root, **options)
+    else:
+        tree = griffe.load("orion", search_paths=[root], try_relative_path=False, **options)
+    assert isinstance(tree, griffe.Module), tree
+    return tree
 
 
 def _public(name: str) -> bool:
@@ -72,7 +75,7 @@ def _exported(module: griffe.Module, promised: tuple[str, ...] | None) -> dict[s
         member = module.members.get(str(name))
         if member is None or not _public(str(name)):
             continue
-        if member.is_alias:
+        if isinstance(member, griffe.Alias):
             if module.exports is None:
                 continue  # an import, not this module's own
             member = member.final_target

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import re
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,7 @@ conversation:
 
 
 @pytest.fixture
-def written(tmp_path: Path) -> tuple[Runtime, WriteSessionView]:
+def written(tmp_path: Path) -> Iterator[tuple[Runtime, WriteSessionView]]:
     runtime = Runtime(model=ScriptedModel(load_script("s.yaml", text=WRITE).cursor()),
                       plugins=make_plugin_manager(entrypoints=False), workspace=tmp_path)
     asyncio.run(runtime.handle("Write docs/notes.md."))

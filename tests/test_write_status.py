@@ -12,9 +12,8 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
@@ -57,7 +56,7 @@ def team() -> SimpleNamespace:
 
 
 @pytest.fixture
-def world(tmp_path: Any, team: SimpleNamespace) -> Iterator[World]:
+def world(tmp_path: Path, team: SimpleNamespace) -> Iterator[World]:
     world = World(tmp_path / "w", plugins=make_plugin_manager(
         env={}, entrypoints=False, plugins={"acme_licence": team.licence,
                                             "acme_review": team.context}))
@@ -176,7 +175,6 @@ def test_a_blocked_write_is_listed_shown_and_recovered(world: World) -> None:
 
 
 def test_docs_name_every_write_status() -> None:
-    from pathlib import Path
     docs = (Path(__file__).resolve().parent.parent / "docs" / "api.md").read_text()
     section = docs.split("## `WriteStatus`", 1)[1].split("```", 1)[0]
     missing = [s.value for s in WriteStatus if f"`{s.value}`" not in section]
