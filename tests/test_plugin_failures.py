@@ -7,9 +7,12 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -67,6 +70,8 @@ def register_guards(register):
 #: time it runs (a following message then goes through).
 HOOKS = '''\
 import os
+import re
+import signal
 from pathlib import Path
 
 from orion.api import hookimpl
@@ -344,3 +349,125 @@ def test_a_blocked_write_whose_status_a_plugin_reads_never_ends_the_conversation
         assert not world.errors, world.errors
     finally:
         world.close()
+
+
+# -- validators that raise or hang: orion run, orion sessions recover, SIGTERM ------------------
+
+HANGS = '''\
+import os
+import re
+import signal
+import threading
+from pathlib import Path
+
+from orion.api import hookimpl
+
+
+@hookimpl
+def validate_content(request):
+    Path(os.environ["DELTA_STARTED"]).write_text("validating")
+    threading.Event().wait()  # HANGS: a lock never released
+'''
+
+WRITE_SCRIPT = """\
+conversation:
+  - user: Write the notes.
+""" + WRITE
+
+
+def run_in_background(site: Path, script: Path, workspace: Path,
+                      env_more: dict[str, str]) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site),
+                                                        os.environ.get("PYTHONPATH", "")]),
+           **env_more}
+    env.pop("ORION_LOAD_PLUGINS", None)
+    return subprocess.Popen([sys.executable, "-m", "orion", "run", str(script), "--workspace",
+                             str(workspace)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+
+
+def kept_content(workspace: Path) -> str:
+    [kept] = list((workspace / ".orion" / "write_sessions").glob("*/content.txt"))
+    return kept.read_text()
+
+
+def test_recover_finalize_says_a_failing_validator_in_one_line_and_keeps_the_content(
+        tmp_path, hooks_site):
+    workspace = tmp_path / "w"
+    workspace.mkdir()
+    script = tmp_path / "script.yaml"
+    script.write_text(WRITE_SCRIPT)
+    ran = orion(hooks_site, "run", str(script), "--workspace", str(workspace),
+                env_more={"BETA_FAIL": "validator"})
+    assert "Traceback" not in ran.stdout + ran.stderr
+    session = re.search(r"orion sessions recover (\w{8}) --finalize", ran.stdout + ran.stderr)
+    assert session, ran.stdout + ran.stderr
+    plugin = hooks_site / "beta_hooks" / "plugin.py"
+    recovered = orion(hooks_site, "sessions", "recover", session.group(1), "--finalize",
+                      "--workspace", str(workspace), env_more={"BETA_FAIL": "validator"})
+    said = recovered.stdout + recovered.stderr
+    assert recovered.returncode == 1 and "Traceback" not in said, said
+    assert (f"plugin 'beta_hooks' failed in validate_content "
+            f"({plugin}:{line_of(plugin, 'FAILS validator')}): KeyError: 'licence'") in said
+    assert not (workspace / "notes.md").exists()
+    assert kept_content(workspace) == CONTENT
+    # once the validator answers, the same command writes it
+    fixed = orion(hooks_site, "sessions", "recover", session.group(1), "--finalize",
+                  "--workspace", str(workspace))
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert (workspace / "notes.md").read_text() == CONTENT
+
+
+@pytest.fixture
+def hanging_site(tmp_path: Path) -> Path:
+    root = tmp_path / "hanging-site"
+    make_package(root, "delta_hangs", HANGS)
+    return root
+
+
+def test_a_validator_that_hangs_past_its_deadline_holds_the_write(tmp_path, hanging_site):
+    workspace = tmp_path / "w"
+    workspace.mkdir()
+    script = tmp_path / "script.yaml"
+    script.write_text(WRITE_SCRIPT)
+    process = run_in_background(hanging_site, script, workspace, {
+        "DELTA_STARTED": str(tmp_path / "started"), "ORION_RUNTIME_VALIDATOR_DEADLINE_MS": "300",
+        "COLUMNS": "400"})
+    out, err = process.communicate(timeout=120)  # bounds a broken run only
+    said = out + err
+    assert "Traceback" not in said, said
+    plugin = hanging_site / "delta_hangs" / "plugin.py"
+    assert (f"plugin 'delta_hangs' failed in validate_content ({plugin}:"
+            f"{line_of(plugin, 'def validate_content')}): DeadlinePassed: no answer within 300 "
+            "ms (runtime.validator_deadline_ms)") in " ".join(said.split()), said
+    assert process.returncode == 1
+    assert not (workspace / "notes.md").exists()
+    assert kept_content(workspace) == CONTENT
+
+
+def test_sigterm_ends_orion_run_while_a_validator_hangs_and_keeps_the_content(tmp_path,
+                                                                             hanging_site):
+    workspace = tmp_path / "w"
+    workspace.mkdir()
+    script = tmp_path / "script.yaml"
+    script.write_text(WRITE_SCRIPT)
+    started = tmp_path / "started"
+    process = run_in_background(hanging_site, script, workspace, {
+        "DELTA_STARTED": str(started), "COLUMNS": "400"})  # the default deadline: 30 s
+    try:
+        while not started.exists():  # the validator runs (and hangs) now
+            assert process.poll() is None, process.communicate()
+            time.sleep(0.02)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=60)  # bounds a broken run only
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    said = out + err
+    assert process.returncode == 128 + signal.SIGTERM, said
+    assert "Traceback" not in said, said
+    assert "stopped by SIGTERM" in said
+    assert not (workspace / "notes.md").exists()
+    assert kept_content(workspace) == CONTENT
+    assert re.search(r"orion sessions recover \w{8} --finalize", " ".join(said.split())), said

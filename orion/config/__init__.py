@@ -72,6 +72,10 @@ class PipelineEdit(BaseModel):
     remove: list[str] = Field(default_factory=list)
 
 
+#: ``runtime.validator_deadline_ms`` unless ``orion.yaml`` says otherwise.
+DEFAULT_VALIDATOR_DEADLINE_MS = 30_000
+
+
 class PluginsConfig(_Strict):
     disable: list[str] = Field(default_factory=list,
                                description="plugin names (as `orion plugins` lists them) not to load")
@@ -87,6 +91,10 @@ class RuntimeSettings(_Strict):
     max_messages: int = Field(default=200, ge=0, description="compact past this; 0 = no limit")
     max_tokens: int = Field(default=100_000, ge=0,
                             description="compact past this many (approximate) tokens; 0 = no limit")
+    validator_deadline_ms: int = Field(
+        default=DEFAULT_VALIDATOR_DEADLINE_MS, ge=1,
+        description="how long an installed plugin's validator or normalizer may take on one "
+                    "content; past it the write is held, its content kept")
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
 
 

@@ -63,9 +63,19 @@ def where_raised(exc: BaseException, function: Any = None) -> str:
 
 
 def defined_at(function: Any) -> str | None:
-    """``path:line`` of ``function``'s definition, or ``None`` when Python cannot tell."""
+    """``path:line`` of ``function``'s ``def`` (after its decorators), or ``None`` when Python
+    cannot tell."""
     code = _code(function)
-    return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else None
+    if code is None:
+        return None
+    line = code.co_firstlineno
+    try:
+        source, first = inspect.getsourcelines(code)
+        line = first + next(i for i, text in enumerate(source)
+                            if text.lstrip().startswith(("def ", "async def ")))
+    except (OSError, TypeError, StopIteration):
+        pass
+    return f"{code.co_filename}:{line}"
 
 
 def _code(function: Any) -> Any:
@@ -106,9 +116,14 @@ def _under(filename: str, root: str) -> bool:
 
 def plugin_roots(pm: Any) -> dict[str, str]:
     """Where each registered plugin's code lives: its top-level package's directory (or its
-    module's file), by plugin name. Orion's own package is not a plugin's."""
+    module's file), by plugin name. Orion's own package and built-in plugins are not a team's
+    plugin: their errors are Orion's."""
     roots: dict[str, str] = {}
+    origins = getattr(pm, "origins", {})
     for name, plugin in pm.list_name_plugin():
+        origin = origins.get(name)
+        if origin is not None and origin.kind == "builtin":
+            continue
         module = plugin if inspect.ismodule(plugin) else inspect.getmodule(type(plugin))
         root = _root(module) if module is not None else None
         if root is not None:

@@ -19,7 +19,9 @@ import pluggy
 
 from orion import hookspecs
 from orion.errors import PluginError, PluginFailed
-from orion.hooks.blame import where_raised
+from orion.config import DEFAULT_VALIDATOR_DEADLINE_MS
+from orion.hooks.blame import defined_at, where_raised
+from orion.hooks.deadline import DeadlinePassed, call_within
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -38,6 +40,9 @@ FAIL_CLOSED_HOOKS = frozenset({"authorize_tool_call"})
 #: skipped: a team's context block that cannot be built leaves the request without it, rather
 #: than every request of the conversation failing with it.
 SKIPPED_WHEN_FAILING = frozenset({"build_context"})
+#: Hooks whose implementations, from a plugin that is not built in, run with a deadline
+#: (:mod:`orion.hooks.deadline`, ``runtime.validator_deadline_ms``).
+DEADLINE_HOOKS = frozenset({"validate_content", "validate_lines", "normalize_content"})
 
 
 class PluginUnavailable(ImportError):
@@ -75,6 +80,9 @@ class PluginManager(pluggy.PluginManager):
         #: Called with each failure that no error raised to a caller names (an observer's,
         #: a gate's): ``orion chat`` shows it on the screen.
         self.on_failure: list[Callable[[PluginFailure], None]] = []
+        #: How long a team's validator or normalizer may take (``DEADLINE_HOOKS``); the
+        #: runtime sets it from ``runtime.validator_deadline_ms``.
+        self.validator_deadline_ms: float = DEFAULT_VALIDATOR_DEADLINE_MS
         self.origins: dict[str, PluginOrigin] = {}
         self._registry: Any = None
 
@@ -194,7 +202,11 @@ class PluginManager(pluggy.PluginManager):
                    failure.where)
         if not told:
             for listener in self.on_failure:
-                listener(failure)
+                try:
+                    listener(failure)
+                except Exception as exc:  # noqa: BLE001 - a screen that is gone (SIGHUP)
+                    # must not turn an isolated failure into one that propagates
+                    logger.debug("telling a plugin failure failed: %r", exc)
 
     def _isolated(self, impl: pluggy.HookImpl, hook: str) -> Callable[..., Any]:
         """Wrap an observer implementation so that what it raises is reported, not raised."""
@@ -256,11 +268,21 @@ class PluginManager(pluggy.PluginManager):
         the plugin's too. ``MemoryError`` and what is not an ``Exception`` pass unchanged."""
         function, plugin = impl.function, impl.plugin_name
         report = self.report_failure
+        timed = hook in DEADLINE_HOOKS
+
+        def materialized(*args: Any, **kwargs: Any) -> Any:
+            result = function(*args, **kwargs)
+            return list(result) if inspect.isgenerator(result) else result
 
         def contained(*args: Any, **kwargs: Any) -> Any:
             try:
-                result = function(*args, **kwargs)
-                return list(result) if inspect.isgenerator(result) else result
+                if timed:
+                    return call_within(materialized, args, kwargs, self.validator_deadline_ms,
+                                       f"{plugin} {hook}")
+                return materialized(*args, **kwargs)
+            except DeadlinePassed as exc:
+                report(plugin, hook, exc, function, told=True)
+                raise PluginFailed(plugin, hook, defined_at(function) or "?", exc) from None
             except (MemoryError, PluginFailed):
                 raise
             except Exception as exc:

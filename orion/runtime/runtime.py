@@ -86,6 +86,7 @@ class Runtime:
         self.config = config if config is not None else load_config(self.workspace)
         self.settings = self.config.model.runtime
         self.plugins = plugins
+        plugins.validator_deadline_ms = self.settings.validator_deadline_ms
         self.model = model
         self.clock = clock if clock is not None else VirtualClock()
         self.reporter = reporter if reporter is not None else Reporter()

@@ -28,6 +28,8 @@ import sys
 from collections.abc import Awaitable, Iterable
 from typing import TypeVar
 
+from orion.hooks.deadline import clear_stop, request_stop
+
 __all__ = ["CHAT_SIGNALS", "RUN_SIGNALS", "StopSignals", "Stopped", "release_lost_outputs",
            "until_stopped"]
 
@@ -68,11 +70,17 @@ class StopSignals:
 
     def __enter__(self) -> StopSignals:
         loop = asyncio.get_running_loop()
+        clear_stop()
         for signum in self.signals:
             try:
                 loop.add_signal_handler(signum, self._arrived, signum)
             except (NotImplementedError, RuntimeError, ValueError):
                 continue
+            # The loop takes the signal in at its next turn; a plugin's validator that hangs
+            # keeps it from turning, so the wait for the validator hears it at once
+            # (asyncio's own handler at this level does nothing: its wake-up is in C).
+            signal.signal(signum, _stop_requested)
+            signal.siginterrupt(signum, False)  # as asyncio's: system calls restart
             self._installed.append(signum)
         return self
 
@@ -81,6 +89,7 @@ class StopSignals:
             loop = asyncio.get_running_loop()
             for signum in self._installed:
                 loop.remove_signal_handler(signum)
+            clear_stop()
 
     def _arrived(self, signum: int) -> None:
         if self.received is None:
@@ -110,6 +119,10 @@ class StopSignals:
             for _ in range(3):
                 await asyncio.sleep(0)
         return Stopped(self.received) if self.received is not None else None
+
+
+def _stop_requested(signum: int, frame: object) -> None:
+    request_stop(signum)
 
 
 async def until_stopped(work: Awaitable[T], signals: Iterable[int] = CHAT_SIGNALS) -> T:

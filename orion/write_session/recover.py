@@ -105,6 +105,7 @@ def recover_finalize(workspace: str | os.PathLike[str], state_dir: str | os.Path
                             f"{exc}") from exc
     if settings is None:
         settings = workspace_settings(workspace, plugins)
+    _take_deadline(workspace, plugins)
     journal = Journal.open(orphan.directory, now_ms=wall_ms)
     try:
         content = journal.content()
@@ -212,6 +213,20 @@ def workspace_settings(workspace: Path, plugins: PluginManager) -> dict[str, Any
     except (ConfigError, StatechartError):
         pass
     return {}
+
+
+def _take_deadline(workspace: Path, plugins: PluginManager) -> None:
+    """The workspace's ``runtime.validator_deadline_ms`` for the plugins' validators (their
+    default when ``orion.yaml`` cannot be read: that is said where it is read for a run)."""
+    from orion.config import load_config
+    from orion.errors import ConfigError
+
+    try:
+        deadline = load_config(workspace).model.runtime.validator_deadline_ms
+    except ConfigError:
+        return
+    if hasattr(plugins, "validator_deadline_ms"):
+        plugins.validator_deadline_ms = deadline
 
 
 def _refuse_blocked(orphan: Orphan, relative: str, issues: list[Any], content: Path) -> None:
