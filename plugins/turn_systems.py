@@ -66,7 +66,7 @@ class ModelSystem:
     async def run(self, turn: Turn) -> None:
         runtime = turn.host
         request = ModelRequest(
-            messages=runtime.conversation.to_openai(runtime.system_message(turn.blocks)),
+            messages=runtime.request_messages(turn.blocks),
             tools=[tool.openai_definition() for tool in turn.tools], number=turn.number,
             newest_orion_message=runtime.conversation.newest_from_orion())
         turn.request = request

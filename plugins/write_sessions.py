@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field
 
 from orion.api import (ContextBlock, OpenWrite, OrionError, RunReport, ToolSpec,
                        hookimpl, host_of)
+from orion.models.events import cut_notice
 from orion.write_session.diff import changes
 from orion.write_session.manager import manager_for
 from orion.write_session.operations import execute
@@ -153,10 +154,8 @@ class WriteSessionSystem:
         if turn.finish is None:
             return
         if session is None:
-            if turn.finish.error:  # no session to name: the error itself, in one line
-                runtime.reporter.notice(f"error: the endpoint reported an error in the middle "
-                                        f"of the reply ({turn.finish.error}); what arrived is "
-                                        "kept")
+            if turn.finish.truncated:  # no session continues it: the user is told why it ended
+                runtime.reporter.notice(cut_notice(turn.finish))
             return
         messages = runtime.conversation.messages
         message = messages[-1] if messages and messages[-1].role == "assistant" else None
@@ -210,7 +209,7 @@ def build_context(request: ContextRequest) -> ContextBlock | None:
         f"message that calls a tool, and text after the {session.terminator} line, is set "
         "aside, not written." + aside
         + (" The user sent a message meanwhile; you will see it once the file is written."
-           if session.held_messages else ""), order=20)
+           if session.held_messages else ""), order=20, volatile=True)
 
 
 @hookimpl
