@@ -27,7 +27,6 @@ from pydantic import BaseModel, Field
 
 from orion.api import (ContextBlock, OpenWrite, OrionError, RunReport, ToolSpec,
                        hookimpl, host_of)
-from orion.models.events import cut_notice
 from orion.write_session.diff import changes
 from orion.write_session.manager import manager_for
 from orion.write_session.operations import execute
@@ -40,7 +39,8 @@ from .finalization import finalizer
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from orion.api import ContextRequest, GateRequest, Host, Lifecycle, ToolContext, Transition, Turn
+    from orion.api import (ContextRequest, Finish, GateRequest, Host, Lifecycle, ToolContext,
+                           Transition, Turn)
 
 #: Content larger than this does not belong in tool-call JSON.
 EXECUTE_MAX_CONTENT = 4096
@@ -141,6 +141,25 @@ def execute_small(args: ExecuteArgs, context: ToolContext) -> str:
         return (f"{report}; its undo record could not be saved ({exc.strerror or exc}), so "
                 "orion sessions undo cannot undo it")
     return report
+
+
+def cut_notice(finish: Finish) -> str:
+    """What the user is told about a reply that did not end cleanly outside a write session
+    (a write session continues its own): every end of a reply is named."""
+    if finish.error:  # the error itself, in one line
+        return (f"error: the endpoint reported an error in the middle of the reply "
+                f"({finish.error}); what arrived is kept")
+    if finish.raw == "length":
+        return ("the reply was cut by the output limit (finish reason length): it ends "
+                "mid-way. Ask the model to go on, or raise model.max_tokens in orion.yaml")
+    if finish.raw == "connection_lost":
+        return "the connection broke in the middle of the reply; what arrived is kept"
+    if finish.raw == "content_filter":
+        return "the provider's content filter stopped the reply; what arrived is kept"
+    if finish.raw is None:
+        return ("the reply ended without a finish reason (the server stopped sending); what "
+                "arrived is kept")
+    return f"the reply ended with finish reason {finish.raw!r}; what arrived is kept"
 
 
 class WriteSessionSystem:

@@ -147,21 +147,3 @@ def normalize_finish(raw: str | None, saw_tool_calls: bool) -> Finish:
         return Finish("tool_calls", raw)
     return Finish("truncated", raw)
 
-
-def cut_notice(finish: Finish) -> str:
-    """What the user is told about a reply that did not end cleanly outside a write session
-    (a write session continues its own): every end of a reply is named."""
-    if finish.error:  # the error itself, in one line
-        return (f"error: the endpoint reported an error in the middle of the reply "
-                f"({finish.error}); what arrived is kept")
-    if finish.raw == "length":
-        return ("the reply was cut by the output limit (finish reason length): it ends "
-                "mid-way. Ask the model to go on, or raise model.max_tokens in orion.yaml")
-    if finish.raw == CONNECTION_LOST:
-        return "the connection broke in the middle of the reply; what arrived is kept"
-    if finish.raw == CONTENT_FILTER:
-        return "the provider's content filter stopped the reply; what arrived is kept"
-    if finish.raw is None:
-        return ("the reply ended without a finish reason (the server stopped sending); what "
-                "arrived is kept")
-    return f"the reply ended with finish reason {finish.raw!r}; what arrived is kept"
