@@ -9,7 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
-from sse_server import SSEServer, begin_write, error, finish_chunk, stream, text_chunk, text_stream
+from sse_server import (SSEServer, begin_write, error, finish_chunk, stream, text_chunk,
+                        text_stream, tool_call_chunk)
 
 from orion.clock import VirtualClock
 from orion.hooks.manager import make_plugin_manager
@@ -211,3 +212,46 @@ def test_a_file_name_copied_with_its_comma_is_refused_with_the_path_it_meant(cha
     assert "target_file 'notes.md, ' has a trailing comma" in result, result
     assert "give the path alone, e.g. 'notes.md'" in result
     assert list(tmp_path.iterdir()) == [tmp_path / ".orion"] or not (tmp_path / "notes.md, ").exists()
+
+
+def test_a_server_that_closes_the_connection_before_any_of_the_reply_is_named():
+    """llama-cpp-python's server died on a forced call this way: the answer's headers, then the
+    connection closed."""
+    async def ask(model: OpenAICompatibleModel) -> None:
+        async for _ in model.stream(ModelRequest(messages=[{"role": "user", "content": "Hi"}])):
+            pass
+    with SSEServer([stream([], done=False, cut=True)]) as server:
+        model = model_for(server)
+        with pytest.raises(ModelError) as raised:
+            asyncio.run(ask(model))
+    message = str(raised.value)
+    assert "closed the connection before sending any of the reply" in message, message
+    assert "may have crashed" in message and "after 0 chunks" not in message
+
+
+def test_the_same_reply_to_orion_s_prompt_again_is_kept_once(chat):
+    played = chat([stream(text_stream("Hello.")), stream(text_stream("Hello.")),
+                   stream(text_stream("Fine."))])
+    played.say("Hi")
+    for _ in range(2):
+        played.runtime.inject("Are you still there?")
+        asyncio.run(played.runtime.pump())
+    assert [m.content for m in played.runtime.conversation.messages] == [
+        "Hi", "Hello.", "Are you still there?", "Are you still there?", "Fine."]
+    assert any("the model sent the same reply again (6 characters)" in n
+               for n in played.reporter.notices), played.reporter.notices
+
+
+def test_plan_work_keeps_the_system_message_byte_identical_as_the_plan_changes(chat):
+    draft = json.dumps({"plan_markdown": "# Release\n\n1. Tag it.\n"})
+    played = chat([stream([tool_call_chunk(0, id="call_1", name="plan_set_content",
+                                           arguments=draft), finish_chunk("tool_calls")]),
+                   stream(text_stream("Stored."))])
+    asyncio.run(played.runtime.handle("/plan on Release"))
+    played.say("Draft the plan.")
+    first, second = played.bodies()
+    assert first["messages"][0] == second["messages"][0]
+    assert "Plan work is active" not in first["messages"][0]["content"]
+    assert "COLLECTING, revision 0" in first["messages"][-1]["content"]
+    assert "READY, revision 1" in second["messages"][-1]["content"]
+    assert second["messages"][1] == {"role": "user", "content": "Draft the plan."}

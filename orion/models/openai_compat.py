@@ -282,6 +282,14 @@ class OpenAICompatibleModel:
             fault: ModelError = ModelConnectionError(
                 f"the model endpoint at {self.base_url} stopped sending for {self.timeout:g} s "
                 f"in the middle of the response (after {after})")
+        elif isinstance(err, APIConnectionError) and not state.chunks:
+            # The answer's headers came, then the connection closed: the server gave up on
+            # this request (a crash on a forced tool call, a failed prompt), not the network.
+            fault = ModelConnectionError(
+                f"the model server at {self.base_url} accepted the request and closed the "
+                f"connection before sending any of the reply ({_cause(err)}): it failed on "
+                "this request, and may have crashed; its log says why. Send the message "
+                "again once it runs, or change the request (a shorter message, /compact)")
         elif isinstance(err, APIConnectionError):
             fault = ModelConnectionError(
                 f"the connection to {self.base_url} broke in the middle of the response "
