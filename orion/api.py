@@ -153,6 +153,11 @@ class Host(Protocol):
         """Clear the conversation (``/reset``) and call ``conversation_reset``."""
         ...
 
+    def compact(self, force: bool = False) -> int:
+        """Drop the oldest turns past the budget (``force``: to half the conversation's size,
+        ``/compact``); returns how many messages went."""
+        ...
+
 
 def host_of(source: Any) -> Host | None:
     """The host of a lifecycle (in a guard or an action), a request, a tool context or a

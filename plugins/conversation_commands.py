@@ -1,4 +1,4 @@
-"""The conversation's own slash commands: /help, /reset and /quit."""
+"""The conversation's own slash commands: /help, /reset, /compact and /quit."""
 
 from __future__ import annotations
 
@@ -22,6 +22,15 @@ def reset_command(runtime: Host, args: str) -> str:
     return "The conversation was reset."
 
 
+def compact_command(runtime: Host, args: str) -> str:
+    removed = runtime.compact(force=True)
+    if not removed:
+        return ("Nothing to compact: the conversation is one turn (the newest turn is always "
+                "kept); /reset starts a new one.")
+    return (f"{removed} of the oldest messages were removed; "
+            f"{len(runtime.conversation.messages)} remain.")
+
+
 def quit_command(runtime: Host, args: str) -> str:
     runtime.closing = True
     return "Bye."
@@ -31,4 +40,6 @@ def quit_command(runtime: Host, args: str) -> str:
 def register_slash_commands(register: Callable[..., None]) -> None:
     register("help", help_command, "list the commands")
     register("reset", reset_command, "start a new conversation (and end plan work)")
+    register("compact", compact_command, "drop the oldest turns of the conversation, to half "
+             "its size")
     register("quit", quit_command, "leave the chat")

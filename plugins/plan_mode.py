@@ -217,7 +217,7 @@ def plan_block(plan: Plan, *, include_markdown: bool) -> ContextBlock:
             f"(pass expected_revision={plan.revision}). {GUIDANCE[plan.status]}")
     if include_markdown and plan.markdown:
         text += f"\n\nThe plan (revision {plan.revision}):\n\n{plan.markdown}"
-    return ContextBlock("plan", text, order=10)
+    return ContextBlock("plan", text, order=10, volatile=True)
 
 
 @hookimpl

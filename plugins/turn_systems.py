@@ -16,7 +16,7 @@ from orion.api import (ContextRequest, Finish, GateRequest, Kind, ModelRequest,
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from orion.api import Host, Turn
+    from orion.api import Host, Message, Turn
 
 
 def gate_request(runtime: Host) -> GateRequest:
@@ -52,6 +52,20 @@ class ContextSystem:
                                 gate_request(runtime))
 
 
+def repeats(messages: list[Message], text: str) -> bool:
+    """Whether ``text`` is the reply before it again, with only prompts Orion injected in
+    between (a model answering each prompt with the same words): the conversation would grow
+    by the same reply until the turn's request limit, and tell the model nothing new."""
+    if not text:
+        return False
+    for message in reversed(messages):
+        if message.injected:
+            continue
+        return (message.role == "assistant" and not message.tool_calls
+                and not message.interrupted and message.content == text)
+    return False
+
+
 class ModelSystem:
     """One streamed request. Text goes to the runtime's text sinks as it arrives (the write
     session reads its content there); the reply joins the conversation when it ends.
@@ -66,7 +80,7 @@ class ModelSystem:
     async def run(self, turn: Turn) -> None:
         runtime = turn.host
         request = ModelRequest(
-            messages=runtime.conversation.to_openai(runtime.system_message(turn.blocks)),
+            messages=runtime.request_messages(turn.blocks),
             tools=[tool.openai_definition() for tool in turn.tools], number=turn.number,
             newest_orion_message=runtime.conversation.newest_from_orion())
         turn.request = request
@@ -74,6 +88,7 @@ class ModelSystem:
         reporter = runtime.reporter
         # Bound once: this loop runs for every chunk of a reply (a long write: 100,000s).
         keep, show = turn.text.append, reporter.text
+        sunk = False  # a sink took some of the text (a write session's content)
         model = runtime.model
         # The request's span (an LLM span): what happens while the reply streams (a write
         # session's transitions) nests under it; a request that fails is a failed span.
@@ -91,6 +106,8 @@ class ModelSystem:
                             taken = True
                     if not taken:
                         keep(text)
+                    else:
+                        sunk = True
                 elif type(event) is ReasoningDelta:
                     turn.reasoning.append(event.text)
                 elif type(event) is ToolCall:
@@ -106,6 +123,12 @@ class ModelSystem:
                 span.update(trace_events.message_content(request.messages, turn.response_text,
                                                          turn.tool_calls))
         reporter.message_end(turn.finish)
+        text = turn.response_text
+        if not (turn.tool_calls or sunk) \
+                and repeats(runtime.conversation.messages, text):
+            reporter.notice(f"the model sent the same reply again ({len(text):,} characters) "
+                            "to a prompt of Orion's; the conversation keeps it once")
+            return
         runtime.conversation.add_assistant(
             turn.response_text,
             tool_calls=[{"id": c.id, "type": "function",

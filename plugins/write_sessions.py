@@ -39,7 +39,8 @@ from .finalization import finalizer
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from orion.api import ContextRequest, GateRequest, Host, Lifecycle, ToolContext, Transition, Turn
+    from orion.api import (ContextRequest, Finish, GateRequest, Host, Lifecycle, ToolContext,
+                           Transition, Turn)
 
 #: Content larger than this does not belong in tool-call JSON.
 EXECUTE_MAX_CONTENT = 4096
@@ -142,6 +143,25 @@ def execute_small(args: ExecuteArgs, context: ToolContext) -> str:
     return report
 
 
+def cut_notice(finish: Finish) -> str:
+    """What the user is told about a reply that did not end cleanly outside a write session
+    (a write session continues its own): every end of a reply is named."""
+    if finish.error:  # the error itself, in one line
+        return (f"error: the endpoint reported an error in the middle of the reply "
+                f"({finish.error}); what arrived is kept")
+    if finish.raw == "length":
+        return ("the reply was cut by the output limit (finish reason length): it ends "
+                "mid-way. Ask the model to go on, or raise model.max_tokens in orion.yaml")
+    if finish.raw == "connection_lost":
+        return "the connection broke in the middle of the reply; what arrived is kept"
+    if finish.raw == "content_filter":
+        return "the provider's content filter stopped the reply; what arrived is kept"
+    if finish.raw is None:
+        return ("the reply ended without a finish reason (the server stopped sending); what "
+                "arrived is kept")
+    return f"the reply ended with finish reason {finish.raw!r}; what arrived is kept"
+
+
 class WriteSessionSystem:
     """After the model system: the end of the message is the open session's next step."""
 
@@ -153,10 +173,8 @@ class WriteSessionSystem:
         if turn.finish is None:
             return
         if session is None:
-            if turn.finish.error:  # no session to name: the error itself, in one line
-                runtime.reporter.notice(f"error: the endpoint reported an error in the middle "
-                                        f"of the reply ({turn.finish.error}); what arrived is "
-                                        "kept")
+            if turn.finish.truncated:  # no session continues it: the user is told why it ended
+                runtime.reporter.notice(cut_notice(turn.finish))
             return
         messages = runtime.conversation.messages
         message = messages[-1] if messages and messages[-1].role == "assistant" else None
@@ -212,7 +230,7 @@ def build_context(request: ContextRequest) -> ContextBlock | None:
         f"message that calls a tool, and text after the {session.terminator} line, is set "
         "aside, not written." + aside
         + (" The user sent a message meanwhile; you will see it once the file is written."
-           if session.held_messages else ""), order=20)
+           if session.held_messages else ""), order=20, volatile=True)
 
 
 @hookimpl

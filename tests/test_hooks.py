@@ -1022,7 +1022,7 @@ def test_an_unknown_slash_command_lists_the_available_ones(pm, tmp_path):
     session = Session(tmp_path, pm, "conversation:\n  - user: /nope please\n")
     with pytest.raises(CommandError) as info:
         session.play()
-    assert str(info.value) == ("unknown command /nope (available: /ask, /hello, /help, /later, "
+    assert str(info.value) == ("unknown command /nope (available: /ask, /compact, /hello, /help, /later, "
                                "/plan, /quit, /reset, /sessions)")
     assert session.runtime.conversation.messages == []
     assert session.model.requests == []

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from orion.runtime.context import STATE_NOTE
 import yaml
 
 from orion.clock import VirtualClock
@@ -94,9 +96,13 @@ class Session:
         return [tool["function"]["name"] for tool in self.requests[i].tools]
 
     def system(self, i: int = -1) -> str:
+        """The system context of request ``i``: the system message, then the state after the
+        conversation (where the plan block is: it changes with the plan)."""
         message = self.requests[i].messages[0]
         assert message["role"] == "system"
-        return message["content"]
+        last = self.requests[i].messages[-1].get("content") or ""
+        at = last.find(STATE_NOTE)
+        return message["content"] + ("" if at < 0 else "\n\n" + last[at:])
 
     def tool_results(self) -> list[dict]:
         return [json.loads(m.content) if m.content.startswith("{") else m.content

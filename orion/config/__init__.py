@@ -17,6 +17,7 @@ model:
   api_key_env: OPENAI_API_KEY
   max_tokens: 8192          # the output limit of one reply; a cut-off is about this
   temperature: 0.2
+  context_window: 32768     # tokens; compaction keeps the requests inside it
 trace:
   capture_content: false
   keep_days: 30             # 0 keeps every trace event
@@ -109,6 +110,10 @@ class ModelSettings(_Strict):
     temperature: float | None = Field(default=None, ge=0, le=2,
                                       description="sampling temperature; unset: the endpoint's "
                                                   "default")
+    context_window: int | None = Field(
+        default=None, ge=1, description="the model's context window in tokens (prompt and reply);"
+        " the conversation is compacted before a request would pass it. Unset: learned from the "
+        "server's error when a request does not fit")
 
 
 class TraceSettings(_Strict):

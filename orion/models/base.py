@@ -42,3 +42,20 @@ class ModelConnectionError(ModelError):
 
 class ScriptError(ModelError):
     """A scripted conversation did not go as written (exhausted, an expectation failed)."""
+
+
+class ContextOverflowError(ModelError):
+    """The request did not fit the model's context window. ``window`` is the window in tokens
+    when the server said it (then the model adapter remembers it, and the runtime compacts
+    before the next request would pass it); ``asked`` the tokens the request needed."""
+
+    def __init__(self, message: str, *, window: int | None = None,
+                 asked: int | None = None) -> None:
+        super().__init__(message)
+        self.window, self.asked = window, asked
+
+
+#: What a user can do about a request that did not fit the context window.
+OVERFLOW_HINT = ("/compact drops the oldest turns of the conversation, /reset starts a new one, "
+                 "or send a shorter message; set model.context_window in orion.yaml to have "
+                 "Orion compact before it is reached")

@@ -146,3 +146,4 @@ def normalize_finish(raw: str | None, saw_tool_calls: bool) -> Finish:
     if raw == "function_call":
         return Finish("tool_calls", raw)
     return Finish("truncated", raw)
+

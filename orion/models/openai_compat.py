@@ -18,6 +18,10 @@ Decisions worth knowing:
   the index is missing), unless it names a different function, which starts a new call.
   Arguments are kept as the raw string the model produced, never parsed. Calls without an id
   get ``call_<request number>_<position>``.
+* **One call, one form.** A server may send a call both as a ``tool_calls`` fragment and as
+  the deprecated ``function_call`` (llama-cpp-python's server does, in every delta). The legacy
+  form is read only while no ``tool_calls`` fragment has arrived in the stream; one that
+  arrives later replaces what the legacy form gave. A call runs once.
 * **Finish.** The provider's reason goes through :func:`normalize_finish`: ``stop`` with tool
   calls becomes ``tool_calls``; ``length``, ``insufficient_system_resource``,
   ``content_filter``, any unknown reason, and a stream that ends without a reason are
@@ -68,6 +72,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -82,7 +87,14 @@ from openai import (
 )
 from openai._streaming import SSEDecoder, ServerSentEvent
 
-from orion.models.base import ModelAuthError, ModelConnectionError, ModelError, ModelRequest
+from orion.models.base import (
+    OVERFLOW_HINT,
+    ContextOverflowError,
+    ModelAuthError,
+    ModelConnectionError,
+    ModelError,
+    ModelRequest,
+)
 from orion.models.events import (
     CONNECTION_LOST,
     STREAM_ERROR,
@@ -119,8 +131,12 @@ class OpenAICompatibleModel:
     def __init__(self, *, model: str, base_url: str | None = None, api_key: str | None = None,
                  max_retries: int = 3, timeout: float = 120.0,
                  client: AsyncOpenAI | None = None, max_tokens: int | None = None,
-                 temperature: float | None = None, cut_backoff: float = 0.5) -> None:
+                 temperature: float | None = None, cut_backoff: float = 0.5,
+                 context_window: int | None = None) -> None:
         self.model = model
+        #: The model's context window in tokens: configured, or read from the server's error
+        #: when a request did not fit (the runtime compacts before a request would pass it).
+        self.context_window = context_window
         self.name = model
         self.max_retries = max_retries
         self.timeout = timeout
@@ -247,6 +263,12 @@ class OpenAICompatibleModel:
             for event in self._cut_off(fault, state):
                 yield event
             return
+        if not state.chunks:
+            raise ModelError(
+                f"the endpoint at {self.base_url} answered but sent nothing: no text, no finish "
+                "reason, no error. The server failed on the request without saying why; a "
+                "prompt longer than its context window does this on some servers "
+                f"(llama-cpp-python's): {OVERFLOW_HINT}")
         self._cuts = 0
         for event in state.finish():
             yield event
@@ -260,6 +282,14 @@ class OpenAICompatibleModel:
             fault: ModelError = ModelConnectionError(
                 f"the model endpoint at {self.base_url} stopped sending for {self.timeout:g} s "
                 f"in the middle of the response (after {after})")
+        elif isinstance(err, APIConnectionError) and not state.chunks:
+            # The answer's headers came, then the connection closed: the server gave up on
+            # this request (a crash on a forced tool call, a failed prompt), not the network.
+            fault = ModelConnectionError(
+                f"the model server at {self.base_url} accepted the request and closed the "
+                f"connection before sending any of the reply ({_cause(err)}): it failed on "
+                "this request, and may have crashed; its log says why. Send the message "
+                "again once it runs, or change the request (a shorter message, /compact)")
         elif isinstance(err, APIConnectionError):
             fault = ModelConnectionError(
                 f"the connection to {self.base_url} broke in the middle of the response "
@@ -294,6 +324,16 @@ class OpenAICompatibleModel:
     def _status_error(self, err: APIStatusError) -> ModelError:
         status = err.status_code
         message = _server_message(err)
+        overflow = _overflow(err.body, message)
+        if overflow is not None:
+            window, asked = overflow
+            if window:
+                self.context_window = window
+            size = f" of {window:,} tokens" if window else ""
+            need = f" (the request needs {asked:,})" if asked else ""
+            return ContextOverflowError(
+                f"the conversation does not fit the model's context window{size}{need}: "
+                f"{OVERFLOW_HINT}. The server said: {message}", window=window, asked=asked)
         if status in (401, 403):
             hint = (" (no API key is configured: set OPENAI_API_KEY, or `api_key_env` to the "
                     "variable that holds it)" if self._key_missing else "")
@@ -318,6 +358,7 @@ class _Call:
     id: str | None
     name: str = ""
     arguments: list[str] = field(default_factory=list)
+    legacy: bool = False  # from the deprecated ``function_call`` form
 
 
 class _ToolCalls:
@@ -327,10 +368,21 @@ class _ToolCalls:
         self.calls: list[_Call] = []
         self.by_index: dict[int, _Call] = {}
         self.by_id: dict[str, _Call] = {}
+        #: A ``tool_calls`` fragment arrived: ``function_call`` is a copy from then on.
+        self.modern = False
+
+    def seen_modern(self) -> None:
+        """A ``tool_calls`` fragment arrived: what the legacy ``function_call`` form gave
+        before (the same call, sent both ways) is dropped."""
+        if not self.modern:
+            self.modern = True
+            if self.by_index.pop(-1, None) is not None:
+                self.calls = [call for call in self.calls if not call.legacy]
 
     def add(self, index: int | None, id: str | None, name: str | None,
-            arguments: str | None) -> None:
+            arguments: str | None, legacy: bool = False) -> None:
         call = self._target(index, id, name)
+        call.legacy = call.legacy or legacy
         if name and not call.name:
             call.name = name
         if arguments:
@@ -431,6 +483,7 @@ class _StreamState:
                     events.append(TextDelta(text))
         for fragment in getattr(delta, "tool_calls", None) or []:
             self.received = True
+            self.tool_calls.seen_modern()
             function = getattr(fragment, "function", None)
             index = getattr(fragment, "index", None)
             self.tool_calls.add(
@@ -439,9 +492,12 @@ class _StreamState:
                 getattr(function, "name", None) or None,
                 getattr(function, "arguments", None) or None)
         legacy = getattr(delta, "function_call", None)  # the deprecated single-call form
-        if legacy is not None:
+        if legacy is not None and not self.tool_calls.modern:
+            # llama-cpp-python's server sends each call twice in every delta, as a
+            # ``tool_calls`` fragment and as ``function_call``: the legacy form is read only
+            # from a server that sends nothing else, or a call would run twice.
             self.tool_calls.add(-1, None, getattr(legacy, "name", None) or None,
-                                getattr(legacy, "arguments", None) or None)
+                                getattr(legacy, "arguments", None) or None, legacy=True)
         return events
 
     def flush(self) -> list[ModelEvent]:
@@ -521,6 +577,32 @@ class _Client(AsyncOpenAI):
 
     def _make_sse_decoder(self) -> SSEDecoder:
         return _ErrorLineDecoder()
+
+
+#: How servers name a request longer than the context window: OpenAI's code, llama.cpp's
+#: type, and the words of vLLM, llama-cpp-python, Ollama and others.
+_OVERFLOW_WORDS = ("context_length_exceeded", "exceed_context_size", "context window",
+                   "context length", "context size", "maximum context")
+_NUMBERS = re.compile(r"\d[\d,]*")
+
+
+def _overflow(body: object, message: str) -> tuple[int | None, int | None] | None:
+    """``(window, asked)`` when an error says the request did not fit the context window
+    (each None when the server did not say it), else None."""
+    details = body.get("error", body) if isinstance(body, dict) else None
+    details = details if isinstance(details, dict) else {}
+    said = " ".join(str(v) for v in (message, details.get("code"), details.get("type")))
+    if not any(word in said.lower() for word in _OVERFLOW_WORDS):
+        return None
+    window = details.get("n_ctx")
+    asked = details.get("n_prompt_tokens")
+    if not isinstance(window, int):
+        # "... maximum context length is 8192 tokens. However, you requested 9000 tokens",
+        # "Requested tokens (9000) exceed context window of 2048": the window is the smaller.
+        found = sorted({int(n.replace(",", "")) for n in _NUMBERS.findall(message)})
+        window = found[0] if len(found) >= 2 else None
+        asked = found[-1] if len(found) >= 2 else None
+    return window, asked if isinstance(asked, int) else None
 
 
 def _error_text(error: ModelError) -> str:

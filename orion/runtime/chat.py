@@ -47,7 +47,8 @@ def make_model(config: WorkspaceConfig, *, base_url: str | None,
                                  base_url=base_url or settings.base_url,
                                  api_key=os.environ.get(settings.api_key_env),
                                  max_tokens=settings.max_tokens,
-                                 temperature=settings.temperature)
+                                 temperature=settings.temperature,
+                                 context_window=settings.context_window)
 
 
 def on_terminal() -> bool:

@@ -153,8 +153,11 @@ class Conversation:
     def add_assistant(self, text: str, tool_calls: list[dict[str, Any]] | None = None,
                       reasoning: str | None = None) -> Message:
         text, reasoning = _sendable(text), _sendable(reasoning)
-        return self.add(Message("assistant", text or None if tool_calls else text,
-                                tool_calls=tool_calls or None, reasoning_content=reasoning))
+        # ``content`` is a string even beside tool calls: llama-cpp-python's server answers
+        # HTTP 500 to ``content: null`` (and then to every later request of the conversation),
+        # and every server takes "".
+        return self.add(Message("assistant", text or "", tool_calls=tool_calls or None,
+                                reasoning_content=reasoning))
 
     def add_interrupted(self, text: str) -> Message:
         """The part of a reply that arrived before the user stopped it, kept as sent; the

@@ -135,9 +135,8 @@ class ConsoleReporter(Reporter):
         if had_text:
             more = f" … ({count} lines)" if count > 1 else ""
             self.say(f"[cyan]model[/cyan]  {escape(first)}{more}")
-        if finish.truncated:
-            self.say(f"[cyan]model[/cyan]  [dim](cut off: finish reason "
-                     f"{escape(str(finish.raw or 'none'))})[/dim]")
+        # A reply that did not end cleanly is named by a notice: the write session's, or the
+        # model system's outside one (orion.models.events.cut_notice).
 
     def tool(self, outcome) -> None:
         if outcome.ok:

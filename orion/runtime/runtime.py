@@ -17,7 +17,7 @@ from typing import Any
 
 from orion.clock import Clock, TimerHandle, VirtualClock
 from orion.config import WorkspaceConfig, load_config
-from orion.runtime.context import ContextBlock
+from orion.runtime.context import ContextBlock, with_state_note
 from orion.errors import OrionError
 from orion.hooks.blame import where_raised
 from orion.models.base import Model
@@ -44,6 +44,15 @@ class TurnLimitError(OrionError):
 class OutOfMemory(OrionError):
     """A model request ran out of memory (``MemoryError``). The turn ends; the conversation
     and the process go on (what the request held is let go)."""
+
+
+def window_budget(window: int, max_output: int | None) -> int:
+    """The (approximate) tokens a conversation may take in a context window of ``window``
+    tokens: what the reply's limit (a quarter of the window when none is set) leaves, less a
+    quarter for the system message, the tool definitions and the error of the four-characters-a-
+    token estimate (dense text, code and other languages take more tokens)."""
+    room = window - (max_output if max_output and max_output < window else window // 4)
+    return max(1, room * 3 // 4)
 
 
 class _NotifyingClock:
@@ -193,9 +202,18 @@ class Runtime:
         return self._pending
 
     def system_message(self, blocks: list[ContextBlock]) -> dict[str, Any]:
+        """The system prompt and the blocks that are not volatile."""
         parts = [self.settings.system_prompt.strip()]
-        parts.extend(block.text.strip() for block in blocks if block.text.strip())
+        parts.extend(block.text.strip() for block in blocks
+                     if block.text.strip() and not block.volatile)
         return {"role": "system", "content": "\n\n".join(p for p in parts if p)}
+
+    def request_messages(self, blocks: list[ContextBlock]) -> list[dict[str, Any]]:
+        """The messages of a model request: the system message, the conversation, and the
+        volatile blocks last (see :func:`state_note`), so that everything before them is the
+        same bytes as in the request before."""
+        messages = self.conversation.to_openai(self.system_message(blocks))
+        return with_state_note(messages, blocks)
 
     async def handle(self, line: str) -> str | None:
         """One user line: a slash command (its reply is returned) or a message."""
@@ -280,15 +298,33 @@ class Runtime:
             raise TypeError("advance() needs a VirtualClock; real time passes by itself")
         self.clock.advance(ms)
 
-    def compact(self) -> None:
+    def request_budget(self) -> Budget:
+        """The compaction budget: ``runtime.max_messages`` and ``runtime.max_tokens``, and
+        within the model's context window when it is known (see :func:`window_budget`)."""
+        window = getattr(self.model, "context_window", None)
+        if not window:
+            return self.budget
+        room = window_budget(window, getattr(self.model, "max_tokens", None))
+        if self.budget.max_tokens and self.budget.max_tokens <= room:
+            return self.budget
+        return Budget(self.budget.max_messages, room)
+
+    def compact(self, force: bool = False) -> int:
+        """Drop the oldest turns when the conversation is past its budget (or, ``force``, to
+        half its size: ``/compact``). Returns how many messages went."""
         messages = self.conversation.messages
-        if not self.budget.exceeded(len(messages), self.conversation.approx_tokens()):
-            return
-        kept = self.plugins.hook.compact_conversation(messages=list(messages), budget=self.budget)
-        if kept is not None:
-            self.conversation.compacted += len(messages) - len(kept)
-            self.conversation.messages = list(kept)
-            self.reporter.notice(f"compacted the conversation to {len(kept)} messages")
+        budget = self.request_budget()
+        if force:
+            budget = Budget(0, max(1, self.conversation.approx_tokens() // 2))
+        elif not budget.exceeded(len(messages), self.conversation.approx_tokens()):
+            return 0
+        kept = self.plugins.hook.compact_conversation(messages=list(messages), budget=budget)
+        if kept is None:
+            return 0
+        self.conversation.compacted += len(messages) - len(kept)
+        self.conversation.messages = list(kept)
+        self.reporter.notice(f"compacted the conversation to {len(kept)} messages")
+        return len(messages) - len(kept)
 
     def reset(self) -> None:
         """``/reset``: a new, empty conversation; plugins end what belonged to the old one."""

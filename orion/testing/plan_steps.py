@@ -35,6 +35,7 @@ from orion.config import load_config
 from orion.plan.service import LIFECYCLE, plan_service_for
 from orion.plan.store import DB_NAME, Plan
 from orion.runtime.runtime import Runtime
+from orion.runtime.context import STATE_NOTE
 from orion.workspace.statedb import TRACES_DB
 from orion.testing.steps import unescape
 from orion.testing.world import World
@@ -175,11 +176,14 @@ def last_request(world: World):
 
 
 def plan_block(request) -> str:
-    """The plan block of a request's system message ("" when there is none)."""
+    """The plan block of a request ("" when there is none): in the state after the
+    conversation, since it changes with the plan (the system message stays the same)."""
     system = request.messages[0]
     assert system["role"] == "system", system
-    start = system["content"].find(BLOCK_START)
-    return "" if start < 0 else system["content"][start:].split("\n\n")[0]
+    assert BLOCK_START not in system["content"], system
+    last = request.messages[-1].get("content") or ""
+    start = last.find(BLOCK_START, max(0, last.find(STATE_NOTE)))
+    return "" if start < 0 or STATE_NOTE not in last else last[start:].split("\n\n")[0]
 
 
 def check_block(block: str, status: str | None = None) -> None:

@@ -36,6 +36,7 @@ import yaml
 from pytest_bdd import given, parsers, step, then
 
 from orion import hookimpl
+from orion.runtime.context import STATE_NOTE
 from orion.testing.world import World
 
 # -- field patterns --------------------------------------------------------------------------
@@ -692,15 +693,24 @@ def prompt_does_not_contain(orion_world: World, text: str) -> None:
     assert unescape(text) not in newest, newest
 
 
+def _system_context(request: Any) -> str:
+    """The system context of a request: its system message, and the state the volatile
+    blocks carry after the conversation (see ``orion.runtime.context.with_state_note``)."""
+    system = request.messages[0]["content"]
+    last = request.messages[-1].get("content") or ""
+    at = last.find(STATE_NOTE)
+    return system if at < 0 else f"{system}\n\n{last[at:]}"
+
+
 @then(parsers.re(rf"the system prompt contains {TEXT}"))
 def system_prompt_contains(orion_world: World, text: str) -> None:
-    system = _latest_request(orion_world).messages[0]["content"]
+    system = _system_context(_latest_request(orion_world))
     assert unescape(text) in system, system
 
 
 @then(parsers.re(rf"the system prompt does not contain {TEXT}"))
 def system_prompt_does_not_contain(orion_world: World, text: str) -> None:
-    system = _latest_request(orion_world).messages[0]["content"]
+    system = _system_context(_latest_request(orion_world))
     assert unescape(text) not in system, system
 
 

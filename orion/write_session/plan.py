@@ -371,12 +371,36 @@ def _is_text(head: bytes, *, complete: bool) -> bool:
     return True
 
 
+#: What a model leaves around a path it copied out of a sentence or a list ("notes.md, "),
+#: each with the words that name it.
+_SUSPECT = (
+    (re.compile(r"[\x00-\x1f\x7f]"), "a control character"),
+    (re.compile(r"[,;]\s*$"), "a trailing comma or semicolon"),
+    (re.compile(r"(^|/)\s|\s($|/)"), "white space at the start or end of a name"),
+)
+
+
+def suspect_name(name: str) -> None:
+    """Refuse a ``target_file`` that carries what a model leaves around a path it copied from
+    a sentence (``'notes.md, '``): such a file is almost never meant, and is hard to see and to
+    remove once written. Raises :class:`PlanRejected` naming the cleaned-up path."""
+    for pattern, what in _SUSPECT:
+        found = pattern.search(name)
+        if found is None:
+            continue
+        cleaned = "/".join(part.strip() for part in name.strip().rstrip(",;").split("/"))
+        raise PlanRejected(f"target_file {name!r} has {what} (at position {found.start()}), "
+                           "which is almost never part of a file name; give the path alone, "
+                           f"e.g. {cleaned!r}.", field="target_file")
+
+
 def check_plan(plan: WritePlan, *, workspace: Path, state_dir: Path) -> CheckedPlan:
     """Check ``plan`` against the workspace before any content streams; see the module
     docstring for the rules. Raises :class:`PlanRejected`."""
     root = Path(workspace).resolve()
     state = Path(state_dir).resolve()
     name = plan.target_file
+    suspect_name(name)
     try:
         target = resolve_inside(root, name)
     except PathOutsideWorkspace as exc:
