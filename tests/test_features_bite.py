@@ -1842,30 +1842,30 @@ mutant("done_beside_a_tool_call_ignored", "WS-15", "orion.write_session.decision
 
 mutant("resent_lines_written_again", "AC-7", "orion.write_session.ingest:Ingest._take_start",
        "quoted lines the reply sent again are written a second time, in silence",
-       ("        if start.resent:\n            self._resent(held[:start.resent])\n"
-        "        rest = held[start.resent + start.repeat:]\n",
-        "        rest = held[start.repeat:]\n"),
+       ("    if start.resent:\n        self._resent(held[:start.resent])\n"
+        "    rest = held[start.resent + start.repeat:]\n",
+        "    rest = held[start.repeat:]\n"),
        keyword="quoted_lines_sent_again")
 
 mutant("think_block_dropped_in_a_write", "WS-23",
        "orion.write_session.message_end:MessageEnds._set_aside_thought",
        "a <think> block in a write session is dropped without a word",
-       ('        if thought and (self._mode == "content" or self._circular):\n',
-        '        if False:\n'),
+       ('    if thought and (self._mode == "content" or self._circular):\n',
+        '    if False:\n'),
        keyword="think_element")
 
 mutant("stalled_stream_waits_for_more_text", "SR-4",
        "orion.write_session.ingest:Ingest._take_in",
        "the flush timer is not armed: a stream that stalls keeps its lines in memory",
-       ("            if not self._flush_timer.armed:\n                self._arm_flush()\n", ""),
+       ("        if not self._flush_timer.armed:\n            self._arm_flush()\n", ""),
        keyword="stalls")
 
 mutant("indented_done_ends_the_content", "WS-5",
        "orion.write_session.protocol:EndMarker._advance_terminator",
        "a DONE indented by spaces or a tab ends the content",
-       ("        if k == _LEAD:\n",
-        "        if k == _LEAD:\n            s = seg.lstrip(' \\t')\n"
-        "            if not s:\n                return True\n"),
+       ("    if k == _LEAD:\n",
+        "    if k == _LEAD:\n        s = seg.lstrip(' \\t')\n"
+        "        if not s:\n            return True\n"),
        keyword="indented")
 
 
