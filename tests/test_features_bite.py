@@ -969,10 +969,10 @@ mutant("flush_lines_off_by_one", "SR-4", "orion.write_session.journal:Journal.ap
        ("self._pending_lines >= self._flush_lines", "self._pending_lines > self._flush_lines"),
        keyword="every_50_lines")
 
-mutant("flush_interval_off_by_one", "SR-4", "orion.write_session.journal:Journal.append",
-       "the journal reaches the disk only after more than 5 seconds",
-       ("if self._now_ms() - self._last_flush_ms >= self._interval",
-        "if self._now_ms() - self._last_flush_ms > self._interval"),
+mutant("flush_interval_off_by_one", "SR-4", "orion.write_session.journal:Journal.flush_wait_ms",
+       "the journal reaches the disk only after more than 5 seconds (its timer is 1 ms late)",
+       ("min(self._last_flush_ms + self._interval - self._now_ms(),",
+        "min(self._last_flush_ms + self._interval + 1 - self._now_ms(),"),
        keyword="after_5_seconds")
 
 mutant("flush_writes_content_with_state_only", "SR-5", "orion.write_session.journal:Journal._flush",
