@@ -288,3 +288,43 @@ def test_a_regex_marker_without_marker_regex_is_told_the_flag_exists(run):
         say("I will fix the plan."),
     ], files={"app.py": "import os\n\ndef route_home():\n"})
     assert played.result.ok, played.result.errors
+
+
+# -- the same through the real openai SDK against the loopback server -----------------------------
+
+
+def test_a_think_block_streamed_by_a_server_is_set_aside_byte_exact(tmp_path):
+    import asyncio
+
+    from sse_server import SERVERS, SSEServer, begin_write, chunk, stream
+
+    from orion.clock import VirtualClock
+    from orion.hooks.manager import make_plugin_manager
+    from orion.models.openai_compat import OpenAICompatibleModel
+    from orion.runtime.runtime import Runtime
+    from orion.write_session.recovery import show as show_session
+    from orion.write_session.recovery import scan
+    from write_harness import Capture
+
+    text = "\n" + THINK + TEMPLATE + "DONE\n"
+    pieces = [text[i:i + 5] for i in range(0, len(text), 5)]
+    reporter = Capture()
+    with SSEServer([begin_write("fixture.xml"), stream(
+            [chunk({"role": "assistant", "content": ""}),
+             *[chunk({"content": p}) for p in pieces], chunk({}, "stop")]),
+            SERVERS["vllm"].reply("Written.")]) as server:
+        model = OpenAICompatibleModel(model="test-model", base_url=server.base_url,
+                                      api_key="k", max_retries=0, cut_backoff=0.0)
+        runtime = Runtime(model=model, plugins=make_plugin_manager(entrypoints=False, env={}),
+                          workspace=tmp_path, clock=VirtualClock(), reporter=reporter)
+        try:
+            asyncio.run(runtime.handle("Write the fixture."))
+        finally:
+            runtime.close()
+    assert (tmp_path / "fixture.xml").read_text() == TEMPLATE
+    assert any("the reasoning at the start of the reply" in n for n in reporter.notices)
+    state = tmp_path / ".orion"
+    ids = [o.id for o in scan(state)] or [p.name for p in (state / "set_aside").iterdir()]
+    shown = show_session(state, ids[0])
+    [part] = shown.set_aside.parts
+    assert shown.set_aside.read(part.number) == ("\n" + THINK).encode()
