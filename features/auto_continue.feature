@@ -3,7 +3,7 @@ Feature: Auto-continue after truncated output
   When the model's output is cut off before DONE, Orion saves what arrived and at once asks the
   model to continue in the same session, at most 3 times; then it writes what it has, marked
   incomplete. An empty buffer is not continued, and a continuation that starts the file over
-  is not added.
+  is set aside, announced and reversible.
   Rules: docs/design/auto-continue.md (AC-1 to AC-9)
 
   # -- The flow ------------------------------------------------------------------------------
@@ -29,7 +29,8 @@ Feature: Auto-continue after truncated output
     When the model streams 120 lines to "docs/long.md" and is cut off with finish reason "length"
     Then the prompt contains "Your output was cut off. 120 lines are saved (continuation 1/3)."
     And the prompt contains "> Line 118 of docs/long.md.\n> Line 119 of docs/long.md.\n> Line 120 of docs/long.md."
-    And the prompt contains "Continue exactly where you stopped, with line 121: everything you send is added after these lines, so do not repeat them, and end with DONE on its own line."
+    And the prompt contains "The last lines of docs/long.md received were"
+    And the prompt contains "Continue exactly where you stopped, with line 121: everything you send is added after these lines, so do not repeat them (quoted lines sent again at the start are set aside, not written twice), and end with DONE on its own line."
 
   @AC-2
   Scenario: The continuation is appended to the same file without a new begin
@@ -141,23 +142,52 @@ Feature: Auto-continue after truncated output
     Then "docs/long.md" holds the generated lines 1 to 40
 
   @edge_case @AC-6
-  Scenario: A continuation that starts the file over is set aside; what was saved is written, incomplete
+  Scenario: A continuation that starts the file over is set aside and announced; the session goes on
     When the model streams 100 lines to "docs/long.md" and is cut off with finish reason "length"
     And the model starts the file over with 100 lines from line 1 and DONE
+    Then the user is told "the reply that started docs/long.md over (100 lines, first line 'Line 1 of docs/long.md.') was set aside"
+    And the write session is waiting for DONE or more content
+    When 2000 ms pass
+    Then the prompt contains "Your reply started docs/long.md over"
+    And the prompt contains "call WritePlanTool_keep with part 1"
+    When the model replies "DONE"
     Then "docs/long.md" holds the generated lines 1 to 100
-    And the write session of "docs/long.md" is "incomplete"
-    And the user is told "the continuation started docs/long.md over"
-    And the user is told "the continuation that started docs/long.md over (100 lines, first line 'Line 1 of docs/long.md.') was set aside"
-    And the trace records "circular continuation"
+    And the write session of "docs/long.md" is "written_with_set_aside"
 
   @edge_case @AC-6
   Scenario: A restart is recognised however the reply is split, even when its first line is long
     When the model begins to create "docs/wide.md"
     And the model replies "# A guide to Orion for teams: write sessions, plan mode, statecharts and plugins\nInstall it.\nRun orion check.\nWrite a plugin.\n" with finish reason "length"
     And the model replies in the chunks "# A guide to Orion for teams: write sessions, plan mode, statecharts a", "nd plugins\nInstall it.\nRun orion check.\n" and "Write a plugin.\nDONE\n"
+    Then the user is told "the reply that started docs/wide.md over (4 lines"
+    When 2000 ms pass
+    And the model replies "DONE"
     Then the content of "docs/wide.md" is "# A guide to Orion for teams: write sessions, plan mode, statecharts and plugins\nInstall it.\nRun orion check.\nWrite a plugin.\n"
-    And the write session of "docs/wide.md" is "incomplete"
-    And the user is told "the continuation started docs/wide.md over"
+    And the write session of "docs/wide.md" is "written_with_set_aside"
+
+  @edge_case @AC-6
+  Scenario: Three lines alike do not make a restart: a multi-document YAML file is written whole
+    When the model begins to create "deploy.yaml"
+    And the model replies "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\n" with finish reason "length"
+    And the model replies "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\nDONE\n"
+    Then the content of "deploy.yaml" is "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n"
+    And the write session of "deploy.yaml" is "written"
+
+  @edge_case @AC-6 @AC-7
+  Scenario: Rows that are all alike, without a header, are never a restart: resent rows are set aside and put back
+    When the model begins to create "zeros.csv"
+    And the model replies "0,0\n0,0\n0,0\n0,0\n0,0\n0,0\n" with finish reason "length"
+    And the model replies "0,0\n0,0\n0,0\n0,0\n0,0\n0,0\n0,0\n0,0\n0,0\n0,0\n0,0\n0,0\n"
+    Then the user is told "the quoted lines the reply sent again (3 lines, first line '0,0') was set aside"
+    And the user is not told "started zeros.csv over"
+    When the model calls "WritePlanTool_keep" with:
+      """
+      {"part": 1}
+      """
+    Then the tool call succeeds
+    When the model replies "DONE"
+    Then the content of "zeros.csv" is "0,0\n0,0\n0,0\n0,0\n0,0\n0,0\n0,0\n0,0\n0,0\n0,0\n0,0\n0,0\n0,0\n0,0\n0,0\n0,0\n0,0\n0,0\n"
+    And the write session of "zeros.csv" is "written"
 
   @edge_case @AC-9
   Scenario: A write that fails keeps the content for a later recovery
@@ -183,19 +213,38 @@ Feature: Auto-continue after truncated output
     And the write session of "docs/long.md" is "written"
 
   @AC-7
-  Scenario: A quoted line the continuation sends again before the cut line is not taken for a repeat
+  Scenario: A reply that starts with the cut line is read as the cut line, not as a quoted line sent again
     When the model begins to create "rows.csv"
     And the model replies "a,b\n0,0\n0," with finish reason "length"
     And the model replies "0,0\n0,0\nDONE\n"
     Then the content of "rows.csv" is "a,b\n0,0\n0,0\n0,0\n"
+    And the write session of "rows.csv" is "written"
 
   @AC-7
-  Scenario: After a cut at the end of a line, identical lines are new rows, not a repeat
+  Scenario: After a cut at the end of a line, quoted lines sent again are set aside, never written twice in silence
+    When the model begins to create "setup.md"
+    And the model replies "# Setup\n1. Clone the repository.\n2. Install the dependencies.\n" with finish reason "length"
+    Then the prompt contains "Continue exactly where you stopped, with line 4"
+    And the prompt contains "quoted lines sent again at the start are set aside"
+    When the model replies "2. Install the dependencies.\n3. Run the tests.\nDONE\n"
+    Then the content of "setup.md" is "# Setup\n1. Clone the repository.\n2. Install the dependencies.\n3. Run the tests.\n"
+    And the write session of "setup.md" is "written_with_set_aside"
+    And the text set aside for "setup.md" is "2. Install the dependencies.\n"
+
+  @AC-7
+  Scenario: After a cut at the end of a line, identical rows sent again come back with WritePlanTool_keep
     When the model begins to create "zeros.csv"
     And the model replies "a,b\n0,0\n0,0\n" with finish reason "length"
-    Then the prompt contains "Continue exactly where you stopped, with line 4"
-    When the model replies "0,0\n0,0\nDONE\n"
+    And the model replies "0,0\n0,0\n"
+    Then the user is told "the quoted lines the reply sent again (2 lines, first line '0,0') was set aside"
+    When the model calls "WritePlanTool_keep" with:
+      """
+      {"part": 1}
+      """
+    Then the tool call succeeds
+    When the model replies "DONE"
     Then the content of "zeros.csv" is "a,b\n0,0\n0,0\n0,0\n0,0\n"
+    And the write session of "zeros.csv" is "written"
 
   # -- Integration and success criteria ------------------------------------------------------
 

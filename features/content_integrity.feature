@@ -44,6 +44,35 @@ Feature: Nothing the model streams is lost without a word
     Then the content of "summary.md" is "# Summary\nShip on Friday.\nThe end.\n"
     And the write session of "summary.md" is "written"
 
+  @WS-15
+  Scenario: DONE beside a tool call ends the content: what precedes it is written
+    Given the workspace has a file "notes.md" containing "ship it on Friday\n"
+    When the model begins to create "summary.md"
+    And the model says "# Summary\nShip on Friday.\nDONE\n" and calls "read_file" with:
+      """
+      {"path": "notes.md"}
+      """
+    Then the content of "summary.md" is "# Summary\nShip on Friday.\n"
+    And the write session of "summary.md" is "written"
+
+  @WS-15 @WS-22
+  Scenario: A keep after more content has streamed puts the part back where it was, before the newer lines
+    Given the workspace has a file "notes.md" containing "ship it on Friday\n"
+    When the model begins to create "summary.md"
+    And the model says "# Summary\nShip on Friday.\n" and calls "read_file" with:
+      """
+      {"path": "notes.md"}
+      """
+    And the model replies "The end.\n"
+    And the model calls "WritePlanTool_keep" with:
+      """
+      {"part": 1}
+      """
+    Then the tool call succeeds
+    When the model replies "DONE"
+    Then the content of "summary.md" is "# Summary\nShip on Friday.\nThe end.\n"
+    And the write session of "summary.md" is "written"
+
   @WS-16 @idle
   Scenario: A reply to the idle prompt without DONE is content, whatever its size
     When the model streams 3 lines to "docs/guide.md" without DONE
@@ -154,6 +183,17 @@ Feature: Nothing the model streams is lost without a word
     When the model streams 50 more lines and DONE
     Then "docs/guide.md" holds the generated lines 1 to 250
 
+  @WS-19
+  Scenario: A reply that stops in the middle of a line again, after the unfinished-line question, is asked about again
+    When the model begins to create "release.txt"
+    And the model replies "version 1.4"
+    Then the model is asked whether the file ends in the middle of line 1
+    When the model replies "version 1.4.2\nrelease no"
+    Then the model is asked whether the file ends in the middle of line 2
+    When the model replies "release notes\nDONE\n"
+    Then the content of "release.txt" is "version 1.4.2\nrelease notes\n"
+    And the write session of "release.txt" is "written"
+
   @WS-19 @WS-22
   Scenario: A reply that does not send the unfinished line again takes its place, never glued to it
     When the model begins to create "notes.txt"
@@ -256,18 +296,37 @@ Feature: Nothing the model streams is lost without a word
     And the model is asked to continue
 
   @WS-23
-  Scenario: A leading think block is reasoning, never content, with the DONE lines it holds
+  Scenario: A leading think block is reasoning, never content, with the DONE lines it holds; it is set aside, not dropped
     When the model begins to create "notes.txt"
     And the model replies "<think>\nThe file ends with a line\nDONE\n</think>\n\nalpha\nbeta\nDONE\n"
     Then the content of "notes.txt" is "alpha\nbeta\n"
-    And the write session of "notes.txt" is "written"
+    And the user is told "the reasoning at the start of the reply (5 lines, first line '<think>') was set aside, not written to notes.txt (part 1)"
+    And the text set aside for "notes.txt" is "<think>\nThe file ends with a line\nDONE\n</think>\n\n"
+    And the write session of "notes.txt" is "written_with_set_aside"
 
   @WS-23
   Scenario: A think block after a blank line, its end split between two chunks, is reasoning too
     When the model begins to create "notes.txt"
     And the model replies in the chunks "\n<think>\nDONE\n</th", "ink>\nalpha\n" and "DONE\n"
     Then the content of "notes.txt" is "alpha\n"
-    And the write session of "notes.txt" is "written"
+    And the text set aside for "notes.txt" is "\n<think>\nDONE\n</think>\n"
+    And the write session of "notes.txt" is "written_with_set_aside"
+
+  @WS-23 @WS-22
+  Scenario: A file that starts with a think element is put back whole with WritePlanTool_keep
+    When the model begins to create "fixture.xml"
+    And the model replies "<think>\n  <step>Read the input.</step>\n</think>\n<answer/>\n"
+    Then the user is told "the reasoning at the start of the reply (3 lines, first line '<think>') was set aside"
+    When 2000 ms pass
+    Then the prompt contains "taken for reasoning and set aside as part 1"
+    When the model calls "WritePlanTool_keep" with:
+      """
+      {"part": 1}
+      """
+    Then the tool call succeeds
+    When the model replies "DONE"
+    Then the content of "fixture.xml" is "<think>\n  <step>Read the input.</step>\n</think>\n<answer/>\n"
+    And the write session of "fixture.xml" is "written"
 
   @WS-23
   Scenario: Reasoning holds DONE lines without ending the content

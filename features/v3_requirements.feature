@@ -157,8 +157,17 @@ Feature: Write sessions survive crashes, full disks and restarts
     And the model has streamed 1 more line so far
     Then the journal of "docs/guide.md" holds 0 lines on disk
     When 1 ms passes
-    And the model has streamed 1 more line so far
-    Then the journal of "docs/guide.md" holds 12 lines on disk
+    Then the journal of "docs/guide.md" holds 11 lines on disk
+    When the model has streamed 1 more line so far
+    Then the journal of "docs/guide.md" holds 11 lines on disk
+
+  @journal @SR-4
+  Scenario: A stream that stalls is saved after 5 seconds although no more text arrives
+    When the model has streamed 10 lines to "docs/guide.md" so far
+    And 4999 ms pass
+    Then the journal of "docs/guide.md" holds 0 lines on disk
+    When 1 ms passes
+    Then the journal of "docs/guide.md" holds 10 lines on disk
 
   @journal @recovery @SR-5
   Scenario: A crash loses at most what arrived since the last save

@@ -76,9 +76,9 @@ Feature: Large files are written through a write session
     Then the model is not asked to reply DONE
 
   @protocol @WS-5
-  Scenario: DONE must be a line of its own; spaces around it count, "DONE." and "Done" are content
+  Scenario: DONE must be a line of its own; spaces after it count, "DONE." and "Done" are content
     When the model begins to create "notes.txt"
-    And the model replies "First line.\nDONE.\nDone\nThe word DONE in a sentence.\n   DONE \t\nafter"
+    And the model replies "First line.\nDONE.\nDone\nThe word DONE in a sentence.\nDONE \t\nafter"
     Then the content of "notes.txt" is:
       """
       First line.
@@ -86,6 +86,21 @@ Feature: Large files are written through a write session
       Done
       The word DONE in a sentence.
       """
+
+  @protocol @WS-5
+  Scenario: An indented DONE is content: only DONE from the line's first character ends it
+    When the model begins to create "state.c"
+    And the model replies "enum state {\n    RUNNING,\n    DONE\n};\n\tDONE\n /* end */\nDONE\n"
+    Then the content of "state.c" is:
+      """
+      enum state {
+          RUNNING,
+          DONE
+      };
+      	DONE
+       /* end */
+      """
+    And the write session of "state.c" is "written"
 
   @protocol @WS-5
   Scenario: A line "DONE." in the middle of the content is content, and so is what follows it

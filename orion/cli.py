@@ -9,6 +9,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -530,11 +531,7 @@ def run(script: str, workspace: str, state_dir: str | None, as_json: bool) -> No
         if as_json:
             click.echo(json.dumps(result.to_json(), indent=2))
         else:
-            for report in result.files:
-                say(f"[green]wrote[/green] {report.path} ({report.bytes} bytes)")
-            for error in result.errors:
-                say(f"[red]error:[/red] {escape(error)}")
-            say("[green]ok[/green]" if result.ok else "[red]failed[/red]")
+            _say_result(result, say)
     except OSError:
         if result.stopped is None:
             raise  # a signal (SIGHUP: the terminal closed) may take the output with it
@@ -558,6 +555,29 @@ def _played(playing: Any) -> Any:
     except OrionError as exc:
         say(f"[red]error:[/red] {escape(str(exc))}")
         sys.exit(1)
+
+
+def _say_result(result: Any, say: Callable[[str], None]) -> None:
+    """``orion run``'s closing lines: the files written, the lines set aside (not in any
+    file), the errors, and ok or failed with the count set aside."""
+    for report in result.files:
+        say(f"[green]wrote[/green] {report.path} ({report.bytes} bytes)")
+    aside = 0
+    for session in result.sessions:
+        lines = int(session.get("set_aside_lines") or 0)
+        if lines:
+            aside += lines
+            say(f"[yellow]set aside[/yellow] {_lines(lines)} of "
+                f"{escape(str(session.get('target_file')))}, not written: orion sessions "
+                f"show {str(session.get('id'))[:8]} prints them")
+    for error in result.errors:
+        say(f"[red]error:[/red] {escape(error)}")
+    closing = "[green]ok[/green]" if result.ok else "[red]failed[/red]"
+    say(closing + (f" ({_lines(aside)} set aside)" if aside else ""))
+
+
+def _lines(count: int) -> str:
+    return f"{count} line{'' if count == 1 else 's'}"
 
 
 def _prepare_run(script: str, workspace: str, state_dir: str | None) -> tuple[Any, PluginManager]:

@@ -110,6 +110,8 @@ class ModelSystem:
                         sunk = True
                 elif type(event) is ReasoningDelta:
                     turn.reasoning.append(event.text)
+                    if event.raw is not None:
+                        turn.thought.append(event.raw)
                 elif type(event) is ToolCall:
                     turn.tool_calls.append(event)
                 elif type(event) is Usage:

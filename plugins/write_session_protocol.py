@@ -106,15 +106,18 @@ def request_continuation(lifecycle: Lifecycle, transition: Transition) -> None:
     saved = int(payload.get("lines", 0))
     # The session puts the quoted lines in the context (payloads are traced; lines are content).
     lines, unfinished = _quoted(lifecycle)
-    text = (f"Your output was cut off. {saved} lines are saved (continuation {n}/{limit}). The "
-            f"last lines received were:\n{_tail(lines, unfinished)}\n")
+    target = lifecycle.context.get("target")
+    of = f" of {target}" if target else ""
+    text = (f"Your output was cut off. {saved} lines are saved (continuation {n}/{limit}). "
+            f"The last lines{of} received were:\n{_tail(lines, unfinished)}\n")
     if unfinished is not None:
         lifecycle.context["unfinished_line"] = saved + 1
         text += f"{_resend(saved + 1)} Then continue exactly where you stopped"
     else:
         lifecycle.context.pop("unfinished_line", None)
         text += (f"Continue exactly where you stopped, with line {saved + 1}: everything you "
-                 "send is added after these lines, so do not repeat them")
+                 "send is added after these lines, so do not repeat them (quoted lines sent "
+                 "again at the start are set aside, not written twice)")
     _prompt(lifecycle, text + f", and end with {done_line(lifecycle)} on its own line.")
 
 

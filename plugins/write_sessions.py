@@ -178,7 +178,8 @@ class WriteSessionSystem:
             return
         messages = runtime.conversation.messages
         message = messages[-1] if messages and messages[-1].role == "assistant" else None
-        session.end_message(turn.finish, message, tool_calls=bool(turn.tool_calls))
+        session.end_message(turn.finish, message, tool_calls=bool(turn.tool_calls),
+                            thought="".join(turn.thought))
 
 
 @hookimpl
@@ -260,7 +261,8 @@ def report_run(host: Host) -> RunReport:
         sessions.append({"id": summary.id, "target_file": summary.target_file,
                          "operation": summary.operation, "status": summary.status,
                          "continuations": summary.continuations,
-                         "corrections": summary.corrections})
+                         "corrections": summary.corrections,
+                         "set_aside_lines": summary.set_aside})
         if summary.status == "failed":
             outcome = "failed"
         elif summary.status == "incomplete":  # cut off, or no DONE after the idle prompts

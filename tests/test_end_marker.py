@@ -47,12 +47,18 @@ def test_text_after_the_terminator_is_commentary():
     assert m.commentary == "" and m.done
 
 
-@pytest.mark.parametrize("line", ["DONE", " DONE ", "\tDONE\t", "DONE\r", "  DONE \t\r",
-                                  "    DONE", "DONE\r \t"])
-def test_surrounding_whitespace_is_allowed(line):
-    # Indentation does not matter: "    DONE" outside a fence is the terminator, not an
-    # indented code block (the model marks the end, it does not write Markdown there).
+@pytest.mark.parametrize("line", ["DONE", "DONE ", "DONE\t", "DONE\r", "DONE \t\r",
+                                  "DONE\r \t"])
+def test_trailing_whitespace_is_allowed(line):
     assert whole(f"x\n{line}\nafter") == ("x\n", True, "after", False)
+
+
+@pytest.mark.parametrize("line", [" DONE", "\tDONE", "    DONE", "  DONE \t\r", " DONE "])
+def test_an_indented_done_is_content(line):
+    # The terminator starts at the line's first character: an enum's last member, a line of
+    # an indented code block or of a docstring is content.
+    text = f"enum State {{\n    RUNNING,\n{line}\n}}\n"
+    assert whole(text) == (text, False, "", False)
 
 
 @pytest.mark.parametrize("line", ["DONE.", "DONE!", "NOT DONE", "DONEDONE", "DON", "done",
@@ -76,15 +82,17 @@ def test_terminator_at_message_end_without_newline():
 
 def test_a_held_partial_line_is_content_at_message_end():
     m = EndMarker()
-    assert m.feed("a\n  DO") == "a\n"
-    assert m.end_message() == "  DO"
+    assert m.feed("a\nDO") == "a\n"
+    assert m.end_message() == "DO"
     assert not m.done
 
 
 def test_strict_terminator():
     m = EndMarker("DONE 1a2b3c4d")
-    text = "x\nDONE\nDONE 1a2b\nDONE  1a2b3c4d\nDONE 1a2b3c4dx\n DONE 1a2b3c4d \r\ntail"
-    assert m.feed(text) == "x\nDONE\nDONE 1a2b\nDONE  1a2b3c4d\nDONE 1a2b3c4dx\n"
+    text = ("x\nDONE\nDONE 1a2b\nDONE  1a2b3c4d\nDONE 1a2b3c4dx\n DONE 1a2b3c4d\n"
+            "DONE 1a2b3c4d \r\ntail")
+    assert m.feed(text) == ("x\nDONE\nDONE 1a2b\nDONE  1a2b3c4d\nDONE 1a2b3c4dx\n"
+                            " DONE 1a2b3c4d\n")
     assert m.done and m.commentary == "tail"
 
 
@@ -219,9 +227,9 @@ def test_plain_text_is_emitted_at_once():
 
 
 @pytest.mark.parametrize(("chunk", "emitted"), [
-    ("  DO", ""), ("D", ""), ("DONE", ""), ("DONE  ", ""), ("DONE\r", ""), ("\t ", ""),
-    ("Dx", "Dx"), ("DONE x", "DONE x"), ("  Hello", "  Hello"), ("```", "```"),
-    ("~~~", "~~~"), ("    ", ""),
+    ("  DO", "  DO"), ("D", ""), ("DONE", ""), ("DONE  ", ""), ("DONE\r", ""),
+    ("\t ", "\t "), ("Dx", "Dx"), ("DONE x", "DONE x"), ("  Hello", "  Hello"),
+    ("```", "```"), ("~~~", "~~~"), ("    ", "    "),
 ])
 def test_only_a_possible_terminator_line_is_held(chunk, emitted):
     m = EndMarker()
@@ -230,9 +238,9 @@ def test_only_a_possible_terminator_line_is_held(chunk, emitted):
 
 def test_held_text_is_released_when_the_line_turns_out_not_to_be_the_terminator():
     m = EndMarker()
-    assert m.feed("  DO") == ""
+    assert m.feed("DO") == ""
     assert m.feed("NE") == ""
-    assert m.feed(" now") == "  DONE now"
+    assert m.feed(" now") == "DONE now"
     assert m.feed("\n") == "\n"
 
 
@@ -294,7 +302,7 @@ def fence_line(line):
 def reference(messages, terminator="DONE"):
     """Line-by-line reference: (content, done, commentary of the last message, in_fence).
     Fenced blocks as CommonMark reads them, except that fences nest in a Markdown block."""
-    term = re.compile(r"[ \t]*" + re.escape(terminator) + r"[ \t\r]*")
+    term = re.compile(re.escape(terminator) + r"[ \t\r]*")
     fence = None  # the outer block's (character, run)
     nest = None  # in a Markdown block: its inner blocks' (character, run)
     content, done, commentary = [], False, ""

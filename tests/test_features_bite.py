@@ -741,8 +741,8 @@ mutant("tool_calls_counted_only_beside_text", "WS-4",
        "orion_plugins.write_sessions:WriteSessionSystem.run",
        "a message with only tool calls is taken for an empty message (a pause of the session): "
        "its tool calls count only when it has text too",
-       ("tool_calls=bool(turn.tool_calls))",
-        "tool_calls=bool(turn.tool_calls and message is not None and message.content))"),
+       ("tool_calls=bool(turn.tool_calls),",
+        "tool_calls=bool(turn.tool_calls and message is not None and message.content),"),
        keyword="only_tool_calls")
 
 mutant("three_backticks_not_a_fence", "WS-6",
@@ -977,10 +977,10 @@ mutant("flush_lines_off_by_one", "SR-4", "orion.write_session.journal:Journal.ap
        ("self._pending_lines >= self._flush_lines", "self._pending_lines > self._flush_lines"),
        keyword="every_50_lines")
 
-mutant("flush_interval_off_by_one", "SR-4", "orion.write_session.journal:Journal.append",
-       "the journal reaches the disk only after more than 5 seconds",
-       ("if self._now_ms() - self._last_flush_ms >= self._interval",
-        "if self._now_ms() - self._last_flush_ms > self._interval"),
+mutant("flush_interval_off_by_one", "SR-4", "orion.write_session.journal:Journal.flush_wait_ms",
+       "the journal reaches the disk only after more than 5 seconds (its timer is 1 ms late)",
+       ("min(self._last_flush_ms + self._interval - self._now_ms(),",
+        "min(self._last_flush_ms + self._interval + 1 - self._now_ms(),"),
        keyword="after_5_seconds")
 
 mutant("flush_writes_content_with_state_only", "SR-5", "orion.write_session.journal:Journal._flush",
@@ -1187,7 +1187,8 @@ mutant("no_finish_reason_is_a_stop", "AC-1", "orion.models.events:normalize_fini
 
 mutant("continuation_first_character_lost", "AC-2", "orion.write_session.ingest:Ingest._take_start",
        "the first character of a continuation is dropped",
-       ("rest = held[start.repeat:]", "rest = held[start.repeat + 1:]"),
+       ("rest = held[start.resent + start.repeat:]",
+        "rest = held[start.resent + start.repeat + 1:]"),
        keyword="appended_to_the_same_file")
 
 mutant("continuation_names_the_last_line", "AC-3",
@@ -1224,7 +1225,8 @@ mutant("failed_write_removes_journal", "AC-9", "orion.write_session.finalize:Fin
 mutant("continuation_loses_its_first_character", "AC-2",
        "orion.write_session.ingest:Ingest._take_start",
        "the continuation is taken in one character after its start (off by one)",
-       ("    rest = held[start.repeat:]\n", "    rest = held[start.repeat + 1:]\n"),
+       ("    rest = held[start.resent + start.repeat:]\n",
+        "    rest = held[start.resent + start.repeat + 1:]\n"),
        keyword="appended_to_the_same_file")
 
 mutant("continuation_names_the_last_saved_line", "AC-3",
@@ -1852,6 +1854,59 @@ mutant("think_after_white_space_is_content", "WS-23", "orion.models.events:Leadi
 mutant("think_close_split_across_chunks", "WS-23", "orion.models.events:LeadingThink.feed",
        "a </think> split between two chunks is not recognised",
        ("keep = _partial_suffix(held, self.CLOSE)", "keep = 0"))
+
+# Partial breaks of the content rules that only their own scenarios catch.
+
+mutant("second_unfinished_line_taken_for_a_pause", "WS-19",
+       "orion.write_session.message_end:MessageEnds.end_message",
+       "a reply to the unfinished-line question that stops mid-line again is taken for a "
+       "pause: the next reply is glued onto the line",
+       ("mid_line=grew and", "mid_line=grew and self._quoted_at_start is None and"),
+       keyword="stops_in_the_middle_of_a_line_again")
+
+mutant("alike_rows_taken_for_a_restart", "AC-6", "orion.write_session.decision:read_start",
+       "rows that are all alike (no header) are taken for a restart of the file",
+       (" and tuple(head[:len(tail)]) != tuple(tail):", ":"),
+       keyword="all_alike")
+
+mutant("keep_puts_the_part_at_the_end", "WS-22", "orion.write_session.session:WriteSession.keep",
+       "a part put back after more content streamed goes to the end, not where it was",
+       ("at = min(part.at, self.journal.bytes)", "at = self.journal.bytes"),
+       keyword="keep_after_more")
+
+mutant("done_beside_a_tool_call_ignored", "WS-15", "orion.write_session.decision:decide_end",
+       "a DONE line in a message that also calls a tool does not end the content",
+       ("    if facts.done:\n", "    if facts.done and not facts.tool_calls:\n"),
+       keyword="done_beside_a_tool_call")
+
+mutant("resent_lines_written_again", "AC-7", "orion.write_session.ingest:Ingest._take_start",
+       "quoted lines the reply sent again are written a second time, in silence",
+       ("    if start.resent:\n        self._resent(held[:start.resent])\n"
+        "    rest = held[start.resent + start.repeat:]\n",
+        "    rest = held[start.repeat:]\n"),
+       keyword="quoted_lines_sent_again")
+
+mutant("think_block_dropped_in_a_write", "WS-23",
+       "orion.write_session.message_end:MessageEnds._set_aside_thought",
+       "a <think> block in a write session is dropped without a word",
+       ('    if thought and (self._mode == "content" or self._circular):\n',
+        '    if False:\n'),
+       keyword="think_element")
+
+mutant("stalled_stream_waits_for_more_text", "SR-4",
+       "orion.write_session.ingest:Ingest._take_in",
+       "the flush timer is not armed: a stream that stalls keeps its lines in memory",
+       ("        if not self._flush_timer.armed:\n            self._arm_flush()\n", ""),
+       keyword="stalls")
+
+mutant("indented_done_ends_the_content", "WS-5",
+       "orion.write_session.protocol:EndMarker._advance_terminator",
+       "a DONE indented by spaces or a tab ends the content",
+       ("    if k == _LEAD:\n",
+        "    if k == _LEAD:\n        s = seg.lstrip(' \\t')\n"
+        "        if not s:\n            return True\n"),
+       keyword="indented")
+
 
 # SM: statechart semantics -----------------------------------------------------------------
 

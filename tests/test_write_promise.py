@@ -190,15 +190,27 @@ def test_case_4_the_model_puts_the_text_back_with_write_plan_tool_keep(run):
 ROWS = "0,0,0,0\n" * 4
 
 
-@pytest.mark.parametrize("pause", ["cut off", "idle prompt"])
-def test_case_5_identical_rows_are_content_after_a_cut_off_or_a_pause(run, pause):
-    first = say("a,b,c,d\n" + ROWS, finish_reason="length") if pause == "cut off" \
-        else say("a,b,c,d\n" + ROWS)
-    asked = [{"expect": CUT_PROMPT}] if pause == "cut off" \
-        else [{"wait_ms": 2000}, {"expect": DONE_PROMPT}]
+def test_case_5_identical_rows_are_content_after_a_pause(run):
     played = run([
-        {"user": "Write zeros.csv."}, begin("zeros.csv"), first, *asked,
+        {"user": "Write zeros.csv."}, begin("zeros.csv"), say("a,b,c,d\n" + ROWS),
+        {"wait_ms": 2000}, {"expect": DONE_PROMPT},
         say(ROWS + "DONE\n"),
+        {"expect": "Created zeros.csv (9 lines"}, say("Done."),
+    ])
+    ok(played)
+    assert played.text("zeros.csv") == "a,b,c,d\n" + ROWS + ROWS
+    assert status(played) == "written"
+
+
+def test_case_5_identical_rows_sent_again_after_a_cut_off_are_set_aside_and_kept_back(run):
+    # The rows the request quoted, sent again: set aside, told, and put back by the model.
+    played = run([
+        {"user": "Write zeros.csv."}, begin("zeros.csv"),
+        say("a,b,c,d\n" + ROWS, finish_reason="length"), {"expect": CUT_PROMPT},
+        say(ROWS),
+        {"wait_ms": 2000}, {"expect": "set aside as part 1, not written twice"},
+        {"model": {"tool_calls": [{"name": "WritePlanTool_keep", "arguments": {"part": 1}}]}},
+        say("DONE"),
         {"expect": "Created zeros.csv (9 lines"}, say("Done."),
     ])
     ok(played)

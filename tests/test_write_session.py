@@ -328,7 +328,7 @@ def test_a_continuation_that_repeats_the_saved_tail_drops_the_repeat(run, contin
         "# Guide\n\nInstall Orion with pip.\nThen run orion check in the workspace.\n")
 
 
-def test_a_continuation_that_starts_over_stops_the_loop_without_duplicating(run):
+def test_a_continuation_that_starts_over_is_set_aside_without_duplicating(run):
     document = guide(60)
     cut = document.index("- Step 30")
     played = run({"conversation": [
@@ -337,18 +337,20 @@ def test_a_continuation_that_starts_over_stops_the_loop_without_duplicating(run)
         say(document[:cut], finish_reason="length", chunk_size=64),
         {"expect": "continuation 1/3"},
         say(document + "DONE\n", chunk_size=7),                 # the whole file again
+        {"wait_ms": 2000}, {"expect": "Your reply started docs/guide.md over"},
+        say("DONE"),
         {"expect": "Created docs/guide.md"},
-        {"expect": "(incomplete: the output was cut off)"},
+        {"expect": "set aside, not written: part 1"},
         say("Sorry about that."),
     ]})
-    assert_incomplete(played)
+    assert_ok(played)
     assert played.text("docs/guide.md") == document[:cut]
     [session] = played.result.sessions
-    assert session["status"] == "incomplete"
+    assert session["status"] == "written_with_set_aside"
     assert any("started docs/guide.md over" in n for n in played.reporter.notices)
-    assert ("circular", "session_active.continuing", "session_active.finalizing") \
-        in played.transitions()
-    [error] = [e for e in played.events("error") if e["name"] == "circular continuation"]
+    assert not any(t[0] == "circular" for t in played.transitions())
+    [aside] = [e for e in played.events("write_report") if e["name"] == "text set aside"]
+    assert aside["attributes"]["orion.set_aside.kind"] == "restart"
 
 
 def test_at_most_three_continuations_then_the_file_is_written_incomplete(run):

@@ -32,9 +32,15 @@ class TextDelta:
 
 @dataclass(frozen=True, slots=True)
 class ReasoningDelta:
-    """``reasoning_content`` (DeepSeek and others): kept and sent back, never shown as text."""
+    """``reasoning_content`` (DeepSeek and others): kept and sent back, never shown as text.
+
+    ``raw``: for reasoning read from a ``<think>`` block in the content (see
+    :class:`LeadingThink`), the content text it stands for, exactly as it arrived (the tags,
+    the white space before the block and the line breaks after it): a write session sets it
+    aside, so a file that starts with a ``<think>`` element can be put back whole."""
 
     text: str
+    raw: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +99,7 @@ class LeadingThink:
     def feed(self, text: str) -> list[ModelEvent]:
         if self.phase == "text":
             return [TextDelta(text)]
+        opened = ""  # the white space and the opening tag, consumed by this call
         if self.phase == "start":
             held = self.held + text
             begun = held.lstrip()
@@ -104,7 +111,8 @@ class LeadingThink:
                 self.phase = "text"
                 return [TextDelta(held)]
             self.phase = "think"
-            text = begun[len(self.OPEN):]
+            cut = len(held) - len(begun) + len(self.OPEN)
+            opened, text = held[:cut], held[cut:]
         if self.phase == "think":
             held = self.held + text
             end = held.find(self.CLOSE)
@@ -112,22 +120,25 @@ class LeadingThink:
                 keep = _partial_suffix(held, self.CLOSE)
                 self.held = held[len(held) - keep:] if keep else ""
                 out = held[:len(held) - keep]
-                return [ReasoningDelta(out)] if out else []
+                return [ReasoningDelta(out, opened + out)] if out or opened else []
             self.held = ""
             self.phase = "after"
-            events: list[ModelEvent] = [ReasoningDelta(held[:end])] if end else []
+            events: list[ModelEvent] = [
+                ReasoningDelta(held[:end], opened + held[:end + len(self.CLOSE)])]
             return events + self.feed(held[end + len(self.CLOSE):])
         rest = text.lstrip("\r\n")  # after </think>: the answer starts at its first character
+        dropped: list[ModelEvent] = [ReasoningDelta("", text[:len(text) - len(rest)])] \
+            if len(rest) < len(text) else []
         if not rest:
-            return []
+            return dropped
         self.phase = "text"
-        return [TextDelta(rest)]
+        return [*dropped, TextDelta(rest)]
 
     def end(self) -> list[ModelEvent]:
         held, self.held = self.held, ""
         if not held:
             return []
-        return [ReasoningDelta(held)] if self.phase == "think" else [TextDelta(held)]
+        return [ReasoningDelta(held, held)] if self.phase == "think" else [TextDelta(held)]
 
 
 def _partial_suffix(text: str, word: str) -> int:

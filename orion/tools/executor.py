@@ -174,7 +174,12 @@ def _handler_failed(pm: PluginManager, spec: ToolSpec, exc: Exception) -> str:
     message = str(exc)
     if len(message) > MAX_ERROR_CHARS:
         message = message[:MAX_ERROR_CHARS] + "..."
-    detail = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    # A refusal that says all in its message (``refusal = True``) is not named: its class
+    # name tells the model nothing the message does not.
+    if message and getattr(exc, "refusal", False):
+        detail = message
+    else:
+        detail = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
     return f"tool {spec.name!r} failed: {detail}"
 
 

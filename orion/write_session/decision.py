@@ -28,11 +28,15 @@ from dataclasses import dataclass
 from enum import Enum
 
 __all__ = ["Cut", "End", "Facts", "Quoted", "Start", "Step", "decide_end", "read_start",
-           "HEAD_LINES"]
+           "HEAD_LINES", "RESTART_LINES"]
 
-#: How many of the content's first lines a reply must repeat, in order, to be a restart (a
-#: circular continuation). The content must have more complete lines than that.
+#: The content must have more complete lines than this for a reply to be taken for a restart
+#: (a circular continuation): three lines repeated are not enough to tell (a multi-document
+#: YAML file, a grid whose next part starts as the file did).
 HEAD_LINES = 3
+#: How many of the content's first lines a reply must repeat, in order, to be a restart: all
+#: of its complete lines when it has fewer.
+RESTART_LINES = 10
 
 
 class Cut(str, Enum):
@@ -80,8 +84,11 @@ class Quoted:
 class Start:
     """How a reply to a prompt starts.
 
-    ``repeat``: characters at its start that repeat the quoted tail, a declared repeat (not
-    added: the content already holds them). ``cut_line``: what becomes of the unfinished line
+    ``resent``: characters at its start that are complete lines the prompt quoted, sent
+    again (the last of them, or the last few, in order): a resend, set aside rather than
+    written twice (the model can put them back: rows that repeat are real). ``repeat``:
+    characters after those that repeat the unfinished line, a declared repeat (not added: the
+    content already holds them). ``cut_line``: what becomes of the unfinished line
     the prompt quoted: ``kept`` (the reply resent it and goes on from there, or the reply has
     no content and the file ends with that line), ``set_aside`` (the reply did not resend it:
     the reply takes the line's place, and the old text is set aside), or ``None`` (no line was
@@ -90,6 +97,7 @@ class Start:
     repeat: int = 0
     cut_line: str | None = None
     circular: bool = False
+    resent: int = 0
 
 
 def read_start(text: str, *, ended: bool, quoted: Quoted | None,
@@ -100,31 +108,91 @@ def read_start(text: str, *, ended: bool, quoted: Quoted | None,
     is compared with) and the message has not ended: the caller holds the text back and asks
     again with more. The answer depends only on the text, never on how it was chunked.
 
-    ``head``: the content's first :data:`HEAD_LINES` lines; ``head_complete``: the content has
-    more complete lines than that; ``tail``: its last :data:`HEAD_LINES` complete lines. A
-    reply can start the file over only when the content is longer than its head, and its head
-    is not also its tail (rows that are all alike cannot tell a restart from more rows)."""
-    repeat, cut_line = 0, None
-    at_line_start = True
-    if quoted is not None and quoted.unfinished is not None:
-        # The reply must start with the unfinished line, whole.
-        found = _repeat_before(text, quoted, ended)
-        if found is None:
-            return None
-        if found >= 0:
-            repeat, cut_line, at_line_start = found, "kept", False
-        elif text.strip() or not ended:
-            cut_line = "set_aside"
-        else:
-            cut_line = "kept"  # only DONE, or nothing: the file ends with that line
+    ``head``: the content's first lines (at most :data:`RESTART_LINES`); ``head_complete``:
+    the content has more than :data:`HEAD_LINES` complete lines; ``tail``: its last
+    :data:`HEAD_LINES` complete lines. A reply can start the file over only when the content
+    is longer than three lines, and its first lines are not also its last (rows that are all
+    alike cannot tell a restart from more rows)."""
+    read = _read_quoted(text, quoted, ended)
+    if read is None:
+        return None
+    resent, repeat, cut_line = read
+    at_line_start = not repeat  # a reply that goes on from the cut line cannot restart
     circular = False
-    if at_line_start and head_complete and head and tuple(head) != tuple(tail):
+    if at_line_start and head_complete and head and tuple(head[:len(tail)]) != tuple(tail):
         wanted = "".join(line + "\n" for line in head)
-        probe = text.replace("\r\n", "\n") if "\r" in text else text
+        probe = text[resent:]
+        probe = probe.replace("\r\n", "\n") if "\r" in probe else probe
         if len(probe) < len(wanted) and wanted.startswith(probe) and not ended:
             return None
         circular = probe.startswith(wanted)
-    return Start(repeat, cut_line, circular)
+    return Start(repeat, cut_line, circular, resent)
+
+
+def _read_quoted(text: str, quoted: Quoted | None, ended: bool) \
+        -> tuple[int, int, str | None] | None:
+    """How the reply starts against the tail the prompt quoted: the characters of quoted
+    lines it sent again, of the unfinished line it sent again, and what becomes of that line
+    (see :class:`Start`); None while the text cannot tell yet."""
+    if quoted is None:
+        return 0, 0, None
+    if quoted.unfinished is None:
+        again = _resent(text, quoted.lines, ended)
+        return None if again is None else (again, 0, None)
+    # The reply must start with the unfinished line, whole, or with quoted lines sent again
+    # and then the unfinished line.
+    found = _repeat_before(text, quoted, ended)
+    if found is None:
+        return None
+    if found >= 0:
+        return 0, found, "kept"
+    again = _resent(text, quoted.lines, ended, then=quoted.unfinished)
+    if again is None:
+        return None
+    if again:
+        return again, len(quoted.unfinished), "kept"
+    # Only DONE, or nothing: the file ends with that line; anything else takes its place.
+    return 0, 0, "set_aside" if text.strip() or not ended else "kept"
+
+
+def _resent(text: str, lines: tuple[str, ...], ended: bool, then: str | None = None) \
+        -> int | None:
+    """How many characters at the start of ``text`` are the last quoted ``lines`` (the
+    longest run of them that ends with the last) sent again, each whole with its line break;
+    0 when none. With ``then``, only a run the text goes on after with ``then`` counts (the
+    unfinished line, sent again after the quoted lines). None while a longer run is still
+    possible and the message goes on."""
+    for k in range(len(lines), 0, -1):
+        matched = _starts_with_lines(text, lines[-k:], ended)
+        if matched is None:
+            return None
+        if matched < 0:
+            continue
+        if then is None:
+            return matched
+        rest = text[matched:]
+        if rest.startswith(then):
+            return matched
+        if not ended and len(rest) < len(then) and then.startswith(rest):
+            return None
+    return 0
+
+
+def _starts_with_lines(text: str, lines: tuple[str, ...], ended: bool) -> int | None:
+    """The characters of ``text`` that are ``lines``, each with its line break (``\\r\\n``
+    too), or -1 when it does not start with them; None while it may still."""
+    at = 0
+    for line in lines:
+        nl = text.find("\n", at)
+        if nl < 0:
+            rest = text[at:]
+            if not ended and ((line + "\r").startswith(rest)):
+                return None
+            return -1
+        if text[at:nl].removesuffix("\r") != line:
+            return -1
+        at = nl + 1
+    return at
 
 
 def _repeat_before(text: str, quoted: Quoted, ended: bool) -> int | None:
@@ -169,10 +237,13 @@ class End:
 BESIDE_A_TOOL_CALL = "beside a tool call"
 AFTER_DONE = "after DONE"
 CUT_LINE = "the unfinished line, not sent again"
-RESTART = "a continuation that started the file over"
+RESTART = "a reply that started the file over"
+RESENT = "quoted lines sent again"
+REASONING = "reasoning"
 #: Each reason as an enum value, for the trace (which keeps no phrases).
 SET_ASIDE_KINDS = {BESIDE_A_TOOL_CALL: "beside_tool_call", AFTER_DONE: "after_done",
-                   CUT_LINE: "unfinished_line", RESTART: "restart"}
+                   CUT_LINE: "unfinished_line", RESTART: "restart", RESENT: "resent",
+                   REASONING: "reasoning"}
 
 
 def decide_end(facts: Facts) -> End:

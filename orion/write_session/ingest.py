@@ -15,7 +15,8 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
-from orion.write_session.decision import CUT_LINE, HEAD_LINES, Quoted, Start, read_start
+from orion.write_session.decision import (CUT_LINE, HEAD_LINES, RESENT, RESTART_LINES, Quoted,
+                                          Start, read_start)
 from orion.write_session.journal import ENCODING_ERRORS, JournalOutOfMemory
 from orion.write_session.progress import Progress
 from orion.write_session.protocol import EndMarker
@@ -112,12 +113,33 @@ class Ingest(SessionMembers):
                 # failed write does, and the stream stops with the error.
                 self._failed(exc)
                 raise
+            if not self._flush_timer.armed:
+                self._arm_flush()
             if "\n" in content:
                 if _monotonic() - self._last_live >= LIVE_LINE_INTERVAL_S:
                     self._live()
                 streamed = self._streamed
                 if streamed is not None and streamed.due(size):
                     streamed.check(self.journal.whole_lines(streamed.checked))
+
+    def _arm_flush(self) -> None:
+        """Save what is pending when the flush interval is up, even if the stream stalls."""
+        wait = self.journal.flush_wait_ms()
+        if wait is not None:
+            self._flush_timer.arm(wait)
+
+    def _flush_due(self) -> None:
+        """The flush timer fired: take the batch in, save what is due, and arm again for what
+        is still pending (an automatic flush may have moved the deadline)."""
+        if not self.lifecycle.has_tag("open"):
+            return
+        try:
+            self._take_batch()
+        except Exception as exc:  # noqa: BLE001 - re-raised by _raise_batch_error
+            self._batch_error = exc
+            return
+        self.journal.flush_if_due()
+        self._arm_flush()
 
     def _take_batch(self) -> None:
         """Take in the content chunks fed since the last batch (see :meth:`feed`)."""
@@ -173,20 +195,23 @@ class Ingest(SessionMembers):
         text = probe.feed(held) + (probe.end_message() if ended else "")
         journal = self.journal
         head_complete = journal.lines > HEAD_LINES
+        count = min(journal.lines, RESTART_LINES)
         start = read_start(text, ended=ended,
                            quoted=Quoted.from_json(self.lifecycle.context.get("quoted")),
-                           head=tuple(journal.head_lines(HEAD_LINES)) if head_complete else (),
+                           head=tuple(journal.head_lines(count)) if head_complete else (),
                            head_complete=head_complete,
-                           tail=tuple(_complete_tail(journal)) if head_complete else ())
+                           tail=tuple(_complete_tail(journal, HEAD_LINES)) if head_complete
+                           else ())
         if start is None:
             return  # not decided yet: hold on
         self._held = []
         if text.strip():
             self.lifecycle.context.pop("quoted", None)  # answered (an empty reply did not)
         if start.circular and "circular" in self.lifecycle.allowed_triggers():
+            # A suspected restart: the whole reply is set aside when it ends, announced and
+            # reversible (a multi-part file repeats its start legitimately).
             self._mode = "ignore"
             self._circular = True
-            self._trigger("circular", lines=journal.lines, bytes=journal.bytes)
             return
         self._take_start(start, held)
 
@@ -202,7 +227,9 @@ class Ingest(SessionMembers):
             # The cut took the line break of a terminator line, and the reply confirms it: the
             # unfinished line was never content.
             self._take_back_last_line()
-        rest = held[start.repeat:]
+        if start.resent:
+            self._resent(held[:start.resent])
+        rest = held[start.resent + start.repeat:]
         if start.repeat and self._marker_at_end is not None:
             # The line sent again is read whole: a fence line cut after its first backtick
             # is still a fence, so a DONE line in the block it opens stays content.
@@ -214,6 +241,11 @@ class Ingest(SessionMembers):
         # starts where the next chunk starts (feed sets it).
         self._mode, self._claimed_from = "content", -1
         self._take_in(rest)
+
+    def _resent(self, text: str) -> None:
+        """Quoted lines the reply sent again before going on: set aside where they would have
+        gone (the model can put them back), never written twice in silence."""
+        self._set_aside(RESENT, text.encode("utf-8", ENCODING_ERRORS), self.journal.bytes)
 
     def _take_back_last_line(self) -> tuple[bytes, int]:
         """Take the unfinished last line out of the content: the line and where it started."""
@@ -229,7 +261,7 @@ class Ingest(SessionMembers):
         """Whether a message cut off after a terminator (``DONE`` with no line break yet) is
         answered with the terminator line alone: the quoted unfinished line is that
         terminator, and the reply says DONE rather than sending a longer line."""
-        last = self.journal.last_line().strip(b" \t\r")
+        last = self.journal.last_line().rstrip(b" \t\r")
         return (not start.repeat and last == self.terminator.encode("utf-8")
                 and _only_terminator(held.split("\n", 1)[0], self.terminator))
 
@@ -255,10 +287,13 @@ class Ingest(SessionMembers):
 
 
 def _only_terminator(text: str, terminator: str) -> bool:
-    return text.strip(" \t\r\n") == terminator
+    """The text is the terminator line alone (blank lines around it allowed), from its line's
+    first character."""
+    lines = [line for line in text.split("\n") if line.strip(" \t\r")]
+    return len(lines) == 1 and lines[0].rstrip(" \t\r") == terminator
 
 
-def _complete_tail(journal) -> list[str]:
-    """The last :data:`HEAD_LINES` complete lines of the content."""
-    lines = journal.tail_lines(HEAD_LINES + 1)
-    return lines[:-1][-HEAD_LINES:] if journal.last_line() else lines[-HEAD_LINES:]
+def _complete_tail(journal, count: int) -> list[str]:
+    """The last ``count`` complete lines of the content."""
+    lines = journal.tail_lines(count + 1)
+    return lines[:-1][-count:] if journal.last_line() else lines[-count:]

@@ -414,6 +414,25 @@ class Journal:
             self._flush(False)
         return size
 
+    def flush_wait_ms(self) -> float | None:
+        """How long until the pending content is due on disk by the flush interval (by
+        whichever of the two clocks gets there first), or None when nothing is pending. The
+        session arms a timer with it, so a stream that stalls is saved on time even when no
+        more text arrives to trigger :meth:`append`'s check."""
+        if self._closed or self._fd is None or self._size == self._flushed:
+            return None  # nothing to save, or nowhere to save it (memory only)
+        return max(0.0, min(self._last_flush_ms + self._interval - self._now_ms(),
+                            self._last_flush_real + self._interval - _real_ms()))
+
+    def flush_if_due(self) -> bool:
+        """Write the pending content when the flush interval has passed; return whether it
+        did."""
+        wait = self.flush_wait_ms()
+        if wait is None or wait > 0:
+            return False
+        self._flush(False)
+        return True
+
     def flush(self, state: Mapping[str, Any] | None = None) -> None:
         """Write the pending bytes, then the state (with ``state`` as the caller's part, if
         given): a line appended to ``state.log``, or ``state.json`` once per flush interval.

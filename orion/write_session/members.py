@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from orion.runtime.runtime import Runtime
     from orion.statechart.interpreter.lifecycle import Lifecycle
     from orion.validation import Issue, StreamedLines
+    from orion.write_session.flush_timer import FlushTimer
     from orion.write_session.journal import Journal
     from orion.write_session.operations import WriteResult
     from orion.write_session.plan import CheckedPlan
@@ -61,6 +62,7 @@ class SessionMembers:
     _batch_lines: int
     _batch_error: BaseException | None
     _last_live: float
+    _flush_timer: FlushTimer
     _fixed: bytes | None
     _normalized: bool
     _bytes_at_start: int

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 from orion.models.events import CONNECTION_LOST, CONTENT_FILTER, STREAM_ERROR, Finish
 from orion.trace.events import Kind
-from orion.write_session.decision import (AFTER_DONE, BESIDE_A_TOOL_CALL, CUT_LINE, RESTART,
-                                          SET_ASIDE_KINDS, Cut, End, Facts, Quoted, Step,
-                                          decide_end)
+from orion.write_session.decision import (AFTER_DONE, BESIDE_A_TOOL_CALL, CUT_LINE, REASONING,
+                                          RESENT, RESTART, SET_ASIDE_KINDS, Cut, End, Facts,
+                                          Quoted, Step, decide_end)
 from orion.write_session.protocol import EndMarker
 from orion.write_session.set_aside import Part
 
@@ -35,22 +35,23 @@ class MessageEnds(SessionMembers):
     """The message ends of :class:`~orion.write_session.session.WriteSession` (a mixin)."""
 
     def end_message(self, finish: Finish, message: Message | None, *,
-                    tool_calls: bool = False) -> None:
+                    tool_calls: bool = False, thought: str = "") -> None:
         """The model's message ended: turn what it said into the session's next step.
 
         A message with only tool calls (no text) does not touch the session; an empty message
-        without tool calls is a message boundary like any other (a pause, or a cut-off). The
-        rules are in docs/write-sessions.md ("What is content: the rules")."""
+        without tool calls is a message boundary like any other (a pause, or a cut-off).
+        ``thought``: a ``<think>`` block at the start of the message's content, as it arrived
+        (read as reasoning): set aside where the message's content starts. The rules are in
+        docs/write-sessions.md ("What is content: the rules")."""
         if self.journal.closed:
             return  # released as the process ends: the journal on disk is the session now
         self._take_batch()
         self._raise_batch_error()
         if not self._in_message:
-            if tool_calls:
+            if tool_calls and not thought:
                 return
             self._start_message()
-        if self._mode == "hold":
-            self._read_start(ended=True)
+        self._read_rest(thought)
         self._in_message = False
         self.lifecycle.context["asked"] = False  # the reply to a prompt (if any) has ended
         if self._mode == "corrections":
@@ -89,6 +90,20 @@ class MessageEnds(SessionMembers):
             if self.result is None:
                 message.content = self._sent_text(message.content, *span,
                                                   done=end.step is Step.FINALIZE)
+
+    def _read_rest(self, thought: str) -> None:
+        """At the message's end: read the start of a reply still held, and set aside the
+        ``<think>`` block it started with."""
+        if self._mode == "hold":
+            self._read_start(ended=True)
+        self._set_aside_thought(thought)
+
+    def _set_aside_thought(self, thought: str) -> None:
+        """A ``<think>`` block the reply started with, while the session takes content: set
+        aside where the reply's content starts (a file may start with such an element)."""
+        if thought and (self._mode == "content" or self._circular):
+            self._set_aside(REASONING, thought.encode("utf-8", "surrogateescape"),
+                            self._bytes_at_start)
 
     def _sent_text(self, before: str | None, start: int, end: int, *,
                    done: bool) -> str:
@@ -167,11 +182,14 @@ class MessageEnds(SessionMembers):
         self.checkpoint()
 
     def _after_done(self) -> None:
-        """Text after the terminator line is set aside (blank lines and further terminator
-        lines are not text: a repeated DONE never lands anywhere)."""
-        kept = self._text_lines(self.marker.commentary)
-        if kept:
-            self._set_aside(AFTER_DONE, kept.encode("utf-8", "surrogateescape"),
+        """Text after the terminator line is set aside exactly as it arrived, blank lines in
+        it included; only blank and terminator lines at its end are nothing (a repeated DONE
+        never lands anywhere), and so is a tail of nothing but those."""
+        lines = self.marker.commentary.splitlines(keepends=True)
+        while lines and not self._text_lines(lines[-1]):
+            lines.pop()
+        if lines:
+            self._set_aside(AFTER_DONE, "".join(lines).encode("utf-8", "surrogateescape"),
                             self.journal.bytes)
 
     def _text_lines(self, text: str) -> str:
@@ -204,8 +222,21 @@ class MessageEnds(SessionMembers):
                 f"aside as part {part.number}: your reply did not start with it again, so "
                 "your reply's first line took its place. If the cut line belongs in front of "
                 f"that line, call WritePlanTool_keep with part {part.number}.")
+        elif why == RESENT:
+            said = f"the quoted lines the reply sent again ({_figures(part)})"
+            self._tell_later(
+                f"Your reply started with lines the request quoted as saved ({_figures(part)})"
+                f": they were set aside as part {part.number}, not written twice. If they "
+                "belong in the file once more (rows that repeat), call WritePlanTool_keep with "
+                f"part {part.number}: they go back in front of what you sent after them.")
+        elif why == REASONING:
+            said = f"the reasoning at the start of the reply ({_figures(part)})"
+            self._tell_later(
+                f"The <think> block at the start of your reply ({_figures(part)}) was taken "
+                f"for reasoning and set aside as part {part.number}, not added to {target}. "
+                f"If it belongs in the file, call WritePlanTool_keep with part {part.number}.")
         else:
-            said = f"the continuation that started {target} over ({_figures(part)})"
+            said = f"the reply that started {target} over ({_figures(part)})"
         self.runtime.reporter.notice(
             f"write session {short}: {said} was set aside, not written to {target} (part "
             f"{part.number}); `orion sessions show {short}` prints it")
@@ -264,6 +295,7 @@ class MessageEnds(SessionMembers):
         # The quoted lines go through the context, not the payload: transition payloads are
         # traced, and a trace never holds content.
         self.lifecycle.context["quoted"] = self._quote().to_json()
+        self.lifecycle.context["target"] = self.plan.relative  # the request names the file
         blank = not self.journal.content().strip()
         self._trigger("truncated", bytes=size, lines=lines, blank=blank)
         if self.lifecycle.has_tag("continuing"):
@@ -347,7 +379,7 @@ class MessageEnds(SessionMembers):
         reads them."""
         if self.marker.done or not self.marker.in_fence:
             return False
-        if _last_line(self._message_text, self._message_cut).strip(" \t\r") \
+        if _last_line(self._message_text, self._message_cut).rstrip(" \t\r") \
                 != self.terminator:
             return False
         content = self.content()
@@ -358,21 +390,24 @@ class MessageEnds(SessionMembers):
         return True
 
     def _restarted(self, text: str) -> None:
-        """The continuation started the file over: it is set aside, and what was saved before
-        it is written once, as incomplete."""
+        """The reply started the file over (it repeats the content's first lines): it is set
+        aside, announced and told, and the session goes on; the model puts the part back with
+        WritePlanTool_keep when the file repeats its start on purpose."""
         lines = self.journal.lines
-        self.runtime.reporter.progress_done()
         text = self._without_terminator(text)
+        if self._quoted_at_start is not None:
+            self.lifecycle.context["quoted"] = self._quoted_at_start  # still to be answered
         if text.strip():
-            self._set_aside(RESTART, text.encode("utf-8", "surrogateescape"),
-                            self.journal.bytes)
-        self.runtime.reporter.notice(
-            f"the continuation started {self.plan.relative} over; writing the {lines} lines "
-            "saved before it, as incomplete")
-        self._trace(Kind.ERROR, "circular continuation", {
-            "orion.where": "write session", "orion.error": "the continuation repeated the "
-            f"start of the content; the file is written incomplete ({lines} lines)"})
-        self.finalize()
+            part = self._set_aside(RESTART, text.encode("utf-8", "surrogateescape"),
+                                   self.journal.bytes)
+            self._tell_later(
+                f"Your reply started {self.plan.relative} over: it begins with the file's first "
+                f"lines again ({_figures(part)}). It was set aside as part {part.number}, not "
+                f"added; {lines} lines are saved. If it belongs in the file (a file whose parts "
+                f"start alike), call WritePlanTool_keep with part {part.number}; otherwise "
+                f"continue after line {lines}, and end with {self.terminator} on its own line.")
+        self.checkpoint()
+        self._pause(grew=False)
 
 
 def _cut(finish: Finish) -> Cut:

@@ -309,6 +309,27 @@ def _regex_match(name: str, pattern: str, body: bytes, relative: str) -> Match:
     return Match(name, needle, positions)
 
 
+def _hint(plan: WritePlan, name: str, text: str, count: int) -> str:
+    """What to do about a marker or ``search`` text that occurs ``count`` times, not once."""
+    if count > 1:
+        return "Pick a longer marker that occurs only once, such as the whole line or two lines."
+    hint = "Read the file and copy the text exactly (case, spaces and punctuation count)."
+    if name == "location_marker" and not plan.marker_regex and _looks_like_a_regex(text):
+        hint += (" If it is a regular expression, add marker_regex: true to the plan: then it "
+                 "is searched in each line.")
+    return hint
+
+
+#: What only a regular expression would hold: anchors, classes, escapes, repeats, groups.
+_REGEX_SIGNS = re.compile(r"^\^|\$$|\\[wdsWDSbB.()\[\]^$*+?{}|]|\.[*+?]|\[[^\]]+\]|\(\?")
+
+
+def _looks_like_a_regex(text: str) -> bool:
+    """Whether a marker that matched nothing looks like a regular expression: the refusal
+    then says that ``marker_regex`` exists."""
+    return _REGEX_SIGNS.search(text) is not None
+
+
 def _quote(text: str) -> str:
     shown = text if len(text) <= QUOTE_CHARS else text[:QUOTE_CHARS] + "..."
     return repr(shown)
@@ -341,10 +362,7 @@ def match_plan(plan: WritePlan, body: bytes, relative: str) -> dict[str, Match]:
                 where = (f" ({'line' if len(lines) == 1 else 'lines'} {shown}"
                          f"{f' and {more} more' if more > 0 else ''})")
             rule = "exactly once" if marker else "at least once"
-            hint = ("Pick a longer marker that occurs only once, such as the whole line or two "
-                    "lines." if count > 1 else
-                    "Read the file and copy the text exactly (case, spaces and punctuation "
-                    "count).")
+            hint = _hint(plan, name, text, count)
             raise PlanRejected(f"{name} {_quote(text)} occurs {count} "
                                f"{'time' if count == 1 else 'times'} in {relative}{where}; it "
                                f"must occur {rule}. {hint}", field=name)

@@ -8,11 +8,12 @@ the terminator line is held back (``"  DO"`` is held, ``"Hello"`` is not).
 
 Rules (see the tests in ``tests/test_end_marker.py``):
 
-- **Terminator line.** A line whose text, without surrounding spaces and tabs (and a trailing
-  ``"\\r"``), is exactly the terminator. Indentation does not matter: ``"    DONE"`` outside a
-  fenced block is the terminator too (it is not an indented code block: the model marks the end
-  of the content, it does not write Markdown there). Whitespace *inside* a strict terminator
-  must match exactly (``"DONE  1a2b"`` is not ``"DONE 1a2b"``).
+- **Terminator line.** A line that starts with the terminator at its first character and
+  has only spaces and tabs (and a trailing ``"\\r"``) after it. An indented ``"    DONE"`` is
+  content: the last member of an enum, a line of an indented code block or a docstring are
+  real (the seeds' terminator is ``DONE`` alone on its line from its first character).
+  Whitespace *inside* a strict terminator must match exactly (``"DONE  1a2b"`` is not
+  ``"DONE 1a2b"``).
 - **Fenced code blocks** (CommonMark, top level only): an opening fence is up to 3 spaces of
   indentation, then at least 3 backticks or at least 3 tildes; a backtick fence's info string
   may not contain a backtick (such a line is not a fence at all). The closing fence uses the
@@ -58,9 +59,9 @@ MARKDOWN_INFO = frozenset({"markdown", "md", "mdx"})
 #: How much of a fence line's info string is kept to read its first word.
 _INFO_KEPT = 64
 
-# Phases of the terminator matcher for the current line: ``_FAIL``, ``_LEAD`` (only spaces and
-# tabs so far) or ``k >= 0``: the first k characters of the terminator matched after the
-# leading whitespace (``k == len(terminator)``: matched in full, only trailing whitespace since).
+# Phases of the terminator matcher for the current line: ``_FAIL``, ``_LEAD`` (nothing of the
+# line so far) or ``k >= 0``: the first k characters of the terminator matched from the line's
+# first character (``k == len(terminator)``: matched in full, only trailing whitespace since).
 _FAIL = -2
 _LEAD = -1
 
@@ -329,9 +330,7 @@ class EndMarker:
         k = self._tphase
         s = seg
         if k == _LEAD:
-            s = seg.lstrip(" \t")
-            if not s:
-                return True
+            # The terminator starts at the line's first character: an indented DONE is content.
             k = 0
         t = self._t
         if k < self._tlen:

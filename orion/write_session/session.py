@@ -34,6 +34,7 @@ from orion.trace.events import Kind, TraceEvent
 from orion.validation import Issue, StreamedLines
 from orion.write_session.edit_validation import validate_write
 from orion.write_session.finalize import Finalizer
+from orion.write_session.flush_timer import FlushTimer
 from orion.write_session.ingest import Ingest
 from orion.write_session.journal import Journal
 from orion.write_session.message_end import MessageEnds
@@ -85,6 +86,8 @@ class SessionSummary:
 class KeepRefused(OrionError):
     """``WritePlanTool_keep`` for a part that is not there to put back."""
 
+    refusal = True  # the model is told the message, not the class name
+
 
 def _weakly(method: Callable[[str], None]) -> Callable[[str], None]:
     """``method``, called while its object lives. The journal keeps its session's callback: a
@@ -134,6 +137,8 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
         self._batch_lines = 0
         self._batch_error: BaseException | None = None
         self._last_live = 0.0
+        # Saves pending content when the flush interval is up, whether or not text arrives.
+        self._flush_timer = FlushTimer(runtime.clock, self._flush_due)
         self._fixed: bytes | None = None  # the content after normalizing and corrections
         self._normalized = False  # normalize_content runs once, on the content as streamed
         self._bytes_at_start = 0  # the journal's size when the current message started
@@ -384,6 +389,7 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
 
     def _stop_listening(self) -> None:
         """No more text, user messages or triggers reach this session."""
+        self._flush_timer.cancel()
         if self.feed in self.runtime.text_sinks:
             self.runtime.text_sinks.remove(self.feed)
         if self.hold in self.runtime.user_gates:
