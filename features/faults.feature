@@ -58,6 +58,13 @@ Feature: Faults of the environment
     And the console shows ".orion is a symbolic link to '../outside'"
     And no file outside the workspace changed
 
+  @FS-1 @safety
+  Scenario: The state directory Orion creates is its owner's only, whatever the umask
+    Given the process's umask is 022
+    When the model begins to create "notes.md"
+    And the model streams 3 more lines without DONE
+    Then ".orion" has the mode 700
+
   @FS-2 @safety
   Scenario: Another user never reads a private file's new content while it is written
     Given the workspace has a file "secret.md" with 3 lines
@@ -219,6 +226,22 @@ Feature: Faults of the environment
     When the model begins to overwrite "secret.md"
     And the model streams 120 more lines without DONE
     Then the journal of "secret.md" is its owner's only
+
+  @FS-9 @safety
+  Scenario: The journal of a new file is its owner's only, whatever the umask
+    Given the process's umask is 022
+    When the model begins to create "notes.md"
+    And the model streams 120 more lines without DONE
+    Then the journal of "notes.md" is its owner's only
+
+  @FS-9 @safety
+  Scenario: The journal of a file everyone may read is still its owner's only
+    Given the process's umask is 022
+    And the workspace has a file "readme.md" with 3 lines
+    And "readme.md" has the mode 644
+    When the model begins to overwrite "readme.md"
+    And the model streams 120 more lines without DONE
+    Then the journal of "readme.md" is its owner's only
 
   @FS-9 @safety
   Scenario: A journal whose content is a link out of the workspace is never recovered through it

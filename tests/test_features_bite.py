@@ -1744,6 +1744,20 @@ mutant("session_directory_with_the_umask_mode", "FS-9",
        ("journal.directory.mkdir(mode=DIR_MODE, exist_ok=True)",
         "journal.directory.mkdir(exist_ok=True)"))
 
+mutant("state_directory_with_the_umask_mode", "FS-1", "orion.workspace:_create",
+       "the state directory Orion creates gets the umask's mode, not 0700",
+       ("os.mkdir(state, STATE_DIR_MODE)", "os.mkdir(state)"), keyword="umask")
+
+mutant("new_journal_files_with_the_umask_mode", "FS-9", "orion.write_session.journal:file_mode",
+       "the journal of a new file gets the umask's mode (0644 under umask 022), not 0600",
+       ("        return FILE_MODE\n", "        return 0o666\n"), keyword="new_file")
+
+mutant("journal_files_with_the_target_mode", "FS-9", "orion.write_session.journal:file_mode",
+       "a journal's files take the target's mode: a file everyone may read has a journal "
+       "everyone may read",
+       ("return FILE_MODE & (target_mode | 0o200)", "return target_mode | 0o600"),
+       keyword="everyone_may_read")
+
 mutant("only_the_system_wide_limit_waits", "FS-10",
        "orion.write_session.journal:Journal._state_failed",
        "only the system's open-file limit (ENFILE) lets the state wait; the process's own "

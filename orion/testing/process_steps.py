@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pytest_bdd import parsers, then, when
+from pytest_bdd import given, parsers, then, when
 
 from orion.testing.steps import PATH, UNIT, _session_dir, _session_id, duration_ms
 from orion.testing.system_steps import _console
@@ -158,6 +158,14 @@ def journal_file_is_a_link(orion_world: World, name: str, path: str) -> None:
     file = _session_dir(orion_world, path) / name
     file.unlink(missing_ok=True)
     file.symlink_to(orion_world.outside / "keep.txt")
+
+
+@given(parsers.re(r"the process's umask is (?P<mask>[0-7]{3})"))
+def process_umask(request: pytest.FixtureRequest, mask: str) -> None:
+    """The umask new files and directories get their mode through (restored after the
+    scenario): a rule that holds "whatever the umask" is seen with a permissive one."""
+    before = os.umask(int(mask, 8))
+    request.addfinalizer(lambda: os.umask(before))
 
 
 @then(parsers.re(rf"the journal of {PATH} is its owner's only"))
