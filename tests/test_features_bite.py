@@ -1675,6 +1675,28 @@ def traces_kept_for_ever(p: Patcher) -> None:
     p.replace("orion_plugins.tracing:runtime_started", lambda host: None)
 
 
+@variant("FS-14", "orion.write_session.recover:_keep_set_aside",
+         "recover --finalize removes the journal with the text set aside in it")
+def recovery_drops_set_aside(p: Patcher) -> None:
+    p.replace("orion.write_session.recover:_keep_set_aside",
+              lambda aside, state_dir, orphan, relative: "")
+
+
+@variant("FS-15", "orion.write_session.set_aside:part_problem",
+         "an index entry of the parts set aside is taken as it is")
+def part_entries_unchecked(p: Patcher) -> None:
+    p.replace("orion.write_session.set_aside:part_problem", lambda item: None)
+
+
+mutant("recovery_reports_only_parts_put_back", "FS-14",
+       "orion.write_session.recover:_keep_set_aside",
+       "the recovery's report counts the parts put back, not those still set aside",
+       ("    pending = aside.pending\n", "    pending = [p for p in aside.parts if p.kept]\n"))
+
+mutant("part_fields_only_present", "FS-15", "orion.write_session.set_aside:part_problem",
+       "an index entry's fields are checked to be there, not to be numbers",
+       ("if not isinstance(value, types) or wrong_bool:", "if value is None:"))
+
 mutant("state_entries_checked_against_the_workspace", "FS-1",
        "orion.workspace:_check_confined",
        "an entry of .orion that links elsewhere in the workspace is followed (entries are "
