@@ -58,6 +58,13 @@ Feature: Faults of the environment
     And the console shows ".orion is a symbolic link to '../outside'"
     And no file outside the workspace changed
 
+  @FS-1 @safety
+  Scenario: The state directory Orion creates is its owner's only, whatever the umask
+    Given the process's umask is 022
+    When the model begins to create "notes.md"
+    And the model streams 3 more lines without DONE
+    Then ".orion" has the mode 700
+
   @FS-2 @safety
   Scenario: Another user never reads a private file's new content while it is written
     Given the workspace has a file "secret.md" with 3 lines
@@ -221,6 +228,22 @@ Feature: Faults of the environment
     Then the journal of "secret.md" is its owner's only
 
   @FS-9 @safety
+  Scenario: The journal of a new file is its owner's only, whatever the umask
+    Given the process's umask is 022
+    When the model begins to create "notes.md"
+    And the model streams 120 more lines without DONE
+    Then the journal of "notes.md" is its owner's only
+
+  @FS-9 @safety
+  Scenario: The journal of a file everyone may read is still its owner's only
+    Given the process's umask is 022
+    And the workspace has a file "readme.md" with 3 lines
+    And "readme.md" has the mode 644
+    When the model begins to overwrite "readme.md"
+    And the model streams 120 more lines without DONE
+    Then the journal of "readme.md" is its owner's only
+
+  @FS-9 @safety
   Scenario: A journal whose content is a link out of the workspace is never recovered through it
     Given the scenario's clock starts 10 minutes before the real time
     When the model streams 30 lines to "docs/guide.md" without DONE
@@ -334,6 +357,55 @@ Feature: Faults of the environment
     When the user opens "orion chat" and leaves at once
     Then the console does not show "traces:"
     And the trace database holds the events 400 and 0 days old
+
+  @FS-14 @safety
+  Scenario: Recovering a session with --finalize keeps its text set aside and says so
+    Given the workspace has a file "notes.md" containing "ship it on Friday\n"
+    When the model begins to create "summary.md"
+    And the model says "Let me read the notes first.\n" and calls "read_file" with:
+      """
+      {"path": "notes.md"}
+      """
+    And the model replies "# Summary\n"
+    And Orion crashes
+    And the user runs "orion sessions recover <session> --finalize"
+    Then the console shows "1 line set aside, not written: part 1"
+    And the content of "summary.md" is "# Summary\n"
+    When the user runs "orion sessions show <session>"
+    Then the console shows "Let me read the notes first."
+
+  @FS-15 @safety
+  Scenario: A set-aside part whose number climbs out of its directory is refused, never read
+    Given the workspace has a file "notes.md" containing "ship it on Friday\n"
+    When the model begins to create "summary.md"
+    And the model says "Let me read the notes first.\n" and calls "read_file" with:
+      """
+      {"path": "notes.md"}
+      """
+    And Orion crashes
+    And the set-aside index of "summary.md" numbers its part 1 "../../../../../outside/keep"
+    And the user runs "orion sessions show <session>"
+    Then the console shows "is no part, refused"
+    And the console does not show "outside the workspace"
+
+  @FS-15 @safety
+  Scenario: A shipped journal with a forged part number and a resume mark writes nothing outside
+    Given the workspace has a file "notes.md" containing "ship it on Friday\n"
+    And the workspace has a file "payload.txt" containing "shipped with the repository\n"
+    When the model begins to create "summary.md"
+    And the model says "Let me read the notes first.\n" and calls "read_file" with:
+      """
+      {"path": "notes.md"}
+      """
+    And the model replies "# Summary\n"
+    And Orion crashes
+    And the set-aside index of "summary.md" numbers its part 1 "../../../../payload"
+    And the user recovers the write session of "summary.md" with --continue
+    And Orion starts again
+    Then the model is asked to continue
+    When the model replies "The end.\nDONE\n"
+    Then the content of "summary.md" is "# Summary\nThe end.\n"
+    And no file outside the workspace changed
 
   @FS-20 @idle
   Scenario: A model that stops in the middle of a line every time is asked max_idle_prompts times, then the file is written as incomplete

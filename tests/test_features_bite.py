@@ -1685,6 +1685,28 @@ def traces_kept_for_ever(p: Patcher) -> None:
     p.replace("orion_plugins.tracing:runtime_started", lambda host: None)
 
 
+@variant("FS-14", "orion.write_session.recover:_keep_set_aside",
+         "recover --finalize removes the journal with the text set aside in it")
+def recovery_drops_set_aside(p: Patcher) -> None:
+    p.replace("orion.write_session.recover:_keep_set_aside",
+              lambda aside, state_dir, orphan, relative: "")
+
+
+@variant("FS-15", "orion.write_session.set_aside:part_problem",
+         "an index entry of the parts set aside is taken as it is")
+def part_entries_unchecked(p: Patcher) -> None:
+    p.replace("orion.write_session.set_aside:part_problem", lambda item: None)
+
+
+mutant("recovery_reports_only_parts_put_back", "FS-14",
+       "orion.write_session.recover:_keep_set_aside",
+       "the recovery's report counts the parts put back, not those still set aside",
+       ("    pending = aside.pending\n", "    pending = [p for p in aside.parts if p.kept]\n"))
+
+mutant("part_fields_only_present", "FS-15", "orion.write_session.set_aside:part_problem",
+       "an index entry's fields are checked to be there, not to be numbers",
+       ("if not isinstance(value, types) or wrong_bool:", "if value is None:"))
+
 mutant("state_entries_checked_against_the_workspace", "FS-1",
        "orion.workspace:_check_confined",
        "an entry of .orion that links elsewhere in the workspace is followed (entries are "
@@ -1753,6 +1775,20 @@ mutant("session_directory_with_the_umask_mode", "FS-9",
        "a session's journal directory is created with the umask's mode, not 0700",
        ("journal.directory.mkdir(mode=DIR_MODE, exist_ok=True)",
         "journal.directory.mkdir(exist_ok=True)"))
+
+mutant("state_directory_with_the_umask_mode", "FS-1", "orion.workspace:_create",
+       "the state directory Orion creates gets the umask's mode, not 0700",
+       ("os.mkdir(state, STATE_DIR_MODE)", "os.mkdir(state)"), keyword="umask")
+
+mutant("new_journal_files_with_the_umask_mode", "FS-9", "orion.write_session.journal:file_mode",
+       "the journal of a new file gets the umask's mode (0644 under umask 022), not 0600",
+       ("        return FILE_MODE\n", "        return 0o666\n"), keyword="new_file")
+
+mutant("journal_files_with_the_target_mode", "FS-9", "orion.write_session.journal:file_mode",
+       "a journal's files take the target's mode: a file everyone may read has a journal "
+       "everyone may read",
+       ("return FILE_MODE & (target_mode | 0o200)", "return target_mode | 0o600"),
+       keyword="everyone_may_read")
 
 mutant("only_the_system_wide_limit_waits", "FS-10",
        "orion.write_session.journal:Journal._state_failed",

@@ -85,9 +85,12 @@ def test_a_signal_while_the_model_answers_the_idle_prompt_keeps_the_session(tmp_
     assert "Cannot operate on a closed database" not in said, said
     sessions = tmp_path / ".orion" / "write_sessions"
     (directory,) = [d for d in sessions.iterdir() if d.is_dir()]
-    assert (directory / "content.txt").read_text().startswith(FIRST)
+    assert (directory / "content.txt").read_text() == FIRST
     short = directory.name[:8]
     assert f"orion sessions recover {short} --continue" in said, said
     listed = subprocess.run([sys.executable, "-m", "orion", "sessions", "show", short,
                              "--workspace", str(tmp_path)], capture_output=True, text=True)
     assert listed.returncode == 0, listed.stderr
+    if more:  # the reply's start, not read yet, is kept beside the content and counted
+        assert "116 lines saved, 2 lines set aside" in said, said
+        assert "line 117\nline 118" in listed.stdout, listed.stdout

@@ -10,6 +10,7 @@ command fails with exit code ...`` read them.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pytest_bdd import parsers, then, when
+from pytest_bdd import given, parsers, then, when
 
 from orion.testing.steps import PATH, UNIT, _session_dir, _session_id, duration_ms
 from orion.testing.system_steps import _console
@@ -158,6 +159,26 @@ def journal_file_is_a_link(orion_world: World, name: str, path: str) -> None:
     file = _session_dir(orion_world, path) / name
     file.unlink(missing_ok=True)
     file.symlink_to(orion_world.outside / "keep.txt")
+
+
+@when(parsers.re(rf'the set-aside index of {PATH} numbers its part (?P<number>\d+) '
+                 r'"(?P<forged>[^"]+)"'), converters={"number": int})
+def forged_part_number(orion_world: World, path: str, number: int, forged: str) -> None:
+    """What a repository can ship: the journal's index of its parts set aside gives part
+    ``number`` a "number" that is a path (``../../payload``)."""
+    index = _session_dir(orion_world, path) / "set_aside" / "index.json"
+    data = json.loads(index.read_text(encoding="utf-8"))
+    (entry,) = [e for e in data["parts"] if e.get("number") == number]
+    entry["number"] = forged
+    index.write_text(json.dumps(data), encoding="utf-8")
+
+
+@given(parsers.re(r"the process's umask is (?P<mask>[0-7]{3})"))
+def process_umask(request: pytest.FixtureRequest, mask: str) -> None:
+    """The umask new files and directories get their mode through (restored after the
+    scenario): a rule that holds "whatever the umask" is seen with a permissive one."""
+    before = os.umask(int(mask, 8))
+    request.addfinalizer(lambda: os.umask(before))
 
 
 @then(parsers.re(rf"the journal of {PATH} is its owner's only"))

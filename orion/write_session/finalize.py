@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 else:
     SessionMembers = object  # the declarations are for the type checker only
 
+#: Why a part was set aside when the process ended before the reply's start was read.
+UNREAD_REPLY = "the start of a reply Orion had not read when it ended"
+
+
 class Finalizer(SessionMembers):
     """Validation, corrections, the write and the endings of a
     :class:`~orion.write_session.session.WriteSession` (a mixin)."""
@@ -372,6 +376,18 @@ class Finalizer(SessionMembers):
         self.held_messages = []  # they belong to the conversation that was reset
         self._detach()
 
+    def _keep_unread_start(self) -> None:
+        """The process ends while the start of a reply to Orion's prompt is held unread (it
+        was not yet known whether it goes on from the saved content or starts the file
+        over): it is set aside as a part, so every line that arrived is kept and counted."""
+        if self._mode != "hold" or not self._held:
+            return
+        text = "".join(self._held)
+        self._held, self._mode = [], "ignore"
+        if text.strip():
+            self.aside.add(UNREAD_REPLY, text.encode("utf-8", "surrogateescape"),
+                           self.journal.bytes)
+
     def release(self) -> None:
         """The process ends with the session open: close the journal, so the next start sees
         an orphan; content the journal could not save goes to a rescue file, and the user is
@@ -379,6 +395,7 @@ class Finalizer(SessionMembers):
         try:
             self._take_batch()
             if self.status is WriteStatus.ACTIVE:
+                self._keep_unread_start()
                 self.checkpoint()  # with the held messages
                 if self.journal.degraded is not None:
                     kept = self._keep_content()

@@ -234,6 +234,7 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
     def open_notice(self) -> str:
         """What an open session means for a user who leaves now (``/quit``, the end of a
         script): where its content is, what the user typed meanwhile, how to go on."""
+        self._keep_unread_start()
         self.checkpoint()
         short = self.id[:8]
         aside = f", {self.aside.lines} lines set aside" if self.aside.pending else ""
