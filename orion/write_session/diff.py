@@ -120,7 +120,9 @@ def _matching_runs(a: list[bytes], b: list[bytes]) -> tuple[list[tuple[int, int,
     i0 = j0 = 0
     for i, j in [*_anchors(a, b), (len(a), len(b))]:
         pairs = (i - i0) * (j - j0)
-        if pairs and pairs <= min(STRETCH_PAIRS, budget):
+        if pairs and a[i0:i] == b[j0:j]:  # the common case between two anchors: no edit
+            runs.append((i0, j0, i - i0))
+        elif pairs and pairs <= min(STRETCH_PAIRS, budget):
             budget -= pairs
             matcher = difflib.SequenceMatcher(None, a[i0:i], b[j0:j], autojunk=False)
             runs += [(i0 + x, j0 + y, n) for x, y, n in matcher.get_matching_blocks()[:-1]]
