@@ -617,7 +617,7 @@ def _startable(config: WorkspaceConfig, state_dir: str | None) -> PluginManager:
 @click.option("--model", "model_name", default=None, help="The model name.")
 @WORKSPACE
 def chat(base_url: str | None, model_name: str | None, workspace: str) -> None:
-    """Talk to a real model in the workspace. Slash commands: /help, /reset, /quit."""
+    """Talk to a real model in the workspace. Slash commands: /help, /reset, /compact, /quit."""
     import asyncio
 
     from orion.errors import ConfigError
