@@ -86,6 +86,7 @@ from openai import (
     OpenAIError,
 )
 from openai._streaming import SSEDecoder, ServerSentEvent
+from openai.types.chat import ChatCompletionChunk
 
 from orion.models.base import (
     OVERFLOW_HINT,
@@ -573,10 +574,40 @@ def _error_body(text: str) -> Any:
 
 class _Client(AsyncOpenAI):
     """The SDK's client with :class:`_ErrorLineDecoder` for its streams (the client's own
-    seam for the decoder)."""
+    seam for the decoder), and each streamed chunk read as the JSON it is (:class:`_Fields`)."""
 
     def _make_sse_decoder(self) -> SSEDecoder:
         return _ErrorLineDecoder()
+
+    def _process_response_data(self, *, data: object, cast_to: Any, response: Any) -> Any:
+        if cast_to is ChatCompletionChunk and type(data) is dict:
+            return _Fields(data)
+        return super()._process_response_data(data=data, cast_to=cast_to, response=response)
+
+
+class _Fields:
+    """A streamed chunk (or a part of one) read by attribute, as the SDK's models are, from
+    the parsed JSON; ``None`` for a field it lacks, ``model_extra`` the whole object. The SDK
+    builds a pydantic model of every chunk, three quarters of its CPU per chunk
+    (``bench/bench_stream.py``), for the few fields :class:`_StreamState` reads."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "model_extra":
+            return self._data
+        return _view(self._data.get(name))
+
+
+def _view(value: Any) -> Any:
+    if type(value) is dict:
+        return _Fields(value)
+    if type(value) is list:
+        return [_view(item) for item in value]
+    return value
 
 
 #: How servers name a request longer than the context window: OpenAI's code, llama.cpp's
