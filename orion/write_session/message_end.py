@@ -45,10 +45,10 @@ class MessageEnds(SessionMembers):
         docs/write-sessions.md ("What is content: the rules")."""
         if self.journal.closed:
             return  # released as the process ends: the journal on disk is the session now
-        self._end_message(finish, message, tool_calls=tool_calls)
+        self._end_message(finish, message, tool_calls=tool_calls, thought=thought)
 
     def _end_message(self, finish: Finish, message: Message | None, *,
-                     tool_calls: bool) -> None:
+                     tool_calls: bool, thought: str) -> None:
         self._take_batch()
         self._raise_batch_error()
         if not self._in_message:

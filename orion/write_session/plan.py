@@ -51,6 +51,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import os
+import re
 import stat
 from dataclasses import dataclass
 from enum import StrEnum
