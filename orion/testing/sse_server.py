@@ -48,7 +48,10 @@ Responses (build them with the helpers):
     ``data: [DONE]\\n\\n``. ``cut`` ends the response abruptly: the socket is closed without
     the final zero-length chunk, so the client sees a broken body (``incomplete chunked
     read``). ``chunked=False`` sends no length and ends the body by
-    closing the connection, which the client sees as a normal end of the response.
+    closing the connection, which the client sees as a normal end of the response. A
+    ``Pause(seconds)`` item waits before the next piece (a model still writing); a
+    ``Reached(event)`` item sets the ``threading.Event`` once the pieces before it were
+    sent (a test acts then, without a timed wait).
 
 ``drop()``
     No response at all: the connection is closed right after the request was read, a
