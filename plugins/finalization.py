@@ -6,6 +6,7 @@ the ``finalize`` hook."""
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Any
 
 from orion.api import OrionError, hookimpl
@@ -33,11 +34,31 @@ def finalizer(carry_out: Callable[[Lifecycle, Transition], Any]
     ``None`` the hook's other implementations are asked."""
     def finalize(lifecycle: Lifecycle, transition: Transition) -> None:
         hook = lifecycle.plugins.hook.finalize
-        _finalized(lifecycle, transition,
-                   hook.call_extra([carry_out], {"lifecycle": lifecycle,
-                                                 "transition": transition}))
+        arguments = {"lifecycle": lifecycle, "transition": transition}
+        _finalized(lifecycle, transition, hook.call_extra([carry_out], arguments))
+        _tell_the_others(lifecycle, hook, arguments)
     finalize.__name__ = f"finalize ({getattr(carry_out, '__name__', 'provided')})"
     return finalize
+
+
+def _tell_the_others(lifecycle: Lifecycle, hook: Any, arguments: dict[str, Any]) -> None:
+    """An installed plugin's plain ``finalize`` (an audit of every write) runs for a chart
+    that provides its own too: after it, with ``transition.result`` set. What it returns is
+    not the result, and what it raises is reported, not raised: the provided finalize has
+    done its work (the file is written) by then, and a failing audit must not undo what the
+    user is told of it."""
+    plugins = lifecycle.plugins
+    for impl in reversed(hook.get_hookimpls()):
+        origin = plugins.origins.get(impl.plugin_name)
+        if impl.wrapper or impl.hookwrapper or origin is None or origin.kind == "builtin":
+            continue
+        function = inspect.unwrap(impl.function)
+        try:
+            function(*(arguments[name] for name in impl.argnames),
+                     **{name: arguments[name] for name in impl.kwargnames
+                        if name in arguments})
+        except Exception as exc:  # noqa: BLE001 - reported with the plugin's line, see above
+            plugins.report_failure(impl.plugin_name, "finalize", exc, function)
 
 
 def _finalized(lifecycle: Lifecycle, transition: Transition, result: Any) -> None:

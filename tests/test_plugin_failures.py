@@ -471,3 +471,45 @@ def test_sigterm_ends_orion_run_while_a_validator_hangs_and_keeps_the_content(tm
     assert not (workspace / "notes.md").exists()
     assert kept_content(workspace) == CONTENT
     assert re.search(r"orion sessions recover \w{8} --finalize", " ".join(said.split())), said
+
+
+# -- a team's typo, under pytest with Orion's step library --------------------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def team_project(tmp_path: Path, old: str, new: str) -> Path:
+    """A copy of the team-customization example with one edit of its plugin."""
+    import shutil
+
+    project = tmp_path / "team"
+    shutil.copytree(REPO / "examples" / "team-customization", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    plugin = project / "team_review" / "plugin.py"
+    assert plugin.read_text().count(old) == 1, old
+    plugin.write_text(plugin.read_text().replace(old, new))
+    return project
+
+
+@pytest.mark.parametrize(("old", "new", "error"), [
+    ("session.lifecycle.has_tag(REVIEW)", 'session.lifecycle.has_tag("in_reveiw")',
+     "UnknownTag: write_session: unknown tag 'in_reveiw'"),
+    ('session.fire("approve_write")', 'session.fire("review_okay")',
+     "UnknownTrigger: write_session: unknown trigger 'review_okay'"),
+], ids=["has_tag", "fire"])
+def test_a_typo_in_the_teams_plugin_is_the_first_thing_a_failing_scenario_shows(tmp_path, old,
+                                                                               new, error):
+    project = team_project(tmp_path, old, new)
+    env = {k: v for k, v in os.environ.items() if k != "ORION_LOAD_PLUGINS"}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             "tests/test_review.py", "-k", "approvewrite_writes"],
+                            capture_output=True, text=True, env=env, cwd=project, timeout=300)
+    assert result.returncode == 1, result.stdout
+    failure = result.stdout.split("short test summary info")[0]
+    plugin = project / "team_review" / "plugin.py"
+    line = line_of(plugin, new)
+    # the plugin's failure comes first, with its traceback down to the team's own line
+    section = failure.index("Orion: a plugin of the project failed first")
+    assert f"plugin 'team_review' failed in " in failure[section:]
+    assert f" at {plugin}:{line}: {error}" in failure[section:], failure
+    assert f'File "{plugin}", line {line}' in failure[section:], failure

@@ -70,6 +70,7 @@ def orion_world(request: pytest.FixtureRequest, tmp_path: Path, orion_yaml: str 
     if key in checked and checked[key][1] is not None:  # reported by an earlier scenario
         _report(request, checked, key, checked[key][1])
     world = World(tmp_path, plugins=plugins, env=orion_env)
+    world.data["plugin_failures_from"] = len(plugins.failures)
     # What Orion prints during the scenario, for `nothing Orion logged or printed ...`: file
     # descriptor capture from the start (a scenario that uses capsys itself goes without).
     try:
@@ -162,3 +163,37 @@ def pytest_bdd_after_scenario(request: pytest.FixtureRequest) -> None:
 
 
 STEP_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A scenario that fails after a plugin of the project failed shows that failure first:
+    the plugin's exception and its traceback, down to the line of the team's own code (a
+    ``has_tag`` or ``fire`` with a typo), not only the symptom a later step ran into."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.when != "call" or not report.failed:
+        return
+    world = item.stash.get(WORLD, None)
+    said = plugin_failures(world) if world is not None else None
+    if said:
+        report.sections.insert(0, ("Orion: a plugin of the project failed first", said))
+
+
+def plugin_failures(world: World) -> str | None:
+    """The failures of the scenario's plugins that are not built in, the first with its
+    traceback, or ``None``."""
+    plugins = world.plugins
+    if plugins is None:
+        return None
+    failures = [f for f in plugins.failures[world.data.get("plugin_failures_from", 0):]
+                if getattr(plugins.origins.get(f.plugin), "kind", None) != "builtin"]
+    if not failures:
+        return None
+    first, later = failures[0], failures[1:]
+    text = (f"plugin {first.plugin!r} failed in {first.hook} at {first.where}: {first.error}\n\n"
+            f"{first.traceback}")
+    if later:
+        text += f"\nand {len(later)} more time(s): " + "; ".join(
+            f"{f.plugin} in {f.hook} at {f.where}: {f.error}" for f in later[:5])
+    return text

@@ -62,6 +62,7 @@ class _Action:
         except Exception as exc:
             # An action given as a function (no plugin manager) is named by its name alone.
             plugin = None if self.owner == Callables.OWNER else self.owner
+            lifecycle._action_failed(self.name, self.owner, exc)
             raise ActionError(lifecycle.name, self.name, self.where, exc, plugin=plugin,
                               at=where_raised(exc, self.function) if plugin else None) from exc
 

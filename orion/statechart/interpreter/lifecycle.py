@@ -298,6 +298,10 @@ class Lifecycle:
         for listener in self.listeners.guard_failed:
             listener(self, guard, owner, error)
 
+    def _action_failed(self, action: str, owner: str, error: BaseException) -> None:
+        for listener in self.listeners.action_failed:
+            listener(self, action, owner, error)
+
     def _raise_event(self, trigger: str) -> None:
         self.machine.raise_event(self, trigger)
 

@@ -40,11 +40,17 @@ class Listener(Protocol):
 
     def guard_failed(self, lifecycle: Lifecycle, guard: str, owner: str,
                      error: BaseException) -> None:
-        """A guard raised; it counted as false. ``owner`` is who provided it (a plugin)."""
+        """A guard raised; the event stops with a ``GuardError``. ``owner`` is who provided it
+        (a plugin)."""
+
+    def action_failed(self, lifecycle: Lifecycle, action: str, owner: str,
+                      error: BaseException) -> None:
+        """An action raised; the trigger raises an ``ActionError``. ``owner`` is who provided
+        it (a plugin)."""
 
 
 METHODS = ("lifecycle_started", "lifecycle_transition", "lifecycle_event_discarded",
-           "lifecycle_finished", "lifecycle_prompt", "guard_failed")
+           "lifecycle_finished", "lifecycle_prompt", "guard_failed", "action_failed")
 
 
 class Listeners:
@@ -52,14 +58,14 @@ class Listeners:
     that reporting costs a loop over the listeners that care."""
 
     __slots__ = ("listeners", "started", "transition", "discarded", "finished", "prompt",
-                 "guard_failed")
+                 "guard_failed", "action_failed")
 
     def __init__(self, listeners: Iterable[Any] = ()):
         self.listeners = tuple(listeners)
         methods = [tuple(getattr(listener, name) for listener in self.listeners
                          if callable(getattr(listener, name, None))) for name in METHODS]
         (self.started, self.transition, self.discarded, self.finished, self.prompt,
-         self.guard_failed) = methods
+         self.guard_failed, self.action_failed) = methods
 
     def __add__(self, other: Iterable[Any]) -> Listeners:
         return Listeners((*self.listeners, *other))
@@ -100,3 +106,11 @@ class PluginHooks:
                      error: BaseException) -> None:
         # The GuardError the trigger raises names the plugin: whoever catches it tells.
         self.plugins.report_failure(owner, f"guard {guard}", error, told=True)
+
+    def action_failed(self, lifecycle: Lifecycle, action: str, owner: str,
+                      error: BaseException) -> None:
+        # As a guard's: the ActionError names the plugin; the record keeps its traceback. A
+        # built-in action's refusal (a target changed since the plan) is Orion's, not a failure.
+        origin = getattr(self.plugins, "origins", {}).get(owner)
+        if origin is None or origin.kind != "builtin":
+            self.plugins.report_failure(owner, f"action {action}", error, told=True)
