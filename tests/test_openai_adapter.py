@@ -318,7 +318,7 @@ def test_a_connection_dropped_before_the_first_byte_is_retried_by_the_sdk(sse_se
 
 def test_a_cut_before_the_first_chunk_is_a_connection_error(sse_server):
     sse_server.enqueue(stream([], done=False, cut=True))
-    with pytest.raises(ModelConnectionError, match="broke in the middle of the response"):
+    with pytest.raises(ModelConnectionError, match="closed the connection before sending any of the reply"):
         run(make_model(sse_server))
 
 
