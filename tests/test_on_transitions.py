@@ -7,6 +7,8 @@ listens to the lifecycle itself.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -238,3 +240,38 @@ def test_an_action_error_from_a_function_names_it(tmp_path):
     with pytest.raises(ActionError, match="'fail' failed on 'go'.*disk full"):
         lc.trigger("go")
     assert lc.state == "a"
+
+
+def test_the_engine_runs_on_the_callables_it_is_given_and_loads_no_plugin_manager(
+        tmp_path: Path):
+    # The engine takes guards and actions from its caller: a script that loads a chart on
+    # plain functions never pulls in the plugin manager (nor pluggy's hooks with it).
+    path = tmp_path / "doors.yaml"
+    path.write_text(textwrap.dedent(CHART), encoding="utf-8")
+    code = textwrap.dedent(f"""\
+        import sys
+        from orion.statechart import load_definition
+        definition = load_definition({str(path)!r}, guards={{"unlocked": lambda lc, tr: True}},
+                                     actions={{n: (lambda lc, tr: None)
+                                              for n in ("log", "count", "creak", "ask")}},
+                                     env={{}})
+        lifecycle = definition.create(listeners=[])
+        print(lifecycle.state, "orion.hooks.manager" in sys.modules)
+        """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert proc.stdout.split() == ["closed", "False"]
+
+
+def test_a_load_naming_no_guards_actions_or_plugins_still_loads_and_warns(tmp_path: Path):
+    # Written before the engine took its guards and actions from the caller: it keeps working
+    # with Orion's plugins, and says how to write it now.
+    path = tmp_path / "plain.yaml"
+    path.write_text("statechart: plain\ninitial: a\nstates:\n  a: {}\n  b: {final: true}\n"
+                    "transitions:\n  - {trigger: go, source: a, dest: b}\n", encoding="utf-8")
+    with pytest.warns(DeprecationWarning, match="plugins=, guards= or actions="):
+        definition = load_definition(path, env={})
+    assert definition.plugins is not None
+    lifecycle = definition.create(clock=VirtualClock(), listeners=[])
+    lifecycle.trigger("go")
+    assert lifecycle.state == "b"

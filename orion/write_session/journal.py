@@ -57,7 +57,6 @@ import json
 import logging
 import os
 import shutil
-import stat
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -65,6 +64,9 @@ from typing import Any
 
 from orion.clock import BootTime, kernel_boot_time
 from orion.errors import OrionError
+# The private-file helpers live in orion.workspace.files; their names stay importable here.
+from orion.workspace.files import FILE_MODE, open_private, read_private
+from orion.workspace.files import write_private as write_private
 
 __all__ = ["Journal", "JournalLocked", "JournalOutOfMemory", "DEGRADING_ERRNOS", "ENCODING_ERRORS", "mark", "marks",
            "read_state", "remove_session", "unmark"]
@@ -105,11 +107,6 @@ HASH_BATCH = 1 << 18
 #: A journal holds what the model wrote for the user's file: its directory and files are their
 #: owner's only (a target its owner may not even read keeps that for the journal too).
 DIR_MODE = 0o700
-FILE_MODE = 0o600
-#: Every journal file is opened without following a symbolic link: a journal shipped in a
-#: cloned repository (or changed under a running one) cannot make Orion read a file outside
-#: the workspace as content, nor write into one.
-_PRIVATE = os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 def file_mode(target_mode: int | None) -> int:
@@ -118,40 +115,6 @@ def file_mode(target_mode: int | None) -> int:
     if target_mode is None:
         return FILE_MODE
     return FILE_MODE & (target_mode | 0o200)
-
-
-def open_private(path: str | os.PathLike[str], flags: int, mode: int = FILE_MODE) -> int:
-    """``os.open`` of a journal file, never through a symbolic link (ELOOP when ``path`` is
-    one) and never blocking on a FIFO put in its place."""
-    return os.open(path, flags | _PRIVATE | os.O_NONBLOCK, mode)
-
-
-def read_private(path: str | os.PathLike[str]) -> bytes:
-    """The bytes of the journal file ``path``: a regular file, not a symbolic link (ELOOP) nor
-    anything else (EINVAL, naming what it is)."""
-    fd = open_private(path, os.O_RDONLY)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        chunks = []
-        while chunk := os.read(fd, max(info.st_size + 1, 1 << 16)):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-def write_private(path: str | os.PathLike[str], data: bytes, mode: int = FILE_MODE) -> None:
-    """``path`` (created or truncated) holding ``data``, never through a symbolic link."""
-    fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        os.set_blocking(fd, True)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    finally:
-        os.close(fd)
 
 
 def links_in(directory: str | os.PathLike[str]) -> dict[str, str]:

@@ -29,7 +29,6 @@ and replaces. :func:`write_atomically` does the same by path, for files Orion ow
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
@@ -39,9 +38,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from orion.workspace.confined import (TEMP_MARK, Parent, open_parent, open_temp, temp_name,
-                            write_and_close)
+from orion.workspace.confined import TEMP_MARK, Parent, open_parent, temp_name
 from orion.errors import OrionError
+from orion.workspace.files import write_atomically
 from orion.write_session.undo import replace_json
 from orion.write_session.plan import (BOM, CheckedPlan, Operation, PlanRejected, line_ending,
                                       match_plan, recheck, split_bom, with_line_ending)
@@ -142,41 +141,6 @@ def apply_operation(checked: CheckedPlan, existing: bytes | None, content: bytes
                     break
         return bom + body.replace(needle, content)
     raise AssertionError(f"unknown operation {op!r}")  # pragma: no cover
-
-
-def _fsync_directory(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:  # pragma: no cover - a platform that cannot open directories
-        return
-    try:
-        os.fsync(fd)
-    except OSError as exc:  # pragma: no cover - file systems without directory fsync
-        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
-            raise
-    finally:
-        os.close(fd)
-
-
-def write_atomically(target: Path, data: bytes, *, mode: int | None = None) -> None:
-    """Replace ``target`` with ``data`` atomically: a uniquely named temp file in the same
-    directory is written, flushed, fsynced, given ``mode`` (the old file's permission bits;
-    None: the default from the umask) and renamed over ``target``; then the directory is
-    fsynced. On any failure the temp file is removed and the error re-raised: the target keeps
-    its old content and no temp file is left behind."""
-    target = Path(target)
-    temp = target.parent / temp_name(target.name)
-    fd = open_temp(str(temp), mode=mode)
-    try:
-        write_and_close(fd, data)
-        os.replace(temp, target)
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except FileNotFoundError:  # pragma: no cover - already renamed or never created
-            pass
-        raise
-    _fsync_directory(target.parent)
 
 
 def _safe_relative(relative: str) -> PurePosixPath:

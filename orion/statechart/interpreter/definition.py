@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import importlib
 import json
 import os
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -276,6 +278,19 @@ class Definition:
         return registry.guards, registry.actions
 
 
+def _deprecated_default_plugins() -> Any:
+    """Orion's plugin manager, for the call ``load_definition(path)`` written before the engine
+    took its guards and actions from the caller. Deprecated: it is looked up by name, so the
+    engine imports no plugin manager, and it goes with the warning."""
+    warnings.warn(
+        "load_definition() without plugins=, guards= or actions= is deprecated: pass the "
+        "plugin manager whose guards and actions the chart uses "
+        "(orion.hooks.manager.make_plugin_manager())",
+        DeprecationWarning, stacklevel=3)
+    manager = importlib.import_module("orion.hooks.manager")
+    return manager.default_plugin_manager()
+
+
 def _canonical(spec: StatechartSpec) -> dict[str, Any]:
     """The spec as JSON data for the hash, without the default ``type: external`` of each
     transition and the contract's version and history: a chart written before they existed
@@ -314,9 +329,10 @@ def load_definition(source: str | Path, *, plugins: Any = None,
     """Load, check and compile ``source``, with its settings resolved from ``overrides`` and
     ``env`` (default: ``os.environ``). Raises :class:`StatechartError` with every finding.
 
-    Guards and actions come from ``plugins`` (default: Orion's plugin manager), or, when
-    ``guards`` or ``actions`` are given, from those functions alone: such a definition needs
-    no plugin manager, and its instances report to the listeners given to ``create``."""
+    Guards and actions come from ``plugins`` (a plugin manager: its registry names them), or,
+    when ``guards`` or ``actions`` are given, from those functions alone: such a definition
+    needs no plugin manager, and its instances report to the listeners given to ``create``.
+    The engine looks up no plugin manager of its own: a call naming neither is deprecated."""
     env = os.environ if env is None else env
     path = Path(source)
     try:
@@ -331,9 +347,7 @@ def load_definition(source: str | Path, *, plugins: Any = None,
         return Definition(spec, source=str(path), plugins=None, registry=callables,
                           settings=resolve(spec, overrides, env, origin=overrides_origin))
     if plugins is None:
-        from orion.hooks.manager import default_plugin_manager
-
-        plugins = default_plugin_manager()
+        plugins = _deprecated_default_plugins()
     # The registry is rebuilt whenever a plugin is (un)registered, so keying on it means a
     # definition never keeps calling guards and actions of a plugin that is gone, and a file is
     # re-checked against the names the plugins provide now.

@@ -46,34 +46,89 @@ BUILTIN, PLUGIN, WORKSPACE = "built-in", "plugin", "workspace"
 FILE = "file"
 
 
-# Parsed files, by path and what ``stat`` says of them: a runtime is created per conversation
-# (and per test), and charts rarely change in between. Documents are never modified.
-_documents: dict[str, tuple[tuple[int, int], SourceDocument | YamlSourceError]] = {}
+#: How many catalogs' resolutions a :class:`ChartCache` keeps (least recently used first out).
+RESOLUTIONS_KEPT = 32
 
 
-def _load(path: Path) -> SourceDocument:
-    try:
-        info = path.stat()
-        stamp = (info.st_mtime_ns, info.st_size)
-    except OSError:
-        return load_yaml(path)  # raises with the reason and a position
-    cached = _documents.get(str(path))
-    if cached is None or cached[0] != stamp:
+class ChartCache:
+    """What catalogs remember between them: a runtime is created per conversation (and per
+    test), each with its own :class:`Catalog`, and charts rarely change in between.
+
+    * parsed files, by path and what ``stat`` says of them (documents are never modified);
+    * resolved charts, per catalog fingerprint (files, their stat, the plugin manager), for
+      the last :data:`RESOLUTIONS_KEPT` catalogs;
+    * compiled overlays, per merged spec, plugin manager and settings.
+
+    Catalogs share :data:`DEFAULT_CACHE` unless given their own (a benchmark that wants every
+    run to read its files, a tool that must not keep charts alive)."""
+
+    def __init__(self) -> None:
+        self.documents: dict[str, tuple[tuple[int, int], SourceDocument | YamlSourceError]] = {}
+        self.resolutions: OrderedDict[tuple, tuple[Any, Any, dict[Path, Resolved]]] = \
+            OrderedDict()
+        self.definitions: dict[tuple, tuple[StatechartSpec, Definition]] = {}
+
+    def clear(self) -> None:
+        self.documents.clear()
+        self.resolutions.clear()
+        self.definitions.clear()
+
+    def load(self, path: Path) -> SourceDocument:
+        """``path`` parsed, or raises :class:`YamlSourceError` with the reason and a position."""
         try:
-            cached = (stamp, load_yaml(path))
-        except YamlSourceError as exc:
-            cached = (stamp, exc)
-        _documents[str(path)] = cached
-    if isinstance(cached[1], YamlSourceError):
-        raise cached[1]
-    return cached[1]
+            info = path.stat()
+            stamp = (info.st_mtime_ns, info.st_size)
+        except OSError:
+            return load_yaml(path)  # raises with the reason and a position
+        cached = self.documents.get(str(path))
+        if cached is None or cached[0] != stamp:
+            try:
+                cached = (stamp, load_yaml(path))
+            except YamlSourceError as exc:
+                cached = (stamp, exc)
+            self.documents[str(path)] = cached
+        if isinstance(cached[1], YamlSourceError):
+            raise cached[1]
+        return cached[1]
+
+    def resolutions_for(self, fingerprint: tuple, plugins: Any) -> dict[Path, Resolved]:
+        entry = self.resolutions.get(fingerprint)
+        # The manager and registry are kept with the entry, so their ids in the key are not
+        # reused.
+        if entry is None or entry[0] is not plugins or entry[1] is not plugins.registry:
+            entry = (plugins, plugins.registry, {})
+            self.resolutions[fingerprint] = entry
+        self.resolutions.move_to_end(fingerprint)
+        while len(self.resolutions) > RESOLUTIONS_KEPT:
+            self.resolutions.popitem(last=False)
+        return entry[2]
+
+    def compile(self, resolved: Resolved, plugins: Any, overrides: Mapping[str, Any] | None,
+                env: Mapping[str, str] | None, origin: str) -> Definition:
+        spec = resolved.spec
+        assert spec is not None
+        env = os.environ if env is None else env
+        settings = resolve_settings(spec, overrides, env, origin=origin)
+        digest = hashlib.sha256(spec.model_dump_json().encode()).hexdigest()
+        key = (digest, id(plugins), id(plugins.registry), tuple(settings.items()))
+        cached = self.definitions.get(key)
+        if cached is not None:
+            return cached[1]
+        definition = Definition(spec, source=str(resolved.source.path), plugins=plugins,
+                                settings=settings)
+        self.definitions[key] = (spec, definition)
+        return definition
 
 
-def declared_name(path: Path) -> str | None:
+#: The cache every catalog shares unless it is given its own.
+DEFAULT_CACHE = ChartCache()
+
+
+def declared_name(path: Path, cache: ChartCache | None = None) -> str | None:
     """The ``statechart:`` name a file declares (an overlay: the one it extends, unless it
     names its own); its file name when it cannot be read: loading it reports the problem."""
     try:
-        data = _load(path).data
+        data = (cache or DEFAULT_CACHE).load(path).data
     except YamlSourceError:
         return path.stem
     if not isinstance(data, dict):
@@ -114,15 +169,18 @@ class Catalog:
     """The lifecycles a runtime (or ``orion check``) sees, for one plugin manager and
     workspace configuration."""
 
-    def __init__(self, plugins: Any, config: WorkspaceConfig | None = None):
+    def __init__(self, plugins: Any, config: WorkspaceConfig | None = None, *,
+                 cache: ChartCache | None = None):
         self.plugins = plugins
         self.config = config
+        #: Parsed files, resolutions and compiled overlays, shared with other catalogs.
+        self.cache = DEFAULT_CACHE if cache is None else cache
         self.sources: dict[str, list[ChartSource]] = {}
         for path in builtin_statecharts():
-            self._add(ChartSource(path, declared_name(path) or path.stem, BUILTIN, "built-in"))
+            self._add(ChartSource(path, declared_name(path, self.cache) or path.stem, BUILTIN, "built-in"))
         by_plugin: dict[str, ChartSource] = {}
         for path, plugin in plugins.registry.statecharts:
-            source = ChartSource(path, declared_name(path) or path.stem, PLUGIN,
+            source = ChartSource(path, declared_name(path, self.cache) or path.stem, PLUGIN,
                                  self._plugin_origin(plugin))
             other = by_plugin.get(source.name)
             if other is not None and (other.path, other.origin) == (source.path, source.origin):
@@ -136,9 +194,9 @@ class Catalog:
             self._add(source)
         if config is not None:
             for path in config.statechart_paths():
-                self._add(ChartSource(path, declared_name(path) or path.stem, WORKSPACE,
+                self._add(ChartSource(path, declared_name(path, self.cache) or path.stem, WORKSPACE,
                                       str(path)))
-        self._resolved = _shared_resolutions(self._fingerprint(), plugins)
+        self._resolved = self.cache.resolutions_for(self._fingerprint(), plugins)
 
     def _fingerprint(self) -> tuple:
         """What resolving depends on: every file and what ``stat`` says of it, the plugins."""
@@ -161,7 +219,7 @@ class Catalog:
     def _add(self, source: ChartSource) -> None:
         extends = None
         try:
-            data = _load(source.path).data
+            data = self.cache.load(source.path).data
             if is_overlay(data) and isinstance(data["extends"], str):
                 extends = data["extends"]
         except YamlSourceError:
@@ -214,7 +272,7 @@ class Catalog:
             for source in chain:
                 if source.path.resolve() == path.resolve():
                     return self.resolve(source)
-        source = ChartSource(path, declared_name(path) or path.stem, FILE, str(path))
+        source = ChartSource(path, declared_name(path, self.cache) or path.stem, FILE, str(path))
         self._add(source)  # for as long as it is resolved: an overlay extends what is below it
         shared, self._resolved = self._resolved, {}
         try:
@@ -227,7 +285,7 @@ class Catalog:
 
     def _resolve(self, source: ChartSource, seen: tuple[Path, ...]) -> Resolved:
         try:
-            doc = _load(source.path)
+            doc = self.cache.load(source.path)
         except YamlSourceError as exc:
             return Resolved(source, None, None, checks.coded(exc.diagnostics,
                                                              checks.YAML_SOURCE))
@@ -299,7 +357,7 @@ class Catalog:
         path = resolved.source.path
         assert resolved.migration is not None
         try:
-            doc = doc if doc is not None else _load(path)
+            doc = doc if doc is not None else self.cache.load(path)
             text = read_regular(path, CONFIG_LIMIT).decode("utf-8")
             return migrate(doc, text, resolved.migration)
         except (MigrationError, NotReadable, OSError, UnicodeDecodeError,
@@ -365,44 +423,8 @@ class Catalog:
             # A chart that replaces nothing: the plain file, with load_definition's caches.
             return load_definition(source.path, plugins=self.plugins, overrides=overrides,
                                    env=env, overrides_origin=overrides_origin)
-        return _compile(resolved, self.plugins, overrides, env, overrides_origin)
+        return self.cache.compile(resolved, self.plugins, overrides, env, overrides_origin)
 
 
 def _by_position(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
     return sorted(diagnostics, key=lambda d: (d.path, d.line, d.column))
-
-
-#: Resolved charts, per catalog fingerprint (files, their stat, the plugin manager), for the
-#: last few catalogs: a runtime per conversation (or per test) resolves its charts once.
-_resolutions: OrderedDict[tuple, tuple[Any, Any, dict[Path, Resolved]]] = OrderedDict()
-_RESOLUTIONS_KEPT = 32
-
-
-def _shared_resolutions(fingerprint: tuple, plugins: Any) -> dict[Path, Resolved]:
-    entry = _resolutions.get(fingerprint)
-    # The manager and registry are kept with the entry, so their ids in the key are not reused.
-    if entry is None or entry[0] is not plugins or entry[1] is not plugins.registry:
-        entry = (plugins, plugins.registry, {})
-        _resolutions[fingerprint] = entry
-    _resolutions.move_to_end(fingerprint)
-    while len(_resolutions) > _RESOLUTIONS_KEPT:
-        _resolutions.popitem(last=False)
-    return entry[2]
-_definitions: dict[tuple, tuple[StatechartSpec, Definition]] = {}
-
-
-def _compile(resolved: Resolved, plugins: Any, overrides: Mapping[str, Any] | None,
-             env: Mapping[str, str] | None, origin: str) -> Definition:
-    spec = resolved.spec
-    assert spec is not None
-    env = os.environ if env is None else env
-    settings = resolve_settings(spec, overrides, env, origin=origin)
-    digest = hashlib.sha256(spec.model_dump_json().encode()).hexdigest()
-    key = (digest, id(plugins), id(plugins.registry), tuple(settings.items()))
-    cached = _definitions.get(key)
-    if cached is not None:
-        return cached[1]
-    definition = Definition(spec, source=str(resolved.source.path), plugins=plugins,
-                            settings=settings)
-    _definitions[key] = (spec, definition)
-    return definition

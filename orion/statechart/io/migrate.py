@@ -24,6 +24,7 @@ import yaml
 from orion.errors import OrionError
 from orion.statechart.io.overlay import transition_ids
 from orion.statechart.model.contract import Requirement
+from orion.workspace.files import write_atomically
 from orion.statechart.model.schema import StatechartSpec
 from orion.config.yamlsource import Loc, SourceDocument, YamlSourceError, load_yaml
 
@@ -107,8 +108,6 @@ def migrate(doc: SourceDocument, text: str, needed: Needed) -> Migration:
 def write_text(path: Path, text: str, *, mode: int | None = None) -> None:
     """``text`` as the whole of ``path``, atomically, with its mode (or ``mode`` when it does
     not exist yet): the file is the old text or the new, never half of each."""
-    from orion.write_session.operations import write_atomically
-
     mode = path.stat().st_mode if path.exists() else mode
     write_atomically(path, text.encode("utf-8"), mode=None if mode is None else mode & 0o7777)
 
