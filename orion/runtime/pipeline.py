@@ -59,15 +59,16 @@ class Turn:
     request: ModelRequest | None = None
     text: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
-    #: A ``<think>`` block at the start of the reply's content, as it arrived (the reasoning
-    #: read from it is in ``reasoning``): a write session sets it aside, never drops it.
-    thought: list[str] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
     finish: Finish | None = None
     usage: Usage | None = None
     outcomes: list[ToolOutcome] = field(default_factory=list)
     follow_up: bool = False
     stop: bool = False
+    #: A ``<think>`` block at the start of the reply's content, as it arrived (the reasoning
+    #: read from it is in ``reasoning``): a write session sets it aside, never drops it. Last,
+    #: so the fields of 0.2.0 keep their positions.
+    thought: list[str] = field(default_factory=list)
 
     runtime = runtime_alias("Turn")
 
