@@ -2072,7 +2072,8 @@ mutant("microstep_limit_off_by_one", "SM-11", "orion.statechart.interpreter.life
 mutant("limit_leaves_the_queue_unreported", "SM-11",
        "orion.statechart.interpreter.lifecycle:Lifecycle._run",
        "the events left queued at the microstep limit are dropped without a report",
-       ("except (ActionError, MacrostepLimit) as exc:", "except ActionError as exc:"))
+       ("except (ActionError, GuardError, MacrostepLimit) as exc:",
+        "except (ActionError, GuardError) as exc:"))
 
 # CU: contracts and overlays ------------------------------------------------------------------
 
