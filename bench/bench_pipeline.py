@@ -123,13 +123,14 @@ def orion_cost_by_length(workspace: Path, turns: int, window: int) -> tuple[floa
     async def main() -> None:
         for i in range(turns + window):
             if i in (10, turns):
-                runtime.tracer.flush()
+                runtime.tracer.flush(wait=True)  # the trace writer is done: nothing is busy
                 _checkpoint(runtime.state_dir)
                 gc.collect()
                 gc.disable()
                 spans[i] = time.perf_counter()
             await runtime.handle("hello")
             if i in (10 + window - 1, turns + window - 1):
+                runtime.tracer.flush(wait=True)  # the window's traces stored inside it
                 start = 10 if i < turns else turns
                 spans[start] = time.perf_counter() - spans[start]
                 gc.enable()
