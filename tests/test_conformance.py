@@ -483,7 +483,7 @@ def test_done_state_of_a_state_without_a_final_child_is_a_check_error(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text(DONE.replace("done.state.job", "done.state.review"), encoding="utf-8")
     with pytest.raises(StatechartError, match="'done.state.review' never happens"):
-        load_definition(path, env={})
+        load_definition(path, guards={}, env={})
 
 
 def test_a_completion_event_that_re_enters_its_own_state_is_a_check_error(tmp_path):
@@ -495,7 +495,7 @@ def test_a_completion_event_that_re_enters_its_own_state_is_a_check_error(tmp_pa
                                  "  - {trigger: look, source: job, dest: review}"),
                     encoding="utf-8")
     with pytest.raises(StatechartError) as info:
-        load_definition(path, env={})
+        load_definition(path, guards={}, env={})
     [finding] = [d for d in info.value.diagnostics if d.code != "SC401"]  # `in`: the recorder's
     assert (finding.code, finding.line, finding.column) == ("SC303", 14, 15)
     assert finding.message.startswith("'done.state.job' re-enters 'job.finished', which raises "
@@ -519,7 +519,7 @@ def test_completion_events_that_lead_to_each_other_are_a_check_error(tmp_path):
           - {trigger: stop, source: a.x, dest: c}
         """), encoding="utf-8")
     with pytest.raises(StatechartError) as info:
-        load_definition(path, env={})
+        load_definition(path, guards={}, env={})
     assert [(d.code, d.line) for d in info.value.diagnostics] == [("SC303", 10)]
     assert "'done.state.a' enters 'b.bx', then 'done.state.b' enters 'a.ax'" in \
         info.value.diagnostics[0].message
@@ -532,9 +532,9 @@ def test_a_zero_ms_timer_that_re_enters_its_state_is_a_check_error(tmp_path):
                     "transitions:\n  - {trigger: stop, source: t, dest: u}\n", encoding="utf-8")
     with pytest.raises(StatechartError, match=r"tick.yaml:6:14: the 0 ms timer 'timeout' of "
                                               r"'t' re-enters 't'"):
-        load_definition(path, env={})
+        load_definition(path, guards={}, env={})
     path.write_text(path.read_text().replace("ms: 0", "ms: 1"), encoding="utf-8")
-    assert load_definition(path, env={}).create(clock=VirtualClock()).state == "t"
+    assert load_definition(path, guards={}, env={}).create(clock=VirtualClock()).state == "t"
 
 
 def test_a_guarded_completion_loop_passes_the_check_and_the_engine_stops_it(load, rec):
@@ -681,7 +681,7 @@ def test_a_completion_descriptor_that_never_happens_is_still_a_check_error(tmp_p
     path.write_text(DESCRIPTORS % "  - {trigger: 'done.state.q.*', source: p, dest: q}",
                     encoding="utf-8")
     with pytest.raises(StatechartError, match="'done.state.q.\\*' never happens"):
-        load_definition(path, env={})
+        load_definition(path, guards={}, env={})
 
 
 # -- limits and scale ---------------------------------------------------------------------------------
@@ -755,7 +755,7 @@ def test_writing_the_default_type_keeps_the_definition_hash(tmp_path):
     for p in (plain, spelled, internal):
         p.write_text(p.read_text(encoding="utf-8").replace(", entry: in", "")
                      .replace("{entry: in}", "{}"), encoding="utf-8")
-    hashes = [load_definition(p, env={}).hash for p in (plain, spelled, internal)]
+    hashes = [load_definition(p, guards={}, env={}).hash for p in (plain, spelled, internal)]
     assert hashes[0] == hashes[1] != hashes[2]
 
 
