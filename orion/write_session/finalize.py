@@ -297,10 +297,17 @@ class Finalizer(SessionMembers):
             return f"{exc.strerror or exc}"
         return str(rescued)
 
-    def _abandon(self, why: str) -> None:
+    def _abandon_unless_held(self, why: str) -> None:
+        """Orion itself found that no content arrived (FS-14): that is read from the journal,
+        never from the last message alone, and a journal that holds content is kept."""
         if self._journal_holds_something():
             self._keep_instead(why)
-            return
+        else:
+            self._abandon(why)
+
+    def _abandon(self, why: str) -> None:
+        """The chart ended the session without a write because a plugin or the user asked (a
+        team's ``/reject``): their decision stands, and the journal goes."""
         self.status = WriteStatus.ABANDONED
         message = f"The write session for {self.plan.relative} was abandoned: {why}."
         if self.aside.pending:
@@ -344,6 +351,12 @@ class Finalizer(SessionMembers):
         self._trace(Kind.WRITE_REPORT, f"kept {self.plan.relative}", {
             "orion.target": self.plan.relative, "orion.status": "set_aside", "orion.why": why,
             "orion.lines": self.journal.lines, "orion.bytes": self.journal.bytes})
+        # The chart's decision stands (a user's /reject, a plugin's abandon): the model is told
+        # and the session reads as abandoned; only its journal outlives it, for recovery.
+        self.status = WriteStatus.ABANDONED
+        self.runtime.inject(self._with_news(
+            f"The write session for {self.plan.relative} was abandoned: {why}. Nothing was "
+            f"written; its {self.journal.lines} saved lines are kept for the user to recover."))
         self._detach()
 
     def set_aside(self, why: str) -> None:

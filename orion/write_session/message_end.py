@@ -320,7 +320,7 @@ class MessageEnds(SessionMembers):
             self.finalize()
         elif self.lifecycle.has_tag("abandoned"):
             self.runtime.reporter.progress_done()
-            self._abandon("no content arrived before the output was cut off")
+            self._abandon_unless_held("no content arrived before the output was cut off")
 
     def _say_how_it_was_cut(self, finish: Finish | None) -> None:
         """A cut the user would not see otherwise (the network, an error event, the content
@@ -370,7 +370,7 @@ class MessageEnds(SessionMembers):
                 f"written incomplete ({lines} lines)"})
             self.finalize()
         elif self.lifecycle.has_tag("abandoned"):
-            self._abandon(f"no content arrived and {reason}")
+            self._abandon_unless_held(f"no content arrived and {reason}")
 
     def _done_in_open_fence(self) -> bool:
         """A message whose last line is the terminator, but which ends inside a fenced block.
