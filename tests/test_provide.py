@@ -130,10 +130,15 @@ class Greedy:
 
 
 def test_a_finalize_hook_that_asks_no_name_does_not_take_over_the_built_in_charts(tmp_path):
+    """A plain ``finalize`` sees every write session end (an audit log), after the write: what
+    it returns never replaces the write the built-in chart makes."""
     pm = make_plugin_manager(entrypoints=False, env={})
     pm.register(Greedy(), "greedy")
     script = load_script(shipped_example("write_guide"))
+    plain = asyncio.run(play(script, workspace=tmp_path / "plain",
+                             plugins=make_plugin_manager(entrypoints=False, env={})))
     result = asyncio.run(play(script, workspace=tmp_path / "ws", plugins=pm))
     assert result.ok, result.errors
     assert result.files and all((tmp_path / "ws" / f.path).is_file() for f in result.files)
-    assert Greedy.calls == 0
+    assert [(f.path, f.sha256) for f in result.files] == [(f.path, f.sha256) for f in plain.files]
+    assert Greedy.calls == len(result.sessions)
