@@ -95,7 +95,8 @@ def scripts(draw) -> Script:
                 remark = draw(st.sampled_from(["", "\nThat is all.", "\n\nDONE\n"]))
                 script.conversation.append(
                     {"model": {"chunks": _chunks(draw, text + "DONE\n" + remark)}})
-                script.expected += "That is all." if remark == "\nThat is all." else ""
+                # Text after DONE is set aside exactly as it arrived, its blank line too.
+                script.expected += remark if remark == "\nThat is all." else ""
             script.conversation.append({"model": {"text": "Written."}})
             break
         ending = draw(st.sampled_from(ENDINGS))
