@@ -792,7 +792,7 @@ mutant("one_correction_round_too_many", "WS-11",
        keyword="after_3_correction_rounds")
 
 mutant("blocking_issues_read_after_the_replacement", "WS-11",
-       "orion.write_session.finalize:Finalizer.finalize",
+       "orion.write_session.finalize:Finalizer._decide",
        "after the last round the blocking issues are looked for among those the safe "
        "replacement left (none yet), so a broken rule is written anyway",
        ("blocking = [issue for issue in self.issues if issue.blocking]",
