@@ -136,3 +136,22 @@ def test_an_orphan_holding_only_text_set_aside_without_its_state_is_kept_and_lis
     listed = CliRunner().invoke(cli, ["sessions", "list", "--json", "--workspace",
                                       str(played.workspace)])
     assert json.loads(listed.output)[0]["set_aside_lines"] == 1
+
+
+def test_a_forged_backup_path_is_not_what_sessions_diff_compares_with(run, tmp_path):
+    played = run({"conversation": [
+        {"user": "Rewrite it."}, begin("config.txt", "overwrite"), say("mode = fast\nDONE\n"),
+        say("Done."),
+    ], "files": {"config.txt": "mode = slow\n"}})
+    [record] = list((played.state_dir / "undo").glob("*.json"))
+    forged = tmp_path / "elsewhere.txt"
+    forged.write_text("a secret\noutside\nthe workspace\n")
+    data = json.loads(record.read_text())
+    data["backup"] = str(forged)
+    record.write_text(json.dumps(data))
+    diff = CliRunner().invoke(cli, ["sessions", "diff", record.stem[:8], "--workspace",
+                                    str(played.workspace)])
+    assert diff.exit_code == 0, diff.output
+    assert "secret" not in diff.output
+    # Compared with Orion's own backup (one line), not the forged file (three lines).
+    assert "config.txt: +1 -1 lines" in diff.output

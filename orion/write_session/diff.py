@@ -243,7 +243,7 @@ def write_diff(workspace: Path, state_dir: Path, session_id: str) -> WriteDiff:
     relative = record.get("target_file") if isinstance(record, dict) else None
     if not isinstance(relative, str):
         raise RecoveryError(f"the undo record of write {short} names no target file")
-    before = _before(record, relative, short)
+    before = _before(state_dir, full, record, relative)
     after, notes = _after(workspace, record, relative, short)
     if record.get("undone"):
         notes.append(f"write {short} was undone (`orion sessions undo`)")
@@ -271,14 +271,18 @@ def _record(state_dir: Path, prefix: str) -> tuple[str, Any]:
                             f"{exc}") from exc
 
 
-def _before(record: dict[str, Any], relative: str, short: str) -> bytes:
-    """The file before the write: its backup, or nothing for a file the write created."""
+def _before(state_dir: Path, full: str, record: dict[str, Any], relative: str) -> bytes:
+    """The file before the write: its backup, or nothing for a file the write created. The
+    backup is found where Orion keeps it for this write (FS-15), never at the path the record
+    claims."""
     from orion.write_session.recovery import RecoveryError
+    from orion.write_session.undo import trusted_backup
 
-    backup = record.get("backup")
-    if isinstance(backup, str):
+    short = full[:8]
+    backup = trusted_backup(state_dir, full, record)
+    if backup is not None:
         try:
-            return read_regular(Path(backup))
+            return read_regular(backup)
         except NotRegular as exc:
             raise RecoveryError(f"the backup of {relative} from write {short}: {exc}") from exc
         except OSError as exc:
