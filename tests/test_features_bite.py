@@ -723,8 +723,8 @@ def strict_mode_ignored(p: Patcher) -> None:
 mutant("begin_takes_the_small_edit_arguments", "WS-1", REGISTER_TOOLS,
        "WritePlanTool_begin is registered with the arguments of WritePlanTool_execute "
        "(content included)",
-       ('ToolSpec("WritePlanTool_begin", BEGIN_DESCRIPTION, BeginArgs, begin)',
-        'ToolSpec("WritePlanTool_begin", BEGIN_DESCRIPTION, ExecuteArgs, begin)'))
+       ('ToolSpec("WritePlanTool_begin", BEGIN_DESCRIPTION, BeginArgs, begin,',
+        'ToolSpec("WritePlanTool_begin", BEGIN_DESCRIPTION, ExecuteArgs, begin,'))
 
 mutant("empty_arguments_read_as_none", "WS-2", "orion.tools.arguments:parse_arguments",
        "an empty arguments string is read as {} (as for a tool without arguments)",
@@ -759,7 +759,7 @@ mutant("tilde_fences_ignored", "WS-6",
        keyword="tildes")
 
 mutant("asked_flag_kept_after_the_reply", "WS-7",
-       "orion.write_session.message_end:MessageEnds.end_message",
+       "orion.write_session.message_end:MessageEnds._end_message",
        "the end of a message does not clear 'asked' (set by a prompt): a later pause gets no "
        "idle prompt",
        ('    self.lifecycle.context["asked"] = False  # the reply to a prompt (if any) has '
@@ -1894,7 +1894,7 @@ mutant("think_close_split_across_chunks", "WS-23", "orion.models.events:LeadingT
 # Partial breaks of the content rules that only their own scenarios catch.
 
 mutant("second_unfinished_line_taken_for_a_pause", "WS-19",
-       "orion.write_session.message_end:MessageEnds.end_message",
+       "orion.write_session.message_end:MessageEnds._end_message",
        "a reply to the unfinished-line question that stops mid-line again is taken for a "
        "pause: the next reply is glued onto the line",
        ("mid_line=grew and", "mid_line=grew and self._quoted_at_start is None and"),

@@ -489,9 +489,16 @@ class TraceStore:
         return self._pending.count
 
     def count_dropped(self, count: int, cause: BaseException) -> None:
-        """Count a batch that could not be stored (a writer thread's caller bug)."""
+        """Count a batch that :meth:`write` raised for (a writer thread's caller bug). Said in
+        words of its own, every time: a database problem never gets here, so a bug is never
+        taken for one (nor hidden behind its "said once")."""
         with self._lock:
-            self._drop(count, cause)
+            self.dropped += count
+            self._pending.add(count)
+            self._persist_drops()
+        log.warning("trace store %s: a batch of %d events was not stored because the code that "
+                    "recorded it failed (%s: %s); dropped and counted", self.path, count,
+                    type(cause).__name__, cause)
 
     def _persist_drops(self) -> None:
         if self._ready and not self._closed and self._db is not None:
