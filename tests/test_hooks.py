@@ -469,8 +469,13 @@ def test_validate_content_rejects_what_is_not_an_issue(pm):
 
 
 def sqlite_rows(path):
+    """The rows of orion.db as another program reads them, once this process's trace writer
+    stored what it was given (it stores off the step, on a thread of its own)."""
     import sqlite3
 
+    from orion.trace.writer import settle_all
+
+    settle_all()
     db = sqlite3.connect(path)
     db.row_factory = sqlite3.Row
     return [dict(row) for row in db.execute("select * from trace_events order by id")]
