@@ -337,24 +337,8 @@ class PluginManager(pluggy.PluginManager):
 
 def _source_position(function: Any) -> str:
     """``path:line: `` of a function's definition, or nothing when Python cannot tell."""
-    if function is None:
-        return ""
-    function = inspect.unwrap(function)
-    try:
-        path = inspect.getsourcefile(function)
-        line = function.__code__.co_firstlineno
-    except (TypeError, AttributeError):
-        return ""
-    if path is None:
-        return ""
-    # A decorated function's first line is its first decorator; point at the ``def``.
-    try:
-        source, first = inspect.getsourcelines(function)
-        line = first + next(i for i, text in enumerate(source)
-                            if text.lstrip().startswith(("def ", "async def ")))
-    except (OSError, TypeError, StopIteration):
-        pass
-    return f"{path}:{line}: "
+    position = defined_at(function)
+    return f"{position}: " if position else ""
 
 
 def parse_allow_list(value: str | None) -> set[str] | None:
