@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from orion.testing.faults import DAMAGE, LOCK_HOLDER
+from orion.trace.writer import settle_all
 
 ORION = str(Path(sys.executable).parent / "orion")
 
@@ -48,6 +49,7 @@ def plans_of(state_dir: Path) -> list[dict]:
 
 
 def trace_count(workspace: Path) -> int:
+    settle_all()  # this process's trace writer stores off the step
     with closing(sqlite3.connect(workspace / ".orion" / "orion.db")) as db:
         return db.execute("SELECT count(*) FROM trace_events").fetchone()[0]
 

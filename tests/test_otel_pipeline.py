@@ -21,6 +21,7 @@ for exporter in ("http", "grpc"):
                         reason="the otel extra is not installed")
 
 from otlp_receiver import OTLPReceiver  # noqa: E402
+from orion.trace.writer import settle_all
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,6 +82,7 @@ def closed_port() -> int:
 
 def trace_tables(workspace: Path) -> str:
     """Every row of the trace tables of orion.db, as text."""
+    settle_all()  # this process's trace writer stores off the step
     db = sqlite3.connect(workspace / ".orion" / "orion.db")
     return "\n".join(repr(row) for table in ("trace_events", "trace_blobs", "trace_counters")
                      for row in db.execute(f"SELECT * FROM {table}"))

@@ -34,6 +34,7 @@ from orion.workspace.statedb import TRACES_DB
 from orion.runtime.runtime import Runtime
 from orion.tools.executor import ToolContext, execute_call
 from orion_plugins.turn_systems import gate_request
+from orion.trace.writer import settle_all
 
 PLAN_TOOLS = {"plan_set_content", "plan_get"}
 DRAFT = "# Release\n\n1. Tag v1.2\n2. Announce it\n"
@@ -150,6 +151,7 @@ def orion_yaml(workspace: Path, text: str) -> None:
 
 
 def trace_events(workspace: Path, kind: str) -> list[dict]:
+    settle_all()  # this process's trace writer stores off the step
     with sqlite3.connect(workspace / ".orion" / TRACES_DB) as db:
         rows = db.execute("SELECT name, attributes FROM trace_events WHERE kind = ? ORDER BY id",
                           (kind,)).fetchall()

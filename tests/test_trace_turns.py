@@ -18,6 +18,7 @@ from orion.cli import cli
 from orion.models.script import load_script
 from orion.hooks.manager import make_plugin_manager
 from orion.runtime.runner import play
+from orion.trace.writer import settle_all
 
 #: Three user messages (a slash command before the first), a plan round in the first, a write
 #: session that begins in the second and is finished in the third.
@@ -58,6 +59,7 @@ def run(tmp_path: Path, script: str = THREE_TURNS) -> tuple[Path, float, float]:
 
 
 def spans(workspace: Path) -> list[dict]:
+    settle_all()  # this process's trace writer stores off the step
     db = sqlite3.connect(workspace / ".orion" / "orion.db")
     db.row_factory = sqlite3.Row
     return [dict(r) | {"attributes": json.loads(r["attributes"]), "links": r["links"].split()}

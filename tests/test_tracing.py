@@ -19,6 +19,7 @@ from orion.models.script import load_script
 from orion.hooks.manager import make_plugin_manager
 from orion.runtime.runner import play
 from orion.tools.gating import Decision
+from orion.trace.writer import settle_all
 
 DOCUMENT = [f"Line {n:03d} of the operator guide: unique-token-{n * 7919:06d} stays private."
             for n in range(1, 201)]
@@ -33,6 +34,7 @@ def run(tmp_path: Path, script: str, pm=None, workspace: Path | None = None):
 
 
 def rows(workspace: Path, kind: str | None = None) -> list[dict]:
+    settle_all()  # this process's trace writer stores off the step
     with contextlib.closing(sqlite3.connect(workspace / ".orion" / "orion.db")) as db:
         db.row_factory = sqlite3.Row
         query = "select * from trace_events" + (" where kind = ?" if kind else "") + " order by id"
@@ -140,6 +142,7 @@ def test_capture_content_stores_long_values_once_in_the_blob_table(tmp_path):
           - model: {{text: ok}}
         """, workspace=workspace)
     assert result.ok, result.errors
+    settle_all()  # this process's trace writer stores off the step
     db = sqlite3.connect(workspace / ".orion" / "orion.db")
     assert db.execute("select count(*) from trace_blobs where text = ?",
                       (long_path,)).fetchone() == (1,)

@@ -26,6 +26,7 @@ from orion.runtime import runner
 from orion.runtime.report import Reporter
 from orion.write_session.progress import Progress
 from orion.runtime.runner import RunResult, play
+from orion.trace.writer import settle_all
 
 
 # -- the harness -------------------------------------------------------------------------------
@@ -90,6 +91,7 @@ class Played:
 
     def events(self, kind: str | None = None) -> list[dict[str, Any]]:
         db = self.state_dir / "orion.db"
+        settle_all()  # this process's trace writer stores off the step
         with sqlite3.connect(db) as connection:
             rows = connection.execute(
                 "SELECT kind, name, session_id, attributes FROM trace_events ORDER BY id"
