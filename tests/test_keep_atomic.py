@@ -73,6 +73,8 @@ def test_a_keep_killed_at_any_moment_leaves_the_content_whole(tmp_path: Path):
             f"killed at {said} ({stop_at}): content.txt holds {len(content)} bytes"
         with Journal.open(directory) as again:  # and recovery takes it over, whole
             assert again.content() == content
+        # ... and the rewrite the killed process never renamed is gone with it
+        assert not [p.name for p in directory.iterdir() if ".orion-tmp-" in p.name], said
         if said == "rewritten":
             assert content == HEAD + PART + TAIL
             break

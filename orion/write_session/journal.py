@@ -65,8 +65,9 @@ from typing import Any
 from orion.clock import BootTime, kernel_boot_time
 from orion.errors import OrionError
 # The private-file helpers live in orion.workspace.files; their names stay importable here.
-from orion.workspace.files import FILE_MODE, open_private, read_private
+from orion.workspace.files import FILE_MODE, open_private, read_private, write_atomically
 from orion.workspace.files import write_private as write_private
+from orion.write_session.leftovers import remove_temp_leftovers
 
 __all__ = ["Journal", "JournalLocked", "JournalOutOfMemory", "DEGRADING_ERRNOS", "ENCODING_ERRORS", "mark", "marks",
            "read_state", "remove_session", "unmark"]
@@ -325,6 +326,7 @@ class Journal:
         owner = cls._lock_owner(d)
         if owner is not None and owner != os.getpid() and cls.is_live(d):
             raise JournalLocked(f"write session {d} is owned by running process {owner}")
+        remove_temp_leftovers(d)  # a rewrite the dead process never renamed (a keep's)
         try:
             data = read_private(journal.content_path)
             journal._buf = io.BytesIO(data)
@@ -487,26 +489,10 @@ class Journal:
         self._hash_pending()
 
     def _replace_content(self, whole: builtins.bytes) -> None:
-        """``content.txt`` replaced by ``whole`` atomically and durably, then opened again for
+        """``content.txt`` replaced by ``whole`` atomically and durably (the workspace's atomic
+        writer: a temp file fsynced, renamed, the directory fsynced), then opened again for
         appending (the old descriptor names the old file)."""
-        tmp = self.content_path.with_name(self.content_path.name + ".tmp")
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, self._mode)
-        try:
-            os.set_blocking(fd, True)
-            view = memoryview(whole)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            tmp.unlink(missing_ok=True)
-            raise
-        os.close(fd)
-        os.replace(tmp, self.content_path)
+        write_atomically(self.content_path, whole, mode=self._mode)
         old, self._fd = self._fd, None
         if old is not None:
             os.close(old)
