@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from orion.config.sourcefile import kind_of
+from orion.workspace.files import write_atomically
 
 #: How much of the history is read; the file is cut back to this when it reaches twice as much.
 MAX_BYTES = 1 << 20
@@ -118,17 +118,8 @@ class HistoryFile:
                             "(0600)")
 
     def _cut(self, kept: bytes) -> None:
-        """Replace the file by its last entries, atomically (a temp file renamed over it)."""
-        fd, temp = tempfile.mkstemp(prefix=".chat_history.", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(kept)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temp, self.path)
-        except OSError:
-            Path(temp).unlink(missing_ok=True)
-            raise
+        """Replace the file by its last entries, atomically and still private."""
+        write_atomically(self.path, kept, mode=MODE)
 
     def _refuse(self, what: str) -> None:
         self._give_up(f"is {what}, not a regular file: it is never opened, and this chat goes "
