@@ -493,9 +493,7 @@ class TraceStore:
         words of its own, every time: a database problem never gets here, so a bug is never
         taken for one (nor hidden behind its "said once")."""
         with self._lock:
-            self.dropped += count
-            self._pending.add(count)
-            self._persist_drops()
+            self._count_dropped(count)
         log.warning("trace store %s: a batch of %d events was not stored because the code that "
                     "recorded it failed (%s: %s); dropped and counted", self.path, count,
                     type(cause).__name__, cause)
@@ -515,10 +513,13 @@ class TraceStore:
             except sqlite3.Error:
                 self._rollback()
 
-    def _drop(self, count: int, cause: BaseException | None) -> None:
+    def _count_dropped(self, count: int) -> None:
         self.dropped += count
         self._pending.add(count)
         self._persist_drops()
+
+    def _drop(self, count: int, cause: BaseException | None) -> None:
+        self._count_dropped(count)
         if not self._warned:
             self._warned = True
             reason = f"{type(cause).__name__}: {cause}" if cause else "unknown error"
