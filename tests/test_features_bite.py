@@ -2168,8 +2168,8 @@ mutant("swapped_link_followed", "WF-7", "orion.write_session.operations:execute"
 
 mutant("live_temp_judged_by_age", "WF-8", "orion.write_session.leftovers:remove_temp_leftovers",
        "a live writer's temp file untouched for 10 minutes is taken for a leftover",
-       ("if _pid_alive(int(match.group(1))):",
-        "if _pid_alive(int(match.group(1))) and time.time() - "
+       ("if process_alive(int(match.group(1))):",
+        "if process_alive(int(match.group(1))) and time.time() - "
         "entry.stat(follow_symlinks=False).st_mtime < LEGACY_TEMP_AGE_S:"))
 
 

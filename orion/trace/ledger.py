@@ -18,6 +18,8 @@ import contextlib
 import os
 from pathlib import Path
 
+from orion.workspace.processes import process_alive
+
 #: The ledger's name is the database's followed by this and the writing process's id.
 MARK = "-unstored."
 _WIDTH = 20
@@ -57,16 +59,6 @@ class Ledger:
             self.path.unlink()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: alive
-        return True
-    return True
-
-
 def claim(database: Path) -> list[tuple[int, int]]:
     """The ledgers of processes that ended before storing everything, as ``(pid, events)``;
     each is removed once claimed (renamed first, so two claimants never count one twice)."""
@@ -80,7 +72,7 @@ def claim(database: Path) -> list[tuple[int, int]]:
         if not suffix.isdigit():
             continue
         pid = int(suffix)
-        if pid == os.getpid() or _alive(pid):
+        if process_alive(pid):
             continue
         taken = path.with_name(f"{path.name}.claimed.{os.getpid()}")
         try:

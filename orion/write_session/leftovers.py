@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from orion.workspace.confined import TEMP_MARK
+from orion.workspace.processes import process_alive
 
 
 
@@ -39,7 +40,7 @@ def remove_temp_leftovers(directory: Path) -> list[str]:
                 continue
             match = _TEMP_PID.fullmatch(name.rsplit(TEMP_MARK, 1)[1])
             if match is not None:
-                if _pid_alive(int(match.group(1))):
+                if process_alive(int(match.group(1))):
                     continue
             elif time.time() - entry.stat(follow_symlinks=False).st_mtime < LEGACY_TEMP_AGE_S:
                 continue
@@ -80,15 +81,3 @@ def sweep_temp_leftovers(workspace: Path, state_dir: Path) -> list[str]:
             except OSError:
                 continue
     return removed
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # it exists, it belongs to someone else
-    return True
