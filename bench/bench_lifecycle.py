@@ -244,7 +244,10 @@ def measure_instances(reps: int, batch_s: float) -> dict[str, Any]:
             "ratio": orion_s / bare_s, "ok": orion_per_s >= MIN_INSTANCES_PER_S}
 
 
-def measure_durable_steps(tmp: Path, reps: int, batch_s: float) -> dict[str, Any]:
+def open_write_session_and_its_bare_twin(tmp: Path) -> tuple[Any, Any, Any, Any]:
+    """Lines 3 and 4: a real write session (a runtime with the built-in plugins and five more
+    observers) receiving content, and a bare machine with its two states and their triggers.
+    Returns the runtime, the session, the plugin manager and the bare machine's model."""
     from bench_write_ingest import open_session
 
     pm = make_plugin_manager(entrypoints=False, env={})
@@ -252,8 +255,7 @@ def measure_durable_steps(tmp: Path, reps: int, batch_s: float) -> dict[str, Any
         pm.register(make_observer(i), name=f"bench-observer-{i}")
     runtime, session = open_session(tmp, "doc.md", plugins=pm)
     session.feed("# A document\n")
-    lifecycle, checkpoint = session.lifecycle, session.checkpoint
-    assert lifecycle.has_tag("receiving"), lifecycle.state
+    assert session.lifecycle.has_tag("receiving"), session.lifecycle.state
 
     class BareModel:
         pass
@@ -263,7 +265,13 @@ def measure_durable_steps(tmp: Path, reps: int, batch_s: float) -> dict[str, Any
                         transitions=[["message_end", "receiving", "paused"],
                                      ["content", "paused", "receiving"]],
                         auto_transitions=False, send_event=True)
-    pause, resume = model.message_end, model.content  # type: ignore[attr-defined]
+    return runtime, session, pm, model
+
+
+def measure_durable_steps(tmp: Path, reps: int, batch_s: float) -> dict[str, Any]:
+    runtime, session, pm, model = open_write_session_and_its_bare_twin(tmp)
+    pause, resume = model.message_end, model.content
+    lifecycle, checkpoint = session.lifecycle, session.checkpoint
     trigger = lifecycle.trigger
 
     def run_orion(cycles: int) -> None:
@@ -297,27 +305,11 @@ def measure_durable_steps(tmp: Path, reps: int, batch_s: float) -> dict[str, Any
 def measure_traced_steps(tmp: Path, reps: int, batch_s: float) -> dict[str, Any]:
     import time
 
-    from bench_write_ingest import open_session
-
     from orion.trace.writer import settle_all
 
-    pm = make_plugin_manager(entrypoints=False, env={})
-    for i in range(5):
-        pm.register(make_observer(i), name=f"bench-observer-{i}")
-    runtime, session = open_session(tmp, "doc.md", plugins=pm)
-    session.feed("# A document\n")
+    runtime, session, pm, model = open_write_session_and_its_bare_twin(tmp)
+    pause, resume = model.message_end, model.content
     lifecycle, tracer = session.lifecycle, runtime.tracer
-    assert lifecycle.has_tag("receiving"), lifecycle.state
-
-    class BareModel:
-        pass
-
-    model = BareModel()
-    HierarchicalMachine(model=model, states=["receiving", "paused"], initial="receiving",
-                        transitions=[["message_end", "receiving", "paused"],
-                                     ["content", "paused", "receiving"]],
-                        auto_transitions=False, send_event=True)
-    pause, resume = model.message_end, model.content  # type: ignore[attr-defined]
     trigger = lifecycle.trigger
     step_cpu: list[float] = []
 
