@@ -107,9 +107,9 @@ def hook_costs(workspace: Path, loops: int) -> tuple[dict[str, float], str]:
     assert plan_service_for(runtime).plan_work_active
     tools = list(runtime.plugins.registry.tools.values())
     context = ContextRequest(runtime.conversation.id, runtime.states(), tags=runtime.tags(),
-                             runtime=runtime)
+                             host=runtime)
     gate = GateRequest(runtime.conversation.id, runtime.states(), tags=runtime.tags(),
-                       runtime=runtime)
+                       host=runtime)
     call = ToolCall("plan_get", {}, "call_1")
     block = plan_plugin.build_context(context)
     assert block is not None
