@@ -26,8 +26,8 @@ from orion import hookimpl
 #: ``hookimpl`` and a few types does not pay for the statechart engine or the write sessions
 #: when it is loaded, and ``orion --help`` loads every plugin.
 _WHERE = {
-    "ContextBlock": "orion.hooks.types", "ContextRequest": "orion.hooks.types",
-    "Host": "orion.hooks.types", "build_context": "orion.runtime.context",
+    "ContextBlock": "orion.hooks.types", "ContextRequest": "orion.hooks.host",
+    "Host": "orion.hooks.host", "build_context": "orion.runtime.context",
     "ActionError": "orion.errors", "ConfigError": "orion.errors", "Diagnostic": "orion.errors",
     "OrionError": "orion.errors", "PluginError": "orion.errors",
     "StatechartError": "orion.errors", "TriggerNotAllowed": "orion.errors",
@@ -44,8 +44,8 @@ _WHERE = {
     "Step": "orion.statechart.interpreter.lifecycle",
     "Transition": "orion.statechart.interpreter.lifecycle",
     "Listener": "orion.statechart.interpreter.listeners",
-    "ToolContext": "orion.hooks.types", "execute_call": "orion.tools.executor",
-    "Decision": "orion.hooks.types", "GateRequest": "orion.hooks.types:ContextRequest",
+    "ToolContext": "orion.hooks.host", "execute_call": "orion.tools.executor",
+    "Decision": "orion.hooks.types", "GateRequest": "orion.hooks.host:ContextRequest",
     "advertised": "orion.tools.gating",
     "ToolSpec": "orion.hooks.types",
     # the call as gating sees it, arguments parsed (``ToolCall`` is the stream's event)
@@ -75,9 +75,9 @@ def __getattr__(name: str) -> Any:
 if TYPE_CHECKING:
     from orion.errors import (ActionError, ConfigError, Diagnostic, OrionError, PluginError,
                               StatechartError, TriggerNotAllowed, UnknownTag)
-    from orion.hooks.types import (ContextBlock, ContextRequest, Decision, Host, ToolContext,
-                                   ToolSpec)
-    from orion.hooks.types import ContextRequest as GateRequest
+    from orion.hooks.host import ContextRequest, Host, ToolContext
+    from orion.hooks.host import ContextRequest as GateRequest
+    from orion.hooks.types import ContextBlock, Decision, ToolSpec
     from orion.hooks.types import ToolCall as ParsedCall
     from orion.models.base import ModelRequest
     from orion.models.events import Finish, ReasoningDelta, TextDelta, ToolCall, Usage

@@ -29,8 +29,9 @@ import click
 import pluggy
 
 if TYPE_CHECKING:
-    from orion.hooks.types import ContextBlock, ContextRequest, Decision, Host, ToolSpec
-    from orion.hooks.types import ContextRequest as GateRequest
+    from orion.hooks.host import ContextRequest, Host
+    from orion.hooks.host import ContextRequest as GateRequest
+    from orion.hooks.types import ContextBlock, Decision, ToolSpec
     from orion.hooks.types import ToolCall as ParsedCall
     from orion.runtime.conversation import Budget, Message
     from orion.runtime.pipeline import System

@@ -1,85 +1,28 @@
-"""The types Orion's parts hand one another and its plugins: the host a hook runs in, what the
-context and gating hooks receive and return, a tool and its calls, and a registered guard or
-action.
+"""The plain data Orion's parts hand one another and its plugins: a block of context, a
+gating decision, a tool and its calls, a call's outcome, a registered guard or action.
 
-Data and protocols only. At run time this module imports nothing of Orion but the alias that
-keeps the pre-0.2.0 ``runtime`` attribute readable, so the engine, the runtime, the tools and
-the plugin manager each import these types without importing one another. Their modules of
-old (``orion.api``, ``orion.runtime.context``, ``orion.tools.spec``, ``orion.tools.gating``,
-``orion.tools.executor``, ``orion.hooks.registry``) hand out the same objects.
+Data only, and a leaf: this module imports nothing of Orion, not even to type-check, so the
+engine, the runtime, the tools and the plugin registry share these types without importing one
+another. The types that carry the host (:class:`~orion.hooks.host.Host`,
+``ContextRequest``, ``ToolContext``) are in :mod:`orion.hooks.host`. The modules that held
+them before (``orion.api``, ``orion.runtime.context``, ``orion.tools.spec``,
+``orion.tools.gating``, ``orion.tools.executor``, ``orion.hooks.registry``) hand out the same
+objects.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from pathlib import PurePosixPath
+from typing import Any
 
 from pydantic import BaseModel
 
-from orion.hooks.host import runtime_alias
-
-if TYPE_CHECKING:
-    from orion.clock import Clock
-    from orion.hooks.manager import PluginManager
-    from orion.runtime.conversation import Conversation, Message
-    from orion.runtime.report import Reporter
-    from orion.trace.recorder import Recorder
-
-__all__ = ["TOOL_NAME", "ContextBlock", "ContextRequest", "Decision", "Host", "Registered",
-           "ToolCall", "ToolContext", "ToolOutcome", "ToolSpec"]
-
-
-# -- the host ---------------------------------------------------------------------------------
-
-
-@runtime_checkable
-class Host(Protocol):
-    """The runtime a hook runs in, as plugins see it: what the built-in plugins use of it."""
-
-    #: The workspace directory: every file a tool touches is resolved inside it.
-    workspace: Path
-    #: Where Orion keeps its state (``WORKSPACE/.orion`` unless ``--state-dir``).
-    state_dir: Path
-    #: Tells the user something: ``reporter.notice("...")``.
-    reporter: Reporter
-    #: Per-runtime state of plugins and subsystems, by name.
-    services: dict[str, Any]
-    #: The loaded plugins: ``plugins.hook.<name>(...)`` calls a hook, ``plugins.registry``
-    #: holds what they registered (tools, commands, systems).
-    plugins: PluginManager
-    #: Records trace events: ``tracer.emit(event)``, ``with tracer.span(...)``.
-    tracer: Recorder
-    #: The conversation: its ``id``, its ``messages``, ``compacted`` (messages dropped so far).
-    conversation: Conversation
-    #: The runtime's clock (``clock.now_ms()``): virtual in tests, the wall's in a run.
-    clock: Clock
-    #: Set to end the conversation after this turn (``/quit``).
-    closing: bool
-
-    def states(self) -> dict[str, str]:
-        """The active state of each running lifecycle, by key."""
-        ...
-
-    def tags(self) -> dict[str, frozenset[str]]:
-        """The active tags of each running lifecycle, by key."""
-        ...
-
-    def inject(self, text: str) -> Message:
-        """Add a message from Orion to the conversation, for the model to answer."""
-        ...
-
-    def reset(self) -> None:
-        """Clear the conversation (``/reset``) and call ``conversation_reset``."""
-        ...
-
-    def compact(self, force: bool = False) -> int:
-        """Drop the oldest turns past the budget (``force``: to half the conversation's size,
-        ``/compact``); returns how many messages went."""
-        ...
+__all__ = ["TOOL_NAME", "ContextBlock", "Decision", "Registered", "ToolCall", "ToolOutcome",
+           "ToolSpec"]
 
 
 # -- context and gating -----------------------------------------------------------------------
@@ -97,22 +40,6 @@ class ContextBlock:
     text: str
     order: int = 100  # lower comes first
     volatile: bool = False
-
-
-@dataclass(frozen=True)
-class ContextRequest:
-    """What ``build_context`` and the gating hooks look at before a model request: the
-    conversation and the active lifecycle states. One type for both (``GateRequest`` is another
-    name of it): they see the same moment of the same turn."""
-
-    conversation_id: str = ""
-    states: Mapping[str, str] = field(default_factory=dict)
-    #: The active tags of each lifecycle, by key: what a plugin asks instead of a state's name.
-    tags: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    #: The runtime the request is made in (the host); ``None`` outside one.
-    host: Host | None = None
-
-    runtime = runtime_alias("ContextRequest")
 
 
 @dataclass(frozen=True)
@@ -200,19 +127,6 @@ class ToolCall:
     def touches(self, directory: str) -> bool:
         """Whether one of :attr:`paths` is ``directory`` or inside it (``"secrets"``)."""
         return any(path.is_relative_to(PurePosixPath(directory)) for path in self.paths)
-
-
-@dataclass(frozen=True)
-class ToolContext:
-    """What a handler receives besides its arguments."""
-
-    workspace: Path
-    conversation_id: str = ""
-    #: The runtime the tool runs in (the host), for tools that need it; ``None`` outside one.
-    host: Host | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-    runtime = runtime_alias("ToolContext")
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from orion.hooks.types import ContextBlock, ContextRequest
+from orion.hooks.host import ContextRequest
+from orion.hooks.types import ContextBlock
 
 if TYPE_CHECKING:
     from orion.hooks.manager import PluginManager

@@ -47,7 +47,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from orion.errors import OrionError
-from orion.hooks.types import Decision, ToolCall, ToolContext, ToolOutcome, ToolSpec
+from orion.hooks.host import ToolContext
+from orion.hooks.types import Decision, ToolCall, ToolOutcome, ToolSpec
 from orion.models.events import ToolCall as RawToolCall
 from orion.tools.arguments import LARGE_CONTENT_TOOL, ToolArgumentError, parse_arguments
 from orion.tools.gating import GateRequest, authorize

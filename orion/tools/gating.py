@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from orion.hooks.types import ContextRequest as GateRequest
+from orion.hooks.host import ContextRequest as GateRequest
 from orion.hooks.types import Decision, ToolCall, ToolSpec
 
 if TYPE_CHECKING:
