@@ -18,8 +18,7 @@ requests, tool contexts and turns carry it as ``.host`` too; from a guard or an 
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from orion import hookimpl
 
@@ -27,8 +26,8 @@ from orion import hookimpl
 #: ``hookimpl`` and a few types does not pay for the statechart engine or the write sessions
 #: when it is loaded, and ``orion --help`` loads every plugin.
 _WHERE = {
-    "ContextBlock": "orion.runtime.context", "ContextRequest": "orion.runtime.context",
-    "build_context": "orion.runtime.context",
+    "ContextBlock": "orion.hooks.types", "ContextRequest": "orion.hooks.host",
+    "Host": "orion.hooks.host", "build_context": "orion.runtime.context",
     "ActionError": "orion.errors", "ConfigError": "orion.errors", "Diagnostic": "orion.errors",
     "OrionError": "orion.errors", "PluginError": "orion.errors",
     "StatechartError": "orion.errors", "TriggerNotAllowed": "orion.errors",
@@ -45,12 +44,12 @@ _WHERE = {
     "Step": "orion.statechart.interpreter.lifecycle",
     "Transition": "orion.statechart.interpreter.lifecycle",
     "Listener": "orion.statechart.interpreter.listeners",
-    "ToolContext": "orion.tools.executor", "execute_call": "orion.tools.executor",
-    "Decision": "orion.tools.gating", "GateRequest": "orion.tools.gating",
+    "ToolContext": "orion.hooks.host", "execute_call": "orion.tools.executor",
+    "Decision": "orion.hooks.types", "GateRequest": "orion.hooks.host:ContextRequest",
     "advertised": "orion.tools.gating",
-    "ToolSpec": "orion.tools.spec",
+    "ToolSpec": "orion.hooks.types",
     # the call as gating sees it, arguments parsed (``ToolCall`` is the stream's event)
-    "ParsedCall": "orion.tools.spec:ToolCall",
+    "ParsedCall": "orion.hooks.types:ToolCall",
     "Kind": "orion.trace.events", "TraceEvent": "orion.trace.events",
     "Issue": "orion.validation", "ValidationRequest": "orion.validation",
     "PathOutsideWorkspace": "orion.workspace", "resolve_inside": "orion.workspace",
@@ -74,24 +73,23 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
-    from orion.runtime.context import ContextBlock, ContextRequest, build_context
     from orion.errors import (ActionError, ConfigError, Diagnostic, OrionError, PluginError,
                               StatechartError, TriggerNotAllowed, UnknownTag)
+    from orion.hooks.host import ContextRequest, Host, ToolContext
+    from orion.hooks.host import ContextRequest as GateRequest
+    from orion.hooks.types import ContextBlock, Decision, ToolSpec
+    from orion.hooks.types import ToolCall as ParsedCall
     from orion.models.base import ModelRequest
     from orion.models.events import Finish, ReasoningDelta, TextDelta, ToolCall, Usage
-    from orion.clock import Clock
-    from orion.hooks.manager import PluginManager
-    from orion.runtime.conversation import Budget, Conversation, Message
+    from orion.runtime.context import build_context
+    from orion.runtime.conversation import Budget, Message
     from orion.runtime.pipeline import Turn
     from orion.runtime.report import OpenWrite, Reporter
     from orion.runtime.run_report import FileReport, RunReport
     from orion.statechart.interpreter.lifecycle import Lifecycle, Step, Transition
     from orion.statechart.interpreter.listeners import Listener
-    from orion.trace.recorder import Recorder
-    from orion.tools.executor import ToolContext, execute_call
-    from orion.tools.gating import Decision, GateRequest, advertised
-    from orion.tools.spec import ToolCall as ParsedCall
-    from orion.tools.spec import ToolSpec
+    from orion.tools.executor import execute_call
+    from orion.tools.gating import advertised
     from orion.trace import events as trace_events
     from orion.trace.events import Kind, TraceEvent
     from orion.validation import (Issue, LineView, ValidationRequest, find_problems, line_spans,
@@ -111,52 +109,6 @@ __all__ = [
     "find_problems", "hookimpl", "host_of", "line_spans", "position", "resolve_inside",
     "trace_events", "write_session_of", "write_sessions",
 ]
-
-
-@runtime_checkable
-class Host(Protocol):
-    """The runtime a hook runs in, as plugins see it: what the built-in plugins use of it."""
-
-    #: The workspace directory: every file a tool touches is resolved inside it.
-    workspace: Path
-    #: Where Orion keeps its state (``WORKSPACE/.orion`` unless ``--state-dir``).
-    state_dir: Path
-    #: Tells the user something: ``reporter.notice("...")``.
-    reporter: Reporter
-    #: Per-runtime state of plugins and subsystems, by name.
-    services: dict[str, Any]
-    #: The loaded plugins: ``plugins.hook.<name>(...)`` calls a hook, ``plugins.registry``
-    #: holds what they registered (tools, commands, systems).
-    plugins: PluginManager
-    #: Records trace events: ``tracer.emit(event)``, ``with tracer.span(...)``.
-    tracer: Recorder
-    #: The conversation: its ``id``, its ``messages``, ``compacted`` (messages dropped so far).
-    conversation: Conversation
-    #: The runtime's clock (``clock.now_ms()``): virtual in tests, the wall's in a run.
-    clock: Clock
-    #: Set to end the conversation after this turn (``/quit``).
-    closing: bool
-
-    def states(self) -> dict[str, str]:
-        """The active state of each running lifecycle, by key."""
-        ...
-
-    def tags(self) -> dict[str, frozenset[str]]:
-        """The active tags of each running lifecycle, by key."""
-        ...
-
-    def inject(self, text: str) -> Message:
-        """Add a message from Orion to the conversation, for the model to answer."""
-        ...
-
-    def reset(self) -> None:
-        """Clear the conversation (``/reset``) and call ``conversation_reset``."""
-        ...
-
-    def compact(self, force: bool = False) -> int:
-        """Drop the oldest turns past the budget (``force``: to half the conversation's size,
-        ``/compact``); returns how many messages went."""
-        ...
 
 
 def host_of(source: Any) -> Host | None:

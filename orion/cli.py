@@ -621,7 +621,7 @@ def chat(base_url: str | None, model_name: str | None, workspace: str) -> None:
     import asyncio
 
     from orion.errors import ConfigError
-    from orion.runtime.chat import run_chat
+    from orion.terminal.chat import run_chat
     from orion.runtime.stop_signals import Stopped, release_lost_outputs
 
     config = load_config(workspace)

@@ -29,16 +29,15 @@ import click
 import pluggy
 
 if TYPE_CHECKING:
-    from orion.api import Host
-    from orion.runtime.context import ContextBlock, ContextRequest
+    from orion.hooks.host import ContextRequest, Host
+    from orion.hooks.host import ContextRequest as GateRequest
+    from orion.hooks.types import ContextBlock, Decision, ToolSpec
+    from orion.hooks.types import ToolCall as ParsedCall
     from orion.runtime.conversation import Budget, Message
     from orion.runtime.pipeline import System
     from orion.runtime.report import OpenWrite
     from orion.runtime.run_report import RunReport
     from orion.statechart.interpreter.lifecycle import Lifecycle, Transition
-    from orion.tools.gating import Decision, GateRequest
-    from orion.tools.spec import ToolCall as ParsedCall
-    from orion.tools.spec import ToolSpec
     from orion.trace.events import TraceEvent
     from orion.validation import Issue, ValidationRequest
 

@@ -1,6 +1,5 @@
-"""What catalogs remember between them lives in a cache a catalog is given (or the shared
-default): a runtime per conversation reuses the charts the last one compiled, and a tool that
-must not keep charts alive gives its catalog a cache of its own."""
+"""What a catalog remembers lives in its cache: its own unless it is given one, so nothing is
+kept for the whole process; catalogs given one cache share the charts one of them compiled."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ from pathlib import Path
 
 from orion.config import load_config
 from orion.hooks.manager import make_plugin_manager
-from orion.statechart.io.catalog import DEFAULT_CACHE, Catalog, ChartCache
+from orion.statechart.io.catalog import Catalog, ChartCache
 
 OVERLAY = """\
 extends: write_session
@@ -27,25 +26,24 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
-def test_catalogs_of_one_workspace_share_the_compiled_overlay(tmp_path: Path):
-    ws, pm = workspace(tmp_path), make_plugin_manager(env={})
-    first = Catalog(pm, load_config(ws, env={})).definition("write_session", env={})
-    second = Catalog(pm, load_config(ws, env={})).definition("write_session", env={})
+def test_catalogs_given_one_cache_share_the_compiled_overlay(tmp_path: Path):
+    ws, pm, cache = workspace(tmp_path), make_plugin_manager(env={}), ChartCache()
+    first = Catalog(pm, load_config(ws, env={}), cache=cache).definition("write_session", env={})
+    second = Catalog(pm, load_config(ws, env={}), cache=cache).definition("write_session",
+                                                                          env={})
     assert first is second and first.settings["idle_ms"] == 500
 
 
-def test_a_catalog_with_its_own_cache_keeps_nothing_once_it_is_gone(tmp_path: Path):
+def test_a_catalog_keeps_nothing_once_it_is_gone(tmp_path: Path):
     ws, pm = workspace(tmp_path), make_plugin_manager(env={})
-    cache = ChartCache()
-    definition = Catalog(pm, load_config(ws, env={}), cache=cache).definition(
-        "write_session", env={})
+    catalog = Catalog(pm, load_config(ws, env={}))
+    definition = catalog.definition("write_session", env={})
     assert definition.settings["idle_ms"] == 500
-    overlay = str(ws / "lifecycles" / "mine.yaml")
-    assert overlay in cache.documents and overlay not in DEFAULT_CACHE.documents
-    # Another catalog on the shared cache compiles its own: nothing leaked into it.
-    shared = Catalog(pm, load_config(ws, env={})).definition("write_session", env={})
-    assert shared is not definition
+    assert str(ws / "lifecycles" / "mine.yaml") in catalog.cache.documents
+    # Another catalog, given no cache, compiles its own: nothing is shared through the process.
+    other = Catalog(pm, load_config(ws, env={})).definition("write_session", env={})
+    assert other is not definition
     gone = weakref.ref(definition)
-    del definition, cache
+    del definition, catalog
     gc.collect()
     assert gone() is None

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orion.runtime.blocks import MarkdownBlocks
-from orion.runtime.render import PREVIEW_KEEP_CHARS, Renderer, WriteTail
+from orion.terminal.render import PREVIEW_KEEP_CHARS, Renderer, WriteTail
 
 PIECES = ["Some text", " more", "\n", "\n\n", "```python\n", "```\n", "~~~\n", "    code\n",
           "# Title\n", "- item\n", "| a | b |\n", "`inline`", " ", "\t", "é"]

@@ -2188,7 +2188,7 @@ mutant("connection_cut_escapes", "WS-21", "orion.models.openai_compat:OpenAIComp
        ("except (APIError, _ErrorEvent, _NotUtf8, json.JSONDecodeError) as err:",
         "except (APIStatusError, _ErrorEvent, _NotUtf8, json.JSONDecodeError) as err:"))
 
-mutant("any_endpoint_error_ends_chat", "WS-21", "orion.runtime.chat:_guarded",
+mutant("any_endpoint_error_ends_chat", "WS-21", "orion.terminal.chat:_guarded",
        "orion chat ends on any model error, not only on a rejected key",
        ("if isinstance(exc, ModelAuthError):", "if isinstance(exc, ModelAuthError.__base__):"))
 

@@ -35,4 +35,4 @@ def test_no_old_name_is_a_module_of_its_own() -> None:
     from pathlib import Path
     top = Path(orion.__file__).parent
     for old in orion.MOVED_MODULES:
-        assert not (top / f"{old.split('.', 1)[1]}.py").exists(), old
+        assert not (top / f"{old.split('.', 1)[1].replace('.', '/')}.py").exists(), old

@@ -89,14 +89,14 @@ def escape(text: str) -> str:
 
 def say(markup: object) -> None:
     """A line (rich markup) or a table for people, on stderr: stdout carries only data."""
-    from orion.commands.console import console
+    from orion.terminal.console import console
 
     console(stderr=True).print(markup)
 
 
 def show(renderable: object) -> None:
     """A table (or markup) that is the command's output, on stdout."""
-    from orion.commands.console import console
+    from orion.terminal.console import console
 
     console().print(renderable)
 

@@ -295,7 +295,7 @@ class PluginManager(pluggy.PluginManager):
         """Wrap an ``authorize_tool_call`` implementation: an error, or a result that is not a
         :class:`~orion.tools.gating.Decision`, becomes a denial that names the plugin. Decisions
         without a ``plugin`` get the implementation's plugin name."""
-        from orion.tools.gating import Decision
+        from orion.hooks.types import Decision
 
         function, plugin = impl.function, impl.plugin_name
         report = self.report_failure

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orion.errors import PluginError
-from orion.tools.spec import ToolSpec
+from orion.hooks.types import Registered, ToolSpec
 
 if TYPE_CHECKING:
     from orion.hooks.manager import PluginManager
@@ -23,13 +23,6 @@ if TYPE_CHECKING:
 #: What a statechart accepts as a guard or action name (``orion.statechart.schema.PLUGIN_NAME``;
 #: not imported from there, because that package imports this module).
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]*")
-
-
-@dataclass(frozen=True)
-class Registered:
-    name: str
-    function: Callable[..., Any]
-    plugin: str
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from orion.plan.store import DB_NAME, DamagedPlan, Plan, PlanStore, RevisionConf
 from orion.statechart.interpreter.lifecycle import SNAPSHOT_FORMAT
 
 if TYPE_CHECKING:
-    from orion.api import Host
+    from orion.hooks.host import Host
     from orion.runtime.runtime import Runtime
     from orion.statechart.interpreter.definition import Definition
     from orion.statechart.interpreter.lifecycle import Lifecycle

@@ -2,45 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from orion.hooks.host import runtime_alias
+from orion.hooks.host import ContextRequest
+from orion.hooks.types import ContextBlock
 
 if TYPE_CHECKING:
-    from orion.api import Host
     from orion.hooks.manager import PluginManager
 
-
-@dataclass(frozen=True)
-class ContextBlock:
-    """A block of system context. ``volatile`` marks one whose text changes from request to
-    request (a write session's progress, the plan's status): it is sent after the conversation,
-    not in the system message, so the system message and the conversation so far stay
-    byte-identical between requests and a server's prompt cache (llama.cpp, vLLM, OpenAI,
-    Anthropic: the longest unchanged prefix) keeps them."""
-
-    name: str
-    text: str
-    order: int = 100  # lower comes first
-    volatile: bool = False
-
-
-@dataclass(frozen=True)
-class ContextRequest:
-    """What ``build_context`` and the gating hooks look at before a model request: the
-    conversation and the active lifecycle states. One type for both (``GateRequest`` is another
-    name of it): they see the same moment of the same turn."""
-
-    conversation_id: str = ""
-    states: Mapping[str, str] = field(default_factory=dict)
-    #: The active tags of each lifecycle, by key: what a plugin asks instead of a state's name.
-    tags: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    #: The runtime the request is made in (the host); ``None`` outside one.
-    host: Host | None = None
-
-    runtime = runtime_alias("ContextRequest")
+__all__ = ["STATE_NOTE", "ContextBlock", "ContextRequest", "build_context", "with_state_note"]
 
 
 def build_context(pm: PluginManager, request: ContextRequest) -> list[ContextBlock]:

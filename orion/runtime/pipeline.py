@@ -24,12 +24,10 @@ from orion.hooks.host import runtime_alias
 from orion.config.yamlsource import YamlSourceError, load_yaml
 
 if TYPE_CHECKING:
-    from orion.runtime.context import ContextBlock
+    from orion.hooks.types import ContextBlock, ToolOutcome, ToolSpec
     from orion.models.base import ModelRequest
     from orion.models.events import Finish, ToolCall, Usage
     from orion.runtime.runtime import Runtime
-    from orion.tools.executor import ToolOutcome
-    from orion.tools.spec import ToolSpec
 
 
 class System(Protocol):

@@ -12,7 +12,7 @@ from rich.markup import escape
 
 if TYPE_CHECKING:
     from orion.models.events import Finish
-    from orion.tools.executor import ToolOutcome
+    from orion.hooks.types import ToolOutcome
 
 
 class Progress(Protocol):

@@ -41,22 +41,20 @@ import difflib
 import inspect
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from orion.errors import OrionError
-from orion.hooks.host import runtime_alias
+from orion.hooks.host import ToolContext
+from orion.hooks.types import Decision, ToolCall, ToolOutcome, ToolSpec
 from orion.models.events import ToolCall as RawToolCall
 from orion.tools.arguments import LARGE_CONTENT_TOOL, ToolArgumentError, parse_arguments
-from orion.tools.gating import Decision, GateRequest, authorize
-from orion.tools.spec import ToolCall, ToolSpec
+from orion.tools.gating import GateRequest, authorize
 from orion.workspace import PathOutsideWorkspace, resolve_inside
 
 if TYPE_CHECKING:
-    from orion.api import Host
     from orion.hooks.manager import PluginManager
 
 UNKNOWN_TOOL = "unknown_tool"
@@ -64,33 +62,6 @@ DENIED = "denied"
 FAILED = "failed"
 #: Exception messages longer than this are cut before they go to the model.
 MAX_ERROR_CHARS = 2000
-
-
-@dataclass(frozen=True)
-class ToolContext:
-    """What a handler receives besides its arguments."""
-
-    workspace: Path
-    conversation_id: str = ""
-    #: The runtime the tool runs in (the host), for tools that need it; ``None`` outside one.
-    host: Host | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-    runtime = runtime_alias("ToolContext")
-
-
-@dataclass(frozen=True)
-class ToolOutcome:
-    """The result of one call. ``content`` is the tool message content for the model;
-    ``kind`` is ``None`` when ``ok``; ``arguments`` is the parsed arguments (``model_dump()``)
-    when parsing succeeded, even if the call was then denied or failed."""
-
-    call_id: str
-    name: str
-    ok: bool
-    content: str
-    kind: str | None
-    arguments: dict[str, Any] | None = None
 
 
 def error_content(message: str, kind: str, **more: Any) -> str:

@@ -3,32 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from orion.runtime.context import ContextRequest as GateRequest
-from orion.tools.spec import ToolCall, ToolSpec
+from orion.hooks.host import ContextRequest as GateRequest
+from orion.hooks.types import Decision, ToolCall, ToolSpec
 
 if TYPE_CHECKING:
     from orion.hooks.manager import PluginManager
 
-
-@dataclass(frozen=True)
-class Decision:
-    """Whether one tool call may run. ``plugin`` names the deciding plugin (filled in by the
-    plugin manager when the plugin leaves it empty)."""
-
-    allowed: bool
-    reason: str = ""
-    plugin: str = ""
-
-    @classmethod
-    def allow(cls, reason: str = "") -> Decision:
-        return cls(True, reason)
-
-    @classmethod
-    def deny(cls, reason: str) -> Decision:
-        return cls(False, reason)
+__all__ = ["Decision", "GateRequest", "advertised", "authorize"]
 
 
 def advertised(pm: PluginManager, tools: Sequence[ToolSpec],

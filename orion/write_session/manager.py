@@ -15,7 +15,7 @@ from orion.write_session.session import (SessionSummary, WriteSession, lifecycle
                                          session_dir)
 
 if TYPE_CHECKING:
-    from orion.api import Host
+    from orion.hooks.host import Host
     from orion.runtime.runtime import Runtime
     from orion.statechart.interpreter.definition import Definition
     from orion.statechart.interpreter.lifecycle import Lifecycle

@@ -23,7 +23,7 @@ from typing import Any
 from orion.clock import Clock, VirtualClock
 from orion.errors import ActionError, GuardError, StatechartError
 from orion.hooks.blame import where_raised
-from orion.hooks.registry import Registered
+from orion.hooks.types import Registered
 from orion.statechart.interpreter.lifecycle import Lifecycle
 from orion.statechart.interpreter.listeners import Listeners, PluginHooks
 from orion.statechart.interpreter.semantics import (

@@ -51,16 +51,16 @@ RESOLUTIONS_KEPT = 32
 
 
 class ChartCache:
-    """What catalogs remember between them: a runtime is created per conversation (and per
-    test), each with its own :class:`Catalog`, and charts rarely change in between.
+    """What a catalog remembers, and catalogs given the same cache remember between them:
 
     * parsed files, by path and what ``stat`` says of them (documents are never modified);
     * resolved charts, per catalog fingerprint (files, their stat, the plugin manager), for
       the last :data:`RESOLUTIONS_KEPT` catalogs;
     * compiled overlays, per merged spec, plugin manager and settings.
 
-    Catalogs share :data:`DEFAULT_CACHE` unless given their own (a benchmark that wants every
-    run to read its files, a tool that must not keep charts alive)."""
+    A catalog has a cache of its own unless it is given one, so what it cached goes when it
+    goes (a runtime's, with the runtime): nothing here is kept for the whole process. Catalogs
+    that should share (one per conversation of a long-lived process) are given one cache."""
 
     def __init__(self) -> None:
         self.documents: dict[str, tuple[tuple[int, int], SourceDocument | YamlSourceError]] = {}
@@ -120,15 +120,11 @@ class ChartCache:
         return definition
 
 
-#: The cache every catalog shares unless it is given its own.
-DEFAULT_CACHE = ChartCache()
-
-
 def declared_name(path: Path, cache: ChartCache | None = None) -> str | None:
     """The ``statechart:`` name a file declares (an overlay: the one it extends, unless it
     names its own); its file name when it cannot be read: loading it reports the problem."""
     try:
-        data = (cache or DEFAULT_CACHE).load(path).data
+        data = (cache.load(path) if cache is not None else load_yaml(path)).data
     except YamlSourceError:
         return path.stem
     if not isinstance(data, dict):
@@ -173,8 +169,9 @@ class Catalog:
                  cache: ChartCache | None = None):
         self.plugins = plugins
         self.config = config
-        #: Parsed files, resolutions and compiled overlays, shared with other catalogs.
-        self.cache = DEFAULT_CACHE if cache is None else cache
+        #: Parsed files, resolutions and compiled overlays: this catalog's own, or shared with
+        #: the catalogs given the same cache.
+        self.cache = ChartCache() if cache is None else cache
         self.sources: dict[str, list[ChartSource]] = {}
         for path in builtin_statecharts():
             self._add(ChartSource(path, declared_name(path, self.cache) or path.stem, BUILTIN, "built-in"))

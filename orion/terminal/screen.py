@@ -11,7 +11,7 @@ On a terminal (``orion chat`` typed by a person):
   write ends they go, and the write's report stays, with a short summary of what it changed
   in an existing file (``+12 -3 lines``; ``orion sessions diff ID`` has the whole diff).
 - Orion's lines (notices, tool calls, its prompts to the model) start on lines of their own.
-- The prompt (:mod:`orion.runtime.prompt`) stays at the bottom: everything above is printed
+- The prompt (:mod:`orion.terminal.prompt`) stays at the bottom: everything above is printed
   above it; what the user typed shows once, on its line.
 
 Not on a terminal (a script, a pipe, a file), the reply's text goes to stdout unchanged, as it
@@ -25,15 +25,15 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from orion.commands.console import is_terminal
+from orion.terminal.console import is_terminal
 from orion.runtime.blocks import MarkdownBlocks
-from orion.runtime.render import Renderer, WriteTail, live_line
+from orion.terminal.render import Renderer, WriteTail, live_line
 from orion.runtime.report import ConsoleReporter, OpenWrite
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from orion.runtime.prompt import ChatPrompt
+    from orion.terminal.prompt import ChatPrompt
     from orion.runtime.report import Progress
     from orion.runtime.runtime import Runtime
 

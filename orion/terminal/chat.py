@@ -1,6 +1,6 @@
 """``orion chat``: a conversation with a real OpenAI-compatible endpoint, in real time.
 
-On a terminal the prompt is a line editor (:mod:`orion.runtime.prompt`) that stays at the
+On a terminal the prompt is a line editor (:mod:`orion.terminal.prompt`) that stays at the
 bottom while replies stream above it. Otherwise (a script, a pipe) lines are read from stdin as
 they come, and end of input ends the chat. Either way Ctrl-C during a reply stops the reply,
 not the chat: the part that arrived stays in the conversation, marked as interrupted for the
@@ -23,14 +23,14 @@ from rich.markup import escape
 
 from orion.clock import RealClock
 from orion.config import WorkspaceConfig
-from orion.commands.console import is_terminal
+from orion.terminal.console import is_terminal
 from orion.errors import OrionError
 from orion.models.base import ModelAuthError
 from orion.models.openai_compat import OpenAICompatibleModel
 from orion.hooks.blame import plugin_failure_line
 from orion.hooks.manager import PluginFailure, PluginManager
 from orion.runtime.runtime import CommandError, Runtime
-from orion.runtime.screen import ChatScreen
+from orion.terminal.screen import ChatScreen
 from orion.runtime.stop_signals import CHAT_SIGNALS, StopSignals
 from orion.trace import events as trace_events
 
@@ -159,7 +159,7 @@ class Chat:
     # -- a person at a terminal ------------------------------------------------------------
 
     async def at_terminal(self) -> int:
-        from orion.runtime.prompt import ChatPrompt
+        from orion.terminal.prompt import ChatPrompt
 
         runtime, screen = self.runtime, self.screen
         commands = runtime.plugins.registry.commands

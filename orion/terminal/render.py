@@ -1,6 +1,6 @@
 """What ``orion chat`` draws, as text for a terminal: replies rendered as Markdown (rich), and
 the lines that stand for a write while it streams (a bounded preview of its last lines and the
-live line). Everything here returns strings; :mod:`orion.runtime.screen` decides where they go.
+live line). Everything here returns strings; :mod:`orion.terminal.screen` decides where they go.
 """
 
 from __future__ import annotations
