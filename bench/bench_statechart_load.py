@@ -15,7 +15,7 @@ and a ``*`` reset. For each size it reports:
   for its diagnostics): the baseline, as every load starts with it;
 - ``check+compile``: :func:`orion.statechart.checks.check` on the parsed document (schema and
   every static check, plugin names included), compiling the
-  :class:`~orion.statechart.definition.Definition`, creating one instance and taking one
+  :class:`~orion.statechart.interpreter.definition.Definition`, creating one instance and taking one
   transition;
 - ``load+check``: the two together, what ``orion check`` and ``load_definition`` pay;
 - the ratio of check+compile to yaml, and the growth of check+compile from one size to the
@@ -47,8 +47,8 @@ from orion.clock import VirtualClock
 from orion.hooks.manager import make_plugin_manager
 from orion.statechart import checks
 from orion.statechart.io.catalog import Catalog, ChartCache
-from orion.statechart.definition import Definition
-from orion.statechart.settings import resolve
+from orion.statechart.interpreter.definition import Definition
+from orion.statechart.interpreter.settings import resolve
 from orion.config.yamlsource import load_yaml
 
 SIZES = (100, 1_000, 10_000)

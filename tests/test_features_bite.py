@@ -615,7 +615,7 @@ def no_idle_prompt(p: Patcher) -> None:
               lambda lifecycle, transition: None)
 
 
-@variant("WS-7", "orion.statechart.settings:resolve",
+@variant("WS-7", "orion.statechart.interpreter.settings:resolve",
          "the idle time defaults to 200 ms instead of 2000 ms", select="WS-7")
 def idle_200_ms(p: Patcher) -> None:
     _setting_default(p, "write_session", "idle_ms", 200)
@@ -633,17 +633,17 @@ def _setting_default(p: Patcher, chart: str, name: str, value: Any) -> None:
                 values[name] = value
             return MappingProxyType(values)
         return resolve
-    p.wrap("orion.statechart.settings:resolve", make)
+    p.wrap("orion.statechart.interpreter.settings:resolve", make)
 
 
-@variant("WS-8", "orion.statechart.settings:env_names",
+@variant("WS-8", "orion.statechart.interpreter.settings:env_names",
          "WRITE_SESSION_IDLE_MS is not read")
 def idle_env_ignored(p: Patcher) -> None:
     def make(original):
         def env_names(spec, name):
             return [n for n in original(spec, name) if n != "WRITE_SESSION_IDLE_MS"]
         return env_names
-    p.wrap("orion.statechart.settings:env_names", make)
+    p.wrap("orion.statechart.interpreter.settings:env_names", make)
 
 
 @variant("WS-9", "orion.write_session.session:WriteSession._trigger",
@@ -766,7 +766,7 @@ mutant("asked_flag_kept_after_the_reply", "WS-7",
         'ended\n', ""),
        keyword="every_pause")
 
-mutant("yaml_hides_the_environment", "WS-8", "orion.statechart.settings:resolve",
+mutant("yaml_hides_the_environment", "WS-8", "orion.statechart.interpreter.settings:resolve",
        "a value in orion.yaml hides WRITE_SESSION_IDLE_MS (the environment is read only "
        "when orion.yaml says nothing)",
        ("            if env is not None and var in env:\n",
@@ -1513,7 +1513,7 @@ def mid_line_is_a_cut(p: Patcher) -> None:
     p.wrap("orion.write_session.decision:decide_end", make)
 
 
-@variant("WS-20", "orion.statechart.settings:resolve",
+@variant("WS-20", "orion.statechart.interpreter.settings:resolve",
          "the idle prompt is repeated 100 times before the session gives up")
 def idle_prompts_unbounded(p: Patcher) -> None:
     _setting_default(p, "write_session", "max_idle_prompts", 100)
