@@ -589,7 +589,7 @@ def test_recovery_knows_a_renamed_finalizing_state_by_its_tag(tmp_path):
     from orion.runtime.runtime import Runtime
     from orion.write_session.manager import manager_for
     from orion.write_session.plan import WritePlan
-    from orion.write_session.recovery import scan
+    from orion.write_session.orphans import scan
 
     ws = workspace(tmp_path, {"review.yaml": copy_of_write_session(
         {"      finalizing:\n": "      checking:\n",

@@ -36,7 +36,9 @@ from orion.testing.faults import (KILLED_WRITER, RACER, SWAPPER, WITHOUT_OVERRID
 from orion.testing.faults import AtFinalization as Plugin
 from orion.write_session.operations import execute
 from orion.write_session.plan import PlanRejected, WritePlan, check_plan
-from orion.write_session.recovery import recover_finalize, scan, undo
+from orion.write_session.orphan_commands import undo
+from orion.write_session.orphans import scan
+from orion.write_session.recover import recover_finalize
 from orion.write_session.undo import records
 
 LINE = "line {:05d} of the long document, written by the model\n"

@@ -876,10 +876,10 @@ def no_saves_while_streaming(p: Patcher) -> None:
     p.replace("orion.write_session.journal:Journal._write_pending", lambda self: None)
 
 
-@variant("SR-6", "orion.write_session.recovery:resolve_id",
+@variant("SR-6", "orion.write_session.orphans:resolve_id",
          "an unknown session id is answered with a generic error")
 def unknown_session_vague(p: Patcher) -> None:
-    from orion.write_session.recovery import RecoveryError
+    from orion.write_session.orphans import RecoveryError
 
     def make(original):
         def resolve_id(state_dir, session_id, **kw):
@@ -888,7 +888,7 @@ def unknown_session_vague(p: Patcher) -> None:
             except RecoveryError:
                 raise RecoveryError("recovery failed") from None
         return resolve_id
-    p.wrap("orion.write_session.recovery:resolve_id", make)
+    p.wrap("orion.write_session.orphans:resolve_id", make)
 
 
 @variant("SR-7", "orion.write_session.journal:Journal._disk_failed",
@@ -1503,12 +1503,12 @@ def glued(p: Patcher) -> None:
 @variant("WS-19", "orion.write_session.decision:decide_end",
          "a message that stops cleanly mid-line is taken as cut off, never asked about")
 def mid_line_is_a_cut(p: Patcher) -> None:
-    from orion.write_session.decision import End, Step
+    from orion.write_session.decision import End, Next
 
     def make(original):
         def decide_end(facts):
             end = original(facts)
-            return End(Step.CONTINUE) if end.step is Step.ASK_UNFINISHED else end
+            return End(Next.CONTINUE) if end.next is Next.ASK_UNFINISHED else end
         return decide_end
     p.wrap("orion.write_session.decision:decide_end", make)
 

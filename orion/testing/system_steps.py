@@ -84,7 +84,7 @@ def user_runs(orion_world: World, command: str, request: pytest.FixtureRequest) 
         book = _book(orion_world)
         session_id = book["sessions"].get(book["target"] or "")
         if not session_id:
-            from orion.write_session.recovery import scan
+            from orion.write_session.orphans import scan
             left = scan(orion_world.state_dir, now_ms=time.time() * 1000)
             assert len(left) == 1, f"<session> names no one session: {[o.id for o in left]}"
             session_id = left[0].id
