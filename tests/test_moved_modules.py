@@ -81,3 +81,21 @@ def test_the_project_names_no_old_module_path() -> None:
             if named:
                 found[name] = named
     assert not found, f"old module paths named (use the new ones): {found}"
+
+
+def test_the_process_steps_left_the_step_library_with_a_warning() -> None:
+    """``orion.testing.process_steps`` was a step library the pytest plugin loaded in 0.2.0; its
+    steps test Orion itself and moved to Orion's own tests. A team's ``conftest.py`` that
+    names it still imports, and is told, until 0.3.0."""
+    from orion.testing.plugin import STEP_MODULES
+    program = ("import warnings\n"
+               "with warnings.catch_warnings(record=True) as caught:\n"
+               "    warnings.simplefilter('always')\n"
+               "    import orion.testing.process_steps\n"
+               "print([str(w.message) for w in caught if w.category is DeprecationWarning])\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "orion.testing.process_steps left the step library" in done.stdout
+    assert "goes in 0.3.0" in done.stdout
+    assert "orion.testing.process_steps" not in STEP_MODULES

@@ -31,9 +31,9 @@ from pytest_bdd import given, parsers, then, when
 from orion.testing.steps import PATH, TEXT, ContentOn, _book, lines_of, unescape
 from orion.testing.world import World
 
-#: The step libraries loaded with these (pytest loads a plugin module's ``pytest_plugins``):
-#: statecharts written in a scenario, and real faults of a write.
-pytest_plugins = ["orion.testing.chart_steps", "orion.testing.fault_steps"]
+#: The step library loaded with these (pytest loads a plugin module's ``pytest_plugins``):
+#: statecharts written in a scenario.
+pytest_plugins = ["orion.testing.chart_steps"]
 
 #: How long a command may take before the step fails (it never sleeps; this bounds a hang).
 COMMAND_TIMEOUT_S = 120
