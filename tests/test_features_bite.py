@@ -2353,6 +2353,9 @@ def main(names: list[str]) -> list[dict[str, Any]]:
             open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
         code = pytest.main(
             [*map(str, _bindings(Path(directory))), "-c", str(ROOT / "pyproject.toml"),
+             # Orion's own steps, which tests/conftest.py loads for tests/bdd (the bindings
+             # live outside tests/, where that conftest is not read).
+             "-p", "fault_steps", "-p", "process_steps",
              "-q", "-p", "no:cacheprovider", "--rootdir", str(ROOT),
              "-W", "ignore::pytest.PytestUnknownMarkWarning", "--no-header", "--tb=short"],
             plugins=[loop])
