@@ -46,7 +46,7 @@ from transitions.extensions.nesting import HierarchicalMachine
 import orion
 from orion.clock import VirtualClock
 from orion.hooks.manager import make_plugin_manager
-from orion.statechart.definition import load_definition
+from orion.statechart.interpreter.definition import load_definition
 from timing import compare
 
 REPO = Path(__file__).resolve().parent.parent

@@ -15,7 +15,7 @@ and a ``*`` reset. For each size it reports:
   for its diagnostics): the baseline, as every load starts with it;
 - ``check+compile``: :func:`orion.statechart.checks.check` on the parsed document (schema and
   every static check, plugin names included), compiling the
-  :class:`~orion.statechart.definition.Definition`, creating one instance and taking one
+  :class:`~orion.statechart.interpreter.definition.Definition`, creating one instance and taking one
   transition;
 - ``load+check``: the two together, what ``orion check`` and ``load_definition`` pay;
 - the ratio of check+compile to yaml, and the growth of check+compile from one size to the
@@ -46,9 +46,9 @@ from pathlib import Path
 from orion.clock import VirtualClock
 from orion.hooks.manager import make_plugin_manager
 from orion.statechart import checks
-from orion.statechart.io.catalog import Catalog
-from orion.statechart.definition import Definition
-from orion.statechart.settings import resolve
+from orion.statechart.io.catalog import Catalog, ChartCache
+from orion.statechart.interpreter.definition import Definition
+from orion.statechart.interpreter.settings import resolve
 from orion.config.yamlsource import load_yaml
 
 SIZES = (100, 1_000, 10_000)
@@ -187,8 +187,8 @@ def overlays(plugins, reps: int) -> bool:
                 assert resolved.ok, resolved.diagnostics[:3]
 
                 def check_file(path: Path = path) -> None:
-                    # A catalog caches on itself: each run reads the file, as a new process does.
-                    Catalog(plugins).resolve_file(path)
+                    # A cache of its own: each run reads the file, as a new process does.
+                    Catalog(plugins, cache=ChartCache()).resolve_file(path)
 
                 took[kind] = best_of(check_file, reps)
             ratio = took["overlay"] / took["plain"]

@@ -5,7 +5,7 @@ Run from the repository root with the project's virtualenv::
     .venv/bin/python bench/bench_stream.py            # prints figures, always exits 0
     .venv/bin/python bench/bench_stream.py --check    # exits 1 when a target is missed
 
-The loopback endpoint of the tests (``orion.testing.sse_server``) replays a reply of
+The loopback endpoint of the tests (``tests/sse_server.py``) replays a reply of
 ``--chunks`` text deltas of 16 characters through real HTTP and the real ``openai`` SDK, as a
 hosted model streams it. Counted: this thread's CPU time (``time.thread_time``; the endpoint
 runs on threads of its own), per chunk, best of ``--reps``.
@@ -34,7 +34,10 @@ from orion.clock import VirtualClock
 from orion.hooks.manager import make_plugin_manager
 from orion.models.openai_compat import OpenAICompatibleModel
 from orion.runtime.runtime import Runtime
-from orion.testing.sse_server import SSEServer, stream, text_stream
+
+# The loopback endpoint of Orion's tests.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from sse_server import SSEServer, stream, text_stream  # noqa: E402
 
 MAX_US_PER_CHUNK = 100.0
 PIECE = "streamed text. "[:16].ljust(16, "x")

@@ -62,7 +62,7 @@ from timing import timed  # noqa: E402
 from orion.models.events import Finish  # noqa: E402
 from orion.hooks.manager import make_plugin_manager  # noqa: E402
 from orion.runtime.conversation import Message  # noqa: E402
-from orion.statechart.definition import load_definition  # noqa: E402
+from orion.statechart.interpreter.definition import load_definition  # noqa: E402
 from orion.validation import PIECE_BYTES, StreamedLines, ValidationRequest  # noqa: E402
 from orion.write_session.operations import execute  # noqa: E402
 from orion.write_session.plan import WritePlan, check_plan  # noqa: E402

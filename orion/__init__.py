@@ -40,6 +40,13 @@ MOVED_MODULES = {
     "orion.yamlsource": "orion.config.yamlsource",
     "orion.examples": "orion.models.examples",
     "orion.context": "orion.runtime.context",
+    "orion.statechart.catalog": "orion.statechart.io.catalog",
+    "orion.statechart.definition": "orion.statechart.interpreter.definition",
+    "orion.statechart.diagram": "orion.statechart.io.diagrams",
+    "orion.statechart.lifecycle": "orion.statechart.interpreter.lifecycle",
+    "orion.statechart.schema": "orion.statechart.model.schema",
+    "orion.statechart.settings": "orion.statechart.interpreter.settings",
+    "orion.statechart.tree": "orion.statechart.model.tree",
 }
 
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from orion.api import Host
-    from orion.write_session.recovery import Shown
+    from orion.write_session.orphan_commands import Shown
 
 # The write-session machinery is imported where it is used: `orion --help` loads this plugin to
 # list `orion sessions`, and should not pay for the statechart engine to do it.
@@ -41,7 +41,7 @@ def sessions_command(runtime: Host, args: str) -> str:
 
 
 def _recover(runtime: Host, session_id: str) -> str:
-    from orion.write_session.recovery import recover_finalize
+    from orion.write_session.recover import recover_finalize
 
     result = recover_finalize(runtime.workspace, runtime.state_dir, session_id,
                               runtime.plugins)
@@ -51,20 +51,20 @@ def _recover(runtime: Host, session_id: str) -> str:
 
 
 def _discard(runtime: Host, session_id: str) -> str:
-    from orion.write_session.recovery import discard
+    from orion.write_session.orphan_commands import discard
 
     orphan = discard(runtime.state_dir, session_id)
     return f"discarded write session {orphan.short} for {orphan.describe()}"
 
 
 def _undo(runtime: Host, session_id: str) -> str:
-    from orion.write_session.recovery import undo
+    from orion.write_session.orphan_commands import undo
 
     return f"undone {undo(runtime.workspace, runtime.state_dir, session_id).report}"
 
 
 def _show(runtime: Host, session_id: str) -> str:
-    from orion.write_session.recovery import show
+    from orion.write_session.orphan_commands import show
 
     return render_shown(show(runtime.state_dir, session_id))
 
@@ -99,7 +99,7 @@ ACTIONS = {"recover": _recover, "discard": _discard, "undo": _undo, "show": _sho
 
 def _listing(runtime: Host) -> str:
     from orion.write_session.manager import manager_for
-    from orion.write_session.recovery import scan
+    from orion.write_session.orphans import scan
 
     mine = manager_for(runtime).summaries()
     ours = {summary.id for summary in mine}
@@ -139,7 +139,8 @@ def sessions() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the sessions as JSON.")
 def sessions_list(workspace: str, state_dir: str | None, as_json: bool) -> None:
     """List the write session directories, oldest save first."""
-    from orion.write_session.recovery import format_age, scan
+    from orion.write_session.durations import format_age
+    from orion.write_session.orphans import scan
 
     found = scan(state_path(workspace, state_dir))
     if as_json:
@@ -184,7 +185,7 @@ def sessions_show(session_id: str, part: int | None, workspace: str, state_dir: 
                   as_json: bool) -> None:
     """Show write session ID (open or finished) and the text it set aside: what the model sent
     that is not in the file (beside a tool call, after DONE, a cut line it did not resend)."""
-    from orion.write_session.recovery import show
+    from orion.write_session.orphan_commands import show
 
     try:
         shown = show(state_path(workspace, state_dir), session_id)
@@ -217,7 +218,8 @@ def sessions_recover(session_id: str, mode: str | None, workspace: str,
                      state_dir: str | None) -> None:
     """Recover write session ID: --finalize writes it now, --continue resumes it with the
     model at the next start."""
-    from orion.write_session.recovery import mark_resume, recover_finalize
+    from orion.write_session.orphan_commands import mark_resume
+    from orion.write_session.recover import recover_finalize
 
     if mode is None:
         raise click.UsageError("give --finalize (write the saved content now) or --continue "
@@ -249,7 +251,7 @@ def sessions_recover(session_id: str, mode: str | None, workspace: str,
 @STATE_DIR
 def sessions_discard(session_id: str, workspace: str, state_dir: str | None) -> None:
     """Delete write session ID and its saved content."""
-    from orion.write_session.recovery import discard
+    from orion.write_session.orphan_commands import discard
 
     try:
         orphan = discard(state_path(workspace, state_dir), session_id)
@@ -266,7 +268,8 @@ def sessions_discard(session_id: str, workspace: str, state_dir: str | None) -> 
 @STATE_DIR
 def sessions_clean(older_than: str, workspace: str, state_dir: str | None) -> None:
     """Remove old write sessions (never one a running process owns)."""
-    from orion.write_session.recovery import clean, parse_duration
+    from orion.write_session.durations import parse_duration
+    from orion.write_session.orphan_commands import clean
 
     try:
         limit = parse_duration(older_than)
@@ -288,7 +291,7 @@ def sessions_history(workspace: str, state_dir: str | None, limit: int, as_json:
     """List finished writes, newest first: what orion sessions undo can undo."""
     import time
 
-    from orion.write_session.recovery import format_age
+    from orion.write_session.durations import format_age
     from orion.write_session.undo import records
 
     found = records(state_path(workspace, state_dir))[:limit]
@@ -320,7 +323,7 @@ def sessions_history(workspace: str, state_dir: str | None, limit: int, as_json:
 @STATE_DIR
 def sessions_undo(session_id: str, workspace: str, state_dir: str | None) -> None:
     """Undo the write of session ID, unless the file changed since."""
-    from orion.write_session.recovery import undo
+    from orion.write_session.orphan_commands import undo
 
     try:
         result = undo(workspace, state_path(workspace, state_dir), session_id)

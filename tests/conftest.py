@@ -24,6 +24,11 @@ from orion.hooks.manager import PluginManager, make_plugin_manager
 
 ROOT = Path(__file__).resolve().parent.parent
 
+#: Orion's own harness, beside the step library the pytest plugin loads for every team: steps
+#: that produce real faults around a write (a tmpfs, killed writers, a failing endpoint) and
+#: put Orion's own process under one (signals, a stepped clock).
+pytest_plugins = ["fault_steps", "process_steps"]
+
 # In CI the property tests draw the same examples on every run, so a failure there is one
 # anybody can reproduce and not the luck of a draw; a local run explores new ones (and keeps
 # the failures it finds in .hypothesis/).

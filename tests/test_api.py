@@ -118,7 +118,8 @@ def test_the_write_sessions_and_plans_do_not_import_the_runtime():
     import subprocess
     import sys
 
-    code = ("import sys, orion.write_session.session, orion.write_session.recovery, "
+    code = ("import sys, orion.write_session.session, orion.write_session.recover, "
+            "orion.write_session.startup, orion.write_session.orphan_commands, "
             "orion.plan.service; print(sorted(m for m in sys.modules "
             "if m.startswith('orion.runtime')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -31,7 +31,7 @@ from orion.hooks.manager import make_plugin_manager
 from orion.runtime.report import Reporter
 from orion.runtime.runtime import Runtime
 from orion.write_session.manager import manager_for
-from orion.write_session.recovery import scan
+from orion.write_session.orphans import scan
 
 ORION = str(Path(sys.executable).parent / "orion")
 HOUR = 3_600_000.0

@@ -20,7 +20,7 @@ from orion.clock import VirtualClock
 from orion.errors import ActionError, StatechartError, TriggerNotAllowed, UnknownTrigger
 from orion.hooks.manager import make_plugin_manager
 from orion.statechart import checks
-from orion.statechart.definition import load_definition, parse
+from orion.statechart.interpreter.definition import load_definition, parse
 
 
 class Recorder:

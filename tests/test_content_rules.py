@@ -302,8 +302,8 @@ def test_a_think_block_streamed_by_a_server_is_set_aside_byte_exact(tmp_path):
     from orion.hooks.manager import make_plugin_manager
     from orion.models.openai_compat import OpenAICompatibleModel
     from orion.runtime.runtime import Runtime
-    from orion.write_session.recovery import show as show_session
-    from orion.write_session.recovery import scan
+    from orion.write_session.orphan_commands import show as show_session
+    from orion.write_session.orphans import scan
     from write_harness import Capture
 
     text = "\n" + THINK + TEMPLATE + "DONE\n"

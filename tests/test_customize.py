@@ -19,7 +19,7 @@ from orion.cli import cli
 from orion.config import load_config
 from orion.errors import StatechartError, UnknownTag
 from orion.hooks.manager import make_plugin_manager
-from orion.statechart.catalog import Catalog
+from orion.statechart.io.catalog import Catalog
 from write_harness import BEGIN_A_TXT
 
 REPO = Path(__file__).resolve().parent.parent
@@ -563,7 +563,7 @@ def test_the_testing_docs_conftest_runs_with_the_team_plugin_installed_by_entry_
     project = tmp_path / "project"
     write(project / "conftest.py", snippet)
     write(project / "test_loaded.py", """\
-        from orion.statechart.catalog import Catalog
+        from orion.statechart.io.catalog import Catalog
 
 
         def test_the_plugin_is_loaded_once_with_its_chart(orion_plugins, orion_yaml):
@@ -589,7 +589,7 @@ def test_recovery_knows_a_renamed_finalizing_state_by_its_tag(tmp_path):
     from orion.runtime.runtime import Runtime
     from orion.write_session.manager import manager_for
     from orion.write_session.plan import WritePlan
-    from orion.write_session.recovery import scan
+    from orion.write_session.orphans import scan
 
     ws = workspace(tmp_path, {"review.yaml": copy_of_write_session(
         {"      finalizing:\n": "      checking:\n",

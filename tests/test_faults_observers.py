@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from orion.testing.faults import DAMAGE, LOCK_HOLDER
+from faults import DAMAGE, LOCK_HOLDER
 from orion.trace.writer import settle_all
 
 ORION = str(Path(sys.executable).parent / "orion")

@@ -31,12 +31,14 @@ from orion.models.script import load_script
 from orion.hooks.manager import make_plugin_manager
 from orion.runtime.report import Reporter
 from orion.runtime.runner import play
-from orion.testing.faults import (KILLED_WRITER, RACER, SWAPPER, WITHOUT_OVERRIDE, MountRefused,
+from faults import (KILLED_WRITER, RACER, SWAPPER, WITHOUT_OVERRIDE, MountRefused,
                                   fill, mount_tmpfs, plans_into, remount, unmount)
-from orion.testing.faults import AtFinalization as Plugin
+from faults import AtFinalization as Plugin
 from orion.write_session.operations import execute
 from orion.write_session.plan import PlanRejected, WritePlan, check_plan
-from orion.write_session.recovery import recover_finalize, scan, undo
+from orion.write_session.orphan_commands import undo
+from orion.write_session.orphans import scan
+from orion.write_session.recover import recover_finalize
 from orion.write_session.undo import records
 
 LINE = "line {:05d} of the long document, written by the model\n"

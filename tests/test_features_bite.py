@@ -615,7 +615,7 @@ def no_idle_prompt(p: Patcher) -> None:
               lambda lifecycle, transition: None)
 
 
-@variant("WS-7", "orion.statechart.settings:resolve",
+@variant("WS-7", "orion.statechart.interpreter.settings:resolve",
          "the idle time defaults to 200 ms instead of 2000 ms", select="WS-7")
 def idle_200_ms(p: Patcher) -> None:
     _setting_default(p, "write_session", "idle_ms", 200)
@@ -633,17 +633,17 @@ def _setting_default(p: Patcher, chart: str, name: str, value: Any) -> None:
                 values[name] = value
             return MappingProxyType(values)
         return resolve
-    p.wrap("orion.statechart.settings:resolve", make)
+    p.wrap("orion.statechart.interpreter.settings:resolve", make)
 
 
-@variant("WS-8", "orion.statechart.settings:env_names",
+@variant("WS-8", "orion.statechart.interpreter.settings:env_names",
          "WRITE_SESSION_IDLE_MS is not read")
 def idle_env_ignored(p: Patcher) -> None:
     def make(original):
         def env_names(spec, name):
             return [n for n in original(spec, name) if n != "WRITE_SESSION_IDLE_MS"]
         return env_names
-    p.wrap("orion.statechart.settings:env_names", make)
+    p.wrap("orion.statechart.interpreter.settings:env_names", make)
 
 
 @variant("WS-9", "orion.write_session.session:WriteSession._trigger",
@@ -766,7 +766,7 @@ mutant("asked_flag_kept_after_the_reply", "WS-7",
         'ended\n', ""),
        keyword="every_pause")
 
-mutant("yaml_hides_the_environment", "WS-8", "orion.statechart.settings:resolve",
+mutant("yaml_hides_the_environment", "WS-8", "orion.statechart.interpreter.settings:resolve",
        "a value in orion.yaml hides WRITE_SESSION_IDLE_MS (the environment is read only "
        "when orion.yaml says nothing)",
        ("            if env is not None and var in env:\n",
@@ -876,10 +876,10 @@ def no_saves_while_streaming(p: Patcher) -> None:
     p.replace("orion.write_session.journal:Journal._write_pending", lambda self: None)
 
 
-@variant("SR-6", "orion.write_session.recovery:resolve_id",
+@variant("SR-6", "orion.write_session.orphans:resolve_id",
          "an unknown session id is answered with a generic error")
 def unknown_session_vague(p: Patcher) -> None:
-    from orion.write_session.recovery import RecoveryError
+    from orion.write_session.orphans import RecoveryError
 
     def make(original):
         def resolve_id(state_dir, session_id, **kw):
@@ -888,7 +888,7 @@ def unknown_session_vague(p: Patcher) -> None:
             except RecoveryError:
                 raise RecoveryError("recovery failed") from None
         return resolve_id
-    p.wrap("orion.write_session.recovery:resolve_id", make)
+    p.wrap("orion.write_session.orphans:resolve_id", make)
 
 
 @variant("SR-7", "orion.write_session.journal:Journal._disk_failed",
@@ -1503,17 +1503,17 @@ def glued(p: Patcher) -> None:
 @variant("WS-19", "orion.write_session.decision:decide_end",
          "a message that stops cleanly mid-line is taken as cut off, never asked about")
 def mid_line_is_a_cut(p: Patcher) -> None:
-    from orion.write_session.decision import End, Step
+    from orion.write_session.decision import End, Next
 
     def make(original):
         def decide_end(facts):
             end = original(facts)
-            return End(Step.CONTINUE) if end.step is Step.ASK_UNFINISHED else end
+            return End(Next.CONTINUE) if end.next is Next.ASK_UNFINISHED else end
         return decide_end
     p.wrap("orion.write_session.decision:decide_end", make)
 
 
-@variant("WS-20", "orion.statechart.settings:resolve",
+@variant("WS-20", "orion.statechart.interpreter.settings:resolve",
          "the idle prompt is repeated 100 times before the session gives up")
 def idle_prompts_unbounded(p: Patcher) -> None:
     _setting_default(p, "write_session", "max_idle_prompts", 100)
@@ -2353,6 +2353,9 @@ def main(names: list[str]) -> list[dict[str, Any]]:
             open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
         code = pytest.main(
             [*map(str, _bindings(Path(directory))), "-c", str(ROOT / "pyproject.toml"),
+             # Orion's own steps, which tests/conftest.py loads for tests/bdd (the bindings
+             # live outside tests/, where that conftest is not read).
+             "-p", "fault_steps", "-p", "process_steps",
              "-q", "-p", "no:cacheprovider", "--rootdir", str(ROOT),
              "-W", "ignore::pytest.PytestUnknownMarkWarning", "--no-header", "--tb=short"],
             plugins=[loop])

@@ -17,7 +17,8 @@ from click.testing import CliRunner
 from write_harness import begin, make_runner, say
 
 from orion.cli import cli
-from orion.write_session.recovery import mark_resume, scan
+from orion.write_session.orphan_commands import mark_resume
+from orion.write_session.orphans import scan
 
 
 @pytest.fixture

@@ -45,8 +45,8 @@ def _modules(root: Path) -> dict[str, Path]:
     return found
 
 
-#: Old module paths that still import (``orion.console`` and the like): an import by the old
-#: name is an import of the module it names now.
+#: Old module paths that still import (``orion.MOVED_MODULES``): an import by the old name is
+#: an import of the module it names now.
 MOVED = dict(orion.MOVED_MODULES)
 
 

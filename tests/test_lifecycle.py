@@ -11,7 +11,7 @@ import transitions.extensions.nesting
 import orion
 from orion.clock import RealClock, VirtualClock
 from orion.errors import ActionError, GuardError, TriggerNotAllowed, UnknownTrigger
-from orion.statechart.definition import load_definition
+from orion.statechart.interpreter.definition import load_definition
 
 # A chart with nested states (names with underscores), entry/exit actions on every level,
 # internal, self, wildcard and parent-sourced transitions, and timers.

@@ -21,7 +21,7 @@ import yaml
 import orion_statecharts
 from orion.config import load_config
 from orion.hooks.manager import make_plugin_manager
-from orion.statechart.catalog import Catalog
+from orion.statechart.io.catalog import Catalog
 from write_harness import BEGIN_A_TXT
 
 REPO = Path(__file__).resolve().parent.parent

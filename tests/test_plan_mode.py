@@ -783,7 +783,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_state_diagram_in_the_docs_is_the_statechart():
     from orion.statechart import builtin_statecharts, load_definition
-    from orion.statechart.diagram import mermaid
+    from orion.statechart.io.diagrams import mermaid
 
     [path] = [p for p in builtin_statecharts() if p.stem == "plan_mode"]
     definition = load_definition(path, plugins=make_plugin_manager(entrypoints=False, env={}))

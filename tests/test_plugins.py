@@ -27,7 +27,7 @@ from orion.hooks.manager import (
 )
 from orion.hooks.registry import NAME
 from orion.statechart import load_definition
-from orion.statechart.schema import PLUGIN_NAME
+from orion.statechart.model.schema import PLUGIN_NAME
 from orion.tools.spec import ToolSpec
 
 BUILTINS = {

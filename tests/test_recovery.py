@@ -25,15 +25,15 @@ from orion.hooks.manager import make_plugin_manager
 from orion.runtime.report import Reporter
 from orion.runtime.runner import play
 from orion.runtime.runtime import Runtime
-from orion.write_session import recovery
 from orion.write_session.journal import Journal, _start_time, mark
 from orion.write_session.manager import manager_for
 from orion.write_session.operations import execute
 from orion.write_session.plan import WritePlan, check_plan
-from orion.write_session.recovery import (AmbiguousSession, RecoveryError, SessionLive,
-                                          SessionNotFound, UndoRefused, clean, discard,
-                                          mark_resume, parse_duration, recover_finalize, scan,
-                                          undo)
+from orion.write_session.durations import parse_duration
+from orion.write_session.orphan_commands import clean, discard, mark_resume, undo
+from orion.write_session.orphans import (AmbiguousSession, RecoveryError, SessionLive,
+                                         SessionNotFound, UndoRefused, resolve_id, scan)
+from orion.write_session.recover import recover_finalize
 
 HOUR = 3_600_000.0
 
@@ -189,14 +189,14 @@ def test_ids_resolve_by_unique_prefix(ws):
     for sid in ("aaaa1111", "aaaa2222", "bbbb3333"):
         Journal.create(root / sid, {"session_id": sid, "target_file": "a.md",
                                     "operation": "create", "intent": "x"}).close()
-    assert recovery.resolve_id(state_dir(ws), "bbb").id == "bbbb3333"
-    assert recovery.resolve_id(state_dir(ws), "aaaa1111").id == "aaaa1111"
+    assert resolve_id(state_dir(ws), "bbb").id == "bbbb3333"
+    assert resolve_id(state_dir(ws), "aaaa1111").id == "aaaa1111"
     with pytest.raises(AmbiguousSession) as info:
-        recovery.resolve_id(state_dir(ws), "aaaa")
+        resolve_id(state_dir(ws), "aaaa")
     assert info.value.candidates == ["aaaa1111", "aaaa2222"]
     assert "aaaa1111, aaaa2222" in str(info.value)
     with pytest.raises(SessionNotFound, match="no write session 'cccc'"):
-        recovery.resolve_id(state_dir(ws), "cccc")
+        resolve_id(state_dir(ws), "cccc")
 
 
 # -- discard, clean ---------------------------------------------------------------------------
@@ -310,7 +310,7 @@ def test_many_orphans_are_summed_up_in_one_line_and_the_flagged_ones_still_handl
     set_saved(expired, time.time() * 1000.0 - 3 * HOUR)
     newest = plain[-1]
     os.utime(newest.directory)  # the newest change of them all
-    marked = recovery.mark_resume(state_dir(ws), plain.pop(5).id)
+    marked = mark_resume(state_dir(ws), plain.pop(5).id)
     target, written = written_but_not_cleaned(ws)
     notes = Notes()
     runtime_at(ws, pm, time.time() * 1000.0, notes)  # a runtime handles orphans as it starts

@@ -57,7 +57,7 @@ def test_the_walk_finds_every_kind_of_import(tmp_path):
         "from typing import TYPE_CHECKING\n"
         "import orion.plan.store\n"
         "from orion.write_session.manager import manager_for\n"
-        "from ..write_session import recovery\n"
+        "from ..write_session import recover\n"
         "if TYPE_CHECKING:\n"
         "    from orion.write_session.progress import Progress\n"
         "def f():\n"
@@ -66,5 +66,5 @@ def test_the_walk_finds_every_kind_of_import(tmp_path):
     found = [name for _, name in imported(source)
              if any(name.startswith(f) for f in FEATURES)]
     assert found == ["orion.plan.store", "orion.write_session.manager.manager_for",
-                     "orion.write_session.recovery", "orion.write_session.progress.Progress",
+                     "orion.write_session.recover", "orion.write_session.progress.Progress",
                      "orion_plugins.plan_mode"]

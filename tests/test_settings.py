@@ -14,8 +14,8 @@ import pytest
 from orion.errors import ConfigError
 from orion.hooks.manager import make_plugin_manager
 from orion.statechart import builtin_statecharts, checks, load_definition
-from orion.statechart.schema import SettingSpec, StatechartSpec
-from orion.statechart.settings import coerce, env_names, resolve
+from orion.statechart.model.schema import SettingSpec, StatechartSpec
+from orion.statechart.interpreter.settings import coerce, env_names, resolve
 from orion.config.yamlsource import load_yaml
 
 ALIAS = "WRITE_SESSION_IDLE_MS"

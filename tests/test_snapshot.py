@@ -10,7 +10,7 @@ import pytest
 
 from orion.clock import VirtualClock
 from orion.errors import SnapshotError
-from orion.statechart.definition import load_definition
+from orion.statechart.interpreter.definition import load_definition
 
 CHART = """
 statechart: snap

@@ -21,7 +21,7 @@ import yaml
 
 from orion.errors import ConfigError
 from orion.models.scripted import ScriptedModel
-from orion.testing.faults import snapshot
+from faults import snapshot
 from orion.models.script import load_script
 from orion.hooks.manager import make_plugin_manager
 from orion.runtime.runtime import Runtime

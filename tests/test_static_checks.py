@@ -15,7 +15,7 @@ import pytest
 from orion.errors import StatechartError
 from orion.hooks.manager import make_plugin_manager
 from orion.statechart import builtin_statecharts, checks, load_definition
-from orion.statechart.definition import parse
+from orion.statechart.interpreter.definition import parse
 from orion.config.yamlsource import load_yaml
 
 NAME = "chart.yaml"

@@ -25,7 +25,7 @@ from sse_server import (Pause, SSEServer, begin_write, finish_chunk, stream, tex
                         text_stream)
 from test_chat_terminal import chat_in_terminal
 
-from orion.testing.terminal import InTerminal
+from pty_terminal import InTerminal
 
 ORION = str(Path(sys.executable).parent / "orion")
 LINES = 2000

@@ -32,7 +32,8 @@ import pytest
 from click.testing import CliRunner
 
 from orion.cli import cli
-from orion.write_session.recovery import mark_resume, scan
+from orion.write_session.orphan_commands import mark_resume
+from orion.write_session.orphans import scan
 from write_harness import Played, begin, dump, make_runner, say
 
 DONE_PROMPT = "If you're finished, reply with DONE on its own line; otherwise continue."

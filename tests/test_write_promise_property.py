@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orion.write_session.recovery import show
+from orion.write_session.orphan_commands import show
 from write_harness import begin, make_runner
 
 ENDINGS = ("pause", "cut", "error", "connection_lost", "tool")

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from orion.cli import cli
 from orion.hooks.manager import make_plugin_manager
-from orion.statechart import lifecycle as lifecycle_module
+from orion.statechart.interpreter import lifecycle as lifecycle_module
 from write_harness import Played, begin, dump, make_runner, say
 
 DONE_PROMPT = "If you're finished, reply with DONE on its own line; otherwise continue."

@@ -25,7 +25,7 @@ trace:
 
 Environment variables override the file: ``ORION_MODEL``, ``ORION_BASE_URL``,
 ``ORION_API_KEY_ENV`` and ``ORION_RUNTIME_<SETTING>`` (statechart settings have their own, see
-``orion.statechart.settings``).
+``orion.statechart.interpreter.settings``).
 """
 
 from __future__ import annotations

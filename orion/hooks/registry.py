@@ -20,7 +20,7 @@ from orion.hooks.types import Registered, ToolSpec
 if TYPE_CHECKING:
     from orion.hooks.manager import PluginManager
 
-#: What a statechart accepts as a guard or action name (``orion.statechart.schema.PLUGIN_NAME``;
+#: What a statechart accepts as a guard or action name (``orion.statechart.model.schema.PLUGIN_NAME``;
 #: not imported from there, because that package imports this module).
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]*")
 

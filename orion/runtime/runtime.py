@@ -149,7 +149,7 @@ class Runtime:
     def catalog(self) -> Catalog:
         """The lifecycles this runtime can start: built-in, shipped by plugins, or the
         workspace's (``orion.yaml``), the strongest of each name (see
-        :mod:`orion.statechart.catalog`)."""
+        :mod:`orion.statechart.io.catalog`)."""
         if self._catalog is None:
             self._catalog = Catalog(self.plugins, self.config)
         return self._catalog

@@ -3,10 +3,10 @@ Gherkin step library (docs/testing.md).
 
 Installing Orion registers this plugin with pytest, so a project's own ``.feature`` files can
 use the fixtures ``orion_world``, ``orion_plugins``, ``orion_yaml`` and ``orion_env`` and every
-step of ``orion.testing.steps`` (common and write-session steps) and
+step of ``orion.testing.steps`` (common and write-session steps),
 ``orion.testing.plan_steps`` (plan mode), ``orion.testing.system_steps`` (the ``orion``
-command, links, disks, logs) and ``orion.testing.process_steps`` (signals, a stepped clock,
-resource limits). The steps need pytest-bdd (the ``test`` extra:
+command, links, disks, logs) and ``orion.testing.chart_steps`` (a chart written in the
+scenario). The steps need pytest-bdd (the ``test`` extra:
 ``pip install './orion[test]'`` from a clone); without it only the fixtures are loaded.
 """
 
@@ -24,7 +24,7 @@ from orion.testing.world import World
 
 #: The step libraries, loaded as pytest plugins when pytest-bdd is installed.
 STEP_MODULES = ["orion.testing.steps", "orion.testing.plan_steps",
-                "orion.testing.system_steps", "orion.testing.process_steps"]
+                "orion.testing.system_steps"]
 
 pytest_plugins = STEP_MODULES if importlib.util.find_spec("pytest_bdd") is not None else []
 

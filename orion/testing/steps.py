@@ -150,7 +150,7 @@ def _session_id(world: World, path: str) -> str:
     book = _book(world)
     if path in book["sessions"]:
         return book["sessions"][path]
-    from orion.write_session.recovery import scan
+    from orion.write_session.orphans import scan
     found = [o for o in scan(world.state_dir, now_ms=world.now_ms, now_boot=world.now_boot)
              if o.target_file == path]
     assert found, f"no write session was begun for {path!r}"
@@ -1161,7 +1161,7 @@ def no_recovery_offered(orion_world: World) -> None:
 
 
 def _orphan(world: World, path: str):
-    from orion.write_session.recovery import scan
+    from orion.write_session.orphans import scan
     wanted = _session_id(world, path)
     for orphan in scan(world.state_dir, now_ms=world.now_ms, now_boot=world.now_boot):
         if orphan.id == wanted:
@@ -1182,7 +1182,7 @@ def _command(world: World, action: Any) -> Any:
 
 @step("the user lists the write sessions")
 def user_lists_sessions(orion_world: World) -> None:
-    from orion.write_session.recovery import scan
+    from orion.write_session.orphans import scan
     _book(orion_world)["listed"] = scan(orion_world.state_dir, now_ms=orion_world.now_ms,
                                       now_boot=orion_world.now_boot)
 
@@ -1198,7 +1198,7 @@ def list_shows(orion_world: World, path: str, count: int) -> None:
 
 @step(parsers.re(r'the user recovers the write session "(?P<session_id>[^"]+)" with --finalize'))
 def user_recovers_by_id(orion_world: World, session_id: str) -> None:
-    from orion.write_session.recovery import recover_finalize
+    from orion.write_session.recover import recover_finalize
     plugins = orion_world.plugins
     assert plugins is not None
     _book(orion_world)["recovered"] = _command(orion_world, lambda: recover_finalize(
@@ -1208,7 +1208,8 @@ def user_recovers_by_id(orion_world: World, session_id: str) -> None:
 @step(parsers.re(rf"the user recovers the write session of {PATH} with "
                  r"--(?P<mode>finalize|continue)"))
 def user_recovers(orion_world: World, path: str, mode: str) -> None:
-    from orion.write_session.recovery import mark_resume, recover_finalize
+    from orion.write_session.orphan_commands import mark_resume
+    from orion.write_session.recover import recover_finalize
     book = _book(orion_world)
     session_id = _session_id(orion_world, path)
     if mode == "finalize":
@@ -1230,7 +1231,7 @@ def recovery_reports(orion_world: World, text: str) -> None:
 
 @step(parsers.re(rf"the user discards the write session of {PATH}"))
 def user_discards(orion_world: World, path: str) -> None:
-    from orion.write_session.recovery import discard
+    from orion.write_session.orphan_commands import discard
     session_id = _session_id(orion_world, path)
     _command(orion_world, lambda: discard(orion_world.state_dir, session_id))
 
@@ -1238,7 +1239,7 @@ def user_discards(orion_world: World, path: str) -> None:
 @step(parsers.re(rf"the user cleans up the write sessions older than (?P<amount>\d+) {UNIT}"),
       converters=INT)
 def user_cleans(orion_world: World, amount: int, unit: str) -> None:
-    from orion.write_session.recovery import clean
+    from orion.write_session.orphan_commands import clean
     removed = _command(orion_world, lambda: clean(
         orion_world.state_dir, duration_ms(amount, unit), now_ms=orion_world.now_ms,
         now_boot=orion_world.now_boot))
@@ -1247,7 +1248,7 @@ def user_cleans(orion_world: World, amount: int, unit: str) -> None:
 
 @step(parsers.re(rf"the user undoes the write session of {PATH}"))
 def user_undoes(orion_world: World, path: str) -> None:
-    from orion.write_session.recovery import undo
+    from orion.write_session.orphan_commands import undo
     session_id = _session_id(orion_world, path)
     _command(orion_world, lambda: undo(orion_world.workspace, orion_world.state_dir, session_id,
                                        now_ms=orion_world.now_ms))
@@ -1445,7 +1446,7 @@ def asked_about_unfinished_line(orion_world: World, line: int) -> None:
 @then(parsers.re(rf"the text set aside for {PATH} is {TEXT}"))
 def text_set_aside_is(orion_world: World, path: str, text: str) -> None:
     """What ``orion sessions show`` prints of the parts still set aside, joined."""
-    from orion.write_session.recovery import show
+    from orion.write_session.orphan_commands import show
     shown = show(orion_world.state_dir, _session_id(orion_world, path))
     kept = b"".join(shown.set_aside.read(part.number) for part in shown.set_aside.pending)
     assert kept.decode("utf-8", "replace") == unescape(text), shown.set_aside.parts

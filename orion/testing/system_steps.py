@@ -31,9 +31,9 @@ from pytest_bdd import given, parsers, then, when
 from orion.testing.steps import PATH, TEXT, ContentOn, _book, lines_of, unescape
 from orion.testing.world import World
 
-#: The step libraries loaded with these (pytest loads a plugin module's ``pytest_plugins``):
-#: statecharts written in a scenario, and real faults of a write.
-pytest_plugins = ["orion.testing.chart_steps", "orion.testing.fault_steps"]
+#: The step library loaded with these (pytest loads a plugin module's ``pytest_plugins``):
+#: statecharts written in a scenario.
+pytest_plugins = ["orion.testing.chart_steps"]
 
 #: How long a command may take before the step fails (it never sleeps; this bounds a hang).
 COMMAND_TIMEOUT_S = 120
@@ -84,7 +84,7 @@ def user_runs(orion_world: World, command: str, request: pytest.FixtureRequest) 
         book = _book(orion_world)
         session_id = book["sessions"].get(book["target"] or "")
         if not session_id:
-            from orion.write_session.recovery import scan
+            from orion.write_session.orphans import scan
             left = scan(orion_world.state_dir, now_ms=time.time() * 1000)
             assert len(left) == 1, f"<session> names no one session: {[o.id for o in left]}"
             session_id = left[0].id

@@ -11,6 +11,9 @@ end marker), ``session`` with ``ingest``, ``decision``, ``message_end`` and ``fi
 session: the hot path, the decision, carrying it out, the write), ``set_aside`` (the text kept
 out of the file), ``journal`` (the content on disk), ``operations`` and ``edit_validation``
 (the write itself), ``repair`` (corrections), ``undo`` (undo records), ``manager`` (the
-sessions of a runtime), and crash recovery behind ``recovery``: ``orphans``, ``interrupted``,
-``startup``, ``leftovers``, ``recover``, ``orphan_commands`` and ``durations``.
+sessions of a runtime), and crash recovery: ``orphans`` (the session directories a dead process
+left behind, and the errors of the session commands), ``interrupted`` (whether a crashed write
+had written its target), ``startup`` and ``leftovers`` (what every runtime does first),
+``recover`` (``orion sessions recover --finalize``), ``orphan_commands`` (``--continue``,
+``discard``, ``clean``, ``undo``, ``show``) and ``durations``.
 """

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-__all__ = ["Cut", "End", "Facts", "Quoted", "Start", "Step", "decide_end", "read_start",
+__all__ = ["Cut", "End", "Facts", "Next", "Quoted", "Start", "decide_end", "read_start",
            "HEAD_LINES", "RESTART_LINES"]
 
 #: The content must have more complete lines than this for a reply to be taken for a restart
@@ -49,7 +49,7 @@ class Cut(str, Enum):
     CONNECTION = "connection_lost"  # the network cut the stream
 
 
-class Step(str, Enum):
+class Next(str, Enum):
     """What the session does after a message."""
 
     FINALIZE = "finalize"  # DONE: validate and write
@@ -228,7 +228,7 @@ class End:
     added) is set aside, with this reason; ``after_done``: the text after the terminator line
     is set aside (blank lines and terminator lines aside)."""
 
-    step: Step
+    next: Next
     set_aside: str | None = None
     after_done: bool = False
 
@@ -249,15 +249,15 @@ SET_ASIDE_KINDS = {BESIDE_A_TOOL_CALL: "beside_tool_call", AFTER_DONE: "after_do
 def decide_end(facts: Facts) -> End:
     """The step after a message, by the rules above (the table in docs/write-sessions.md)."""
     if not facts.receiving:
-        return End(Step.STAY)
+        return End(Next.STAY)
     if facts.done:
-        return End(Step.FINALIZE, after_done=True)
+        return End(Next.FINALIZE, after_done=True)
     if facts.tool_calls:
         # The begin result says so: text in a message that calls a tool is set aside, and the
         # session goes on as it was.
-        return End(Step.STAY, set_aside=BESIDE_A_TOOL_CALL if facts.text else None)
+        return End(Next.STAY, set_aside=BESIDE_A_TOOL_CALL if facts.text else None)
     if facts.cut is not Cut.CLEAN:
-        return End(Step.CONTINUE)
+        return End(Next.CONTINUE)
     if facts.mid_line:
-        return End(Step.ASK_UNFINISHED)
-    return End(Step.PAUSE)
+        return End(Next.ASK_UNFINISHED)
+    return End(Next.PAUSE)

@@ -234,9 +234,9 @@ class WriteDiff:
 
 def write_diff(workspace: Path, state_dir: Path, session_id: str) -> WriteDiff:
     """The diff of write ``session_id`` (an id or a unique start of one, as ``orion sessions
-    undo`` takes it). Raises :class:`~orion.write_session.recovery.RecoveryError` when there is
+    undo`` takes it). Raises :class:`~orion.write_session.orphans.RecoveryError` when there is
     no such write or its record or backup cannot be read."""
-    from orion.write_session.recovery import RecoveryError
+    from orion.write_session.orphans import RecoveryError
 
     full, record = _record(state_dir, session_id.strip())
     short = full[:8]
@@ -252,7 +252,7 @@ def write_diff(workspace: Path, state_dir: Path, session_id: str) -> WriteDiff:
 
 def _record(state_dir: Path, prefix: str) -> tuple[str, Any]:
     """The full id and the undo record of the write ``prefix`` names."""
-    from orion.write_session.recovery import AmbiguousSession, RecoveryError, SessionNotFound
+    from orion.write_session.orphans import AmbiguousSession, RecoveryError, SessionNotFound
     from orion.write_session.undo import record_paths
 
     paths = record_paths(state_dir)
@@ -275,7 +275,7 @@ def _before(state_dir: Path, full: str, record: dict[str, Any], relative: str) -
     """The file before the write: its backup, or nothing for a file the write created. The
     backup is found where Orion keeps it for this write (FS-15), never at the path the record
     claims."""
-    from orion.write_session.recovery import RecoveryError
+    from orion.write_session.orphans import RecoveryError
     from orion.write_session.undo import trusted_backup
 
     short = full[:8]
@@ -299,7 +299,7 @@ def _after(workspace: Path, record: dict[str, Any], relative: str,
     import hashlib
 
     from orion.workspace import PathOutsideWorkspace, resolve_inside
-    from orion.write_session.recovery import RecoveryError
+    from orion.write_session.orphans import RecoveryError
 
     try:
         after = read_regular(resolve_inside(workspace, relative))

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from orion.runtime.runtime import Runtime
     from orion.statechart.interpreter.definition import Definition
     from orion.statechart.interpreter.lifecycle import Lifecycle
-    from orion.write_session.recovery import Orphan
+    from orion.write_session.orphans import Orphan
 
 SERVICE = "write_sessions"
 
@@ -129,7 +129,7 @@ class SessionManager:
         again; a notice says where it is). A snapshot of another version of the statechart is replaced by a
         fresh lifecycle with the saved counters. Raises :class:`OrionError` (the orphan is left
         as it was) when the plan no longer fits the workspace or the session had ended."""
-        from orion.write_session.recovery import RecoveryError
+        from orion.write_session.orphans import RecoveryError
 
         runtime = self.runtime
         active = self.active

@@ -16,7 +16,7 @@ from orion.models.events import CONNECTION_LOST, CONTENT_FILTER, STREAM_ERROR, F
 from orion.trace.events import Kind
 from orion.write_session.decision import (AFTER_DONE, BESIDE_A_TOOL_CALL, CUT_LINE, REASONING,
                                           RESENT, RESTART, SET_ASIDE_KINDS, Cut, End, Facts,
-                                          Quoted, Step, decide_end)
+                                          Next, Quoted, decide_end)
 from orion.write_session.protocol import EndMarker
 from orion.write_session.set_aside import Part
 
@@ -76,7 +76,7 @@ class MessageEnds(SessionMembers):
             text=any(chunk.strip() for chunk in self._message_text),
             receiving=self._mode == "content"))
         claimed = self._claimed_from
-        if tool_calls and end.step is Step.STAY and self._mode == "content":
+        if tool_calls and end.next is Next.STAY and self._mode == "content":
             self._beside_a_tool_call(message, end)
             return
         if message is not None and (grew or self._circular):
@@ -93,7 +93,7 @@ class MessageEnds(SessionMembers):
         finally:
             if self.result is None:
                 message.content = self._sent_text(message.content, *span,
-                                                  done=end.step is Step.FINALIZE)
+                                                  done=end.next is Next.FINALIZE)
 
     def _read_rest(self, thought: str) -> None:
         """At the message's end: read the start of a reply still held, and set aside the
@@ -131,24 +131,24 @@ class MessageEnds(SessionMembers):
         if self._circular:
             self._restarted("".join(self._message_text))
             return
-        if end.step is Step.STAY:
+        if end.next is Next.STAY:
             return
         self.checkpoint()
         context = self.lifecycle.context
         if self._progressed(grew):
             context["idle_prompts"] = 0
             context.pop("asked_at_lines", None)
-        if end.step is Step.FINALIZE:
+        if end.next is Next.FINALIZE:
             self._commentary_message = message
             self._after_done()
             self.runtime.reporter.progress_done()
             self._trigger("done")
             self.finalize()
-        elif end.step is Step.CONTINUE:
+        elif end.next is Next.CONTINUE:
             self._truncated(finish)
-        elif end.step is Step.ASK_UNFINISHED and self._prompts_left():
+        elif end.next is Next.ASK_UNFINISHED and self._prompts_left():
             self._ask_unfinished()
-        elif end.step is Step.ASK_UNFINISHED:
+        elif end.next is Next.ASK_UNFINISHED:
             self._pause(grew=False, reason=f"line {self.journal.lines + 1} still unfinished "
                                            f"after {self._prompt_limit()} prompts")
         else:

@@ -1,6 +1,6 @@
-"""Every feature in ``features/``, run by pytest-bdd with Orion's step library
-(``orion.testing.steps`` and ``orion.testing.plan_steps``, loaded by Orion's pytest plugin).
-See docs/testing.md."""
+"""Every feature in ``features/``, run by pytest-bdd with Orion's step library (loaded by
+Orion's pytest plugin) and Orion's own fault and process steps (``tests/fault_steps.py`` and
+``tests/process_steps.py``, loaded by ``tests/conftest.py``). See docs/testing.md."""
 
 from pathlib import Path
 

@@ -3,7 +3,7 @@ what leads to the write."""
 
 from __future__ import annotations
 
-from orion.statechart.catalog import Catalog
+from orion.statechart.io.catalog import Catalog
 
 
 def test_the_plugin_ships_the_overlay_and_it_passes_the_checks(orion_plugins):

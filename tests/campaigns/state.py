@@ -3,9 +3,9 @@ workspace, a careless clock and a long day of work bring, against the real ``ori
 
 Run from the repository root with the project's virtualenv, before a release::
 
-    .venv/bin/python bench/campaign_state.py --trials 30 --seed 1
-    .venv/bin/python bench/campaign_state.py --only clock --trials 5 --seed 7
-    .venv/bin/python bench/campaign_state.py --only signals --replay 3098353120   # one trial
+    .venv/bin/python tests/campaigns/state.py --trials 30 --seed 1
+    .venv/bin/python tests/campaigns/state.py --only clock --trials 5 --seed 7
+    .venv/bin/python tests/campaigns/state.py --only signals --replay 3098353120   # one trial
 
 Every kind varies the moment, the size, the path and the mode of its fault at random, from a
 seed of its own derived from ``--seed``; each trial runs real processes under a timeout (a
@@ -14,7 +14,7 @@ not saved; or less kept than arrived), escaped (wrote or read outside the worksp
 journal more readable than its target), ended in a traceback, hung, or missed another promise
 of the docs (``wrong``: an exit status, a message, a mode). A failed trial is printed below
 its line with the seed that replays it (``--only KIND --replay SEED``). Exit status 1 when any
-count is not 0, 0 otherwise. bench/README.md says how to read the line.
+count is not 0, 0 otherwise. tests/campaigns/README.md says how to read the line.
 """
 
 from __future__ import annotations
@@ -42,11 +42,14 @@ import yaml
 from orion.workspace.confined import TEMP_MARK
 from orion.config.sourcefile import CONFIG_LIMIT
 from orion.statechart.checks import MAX_STATES
-from orion.testing.faults import snapshot
 from orion.testing.observer import Observer
-from orion.testing.sse_server import (Pause, SSEServer, begin_write, chunk, finish_chunk,
-                                      stream, text_chunk, text_stream)
-from orion.testing.terminal import InTerminal
+
+# The harness of Orion's tests: real faults, the loopback endpoint, a pseudo-terminal.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from faults import snapshot  # noqa: E402
+from pty_terminal import InTerminal  # noqa: E402
+from sse_server import (Pause, SSEServer, begin_write, chunk, finish_chunk, stream,  # noqa: E402
+                        text_chunk, text_stream)
 
 ORION = str(Path(sys.executable).parent / "orion")
 #: Bounds every process of a trial: a command that outlives it is a hang.

@@ -4,7 +4,7 @@ observer, a damaged or locked trace database, other processes writing in the sam
 swapping a directory for a symbolic link, a writer killed in the middle of a write, a live
 writer, and a model endpoint on a loopback port that fails or cuts a stream, for ``orion chat``.
 
-Each fault is the operating system's own (:mod:`orion.testing.faults`); what needs root
+Each fault is the operating system's own (``tests/faults.py``); what needs root
 (mounting a tmpfs) is skipped, saying so, where it is not permitted.
 """
 
@@ -28,11 +28,12 @@ import yaml
 from pytest_bdd import given, parsers, then, when
 
 from orion import hookimpl
-from orion.testing import faults
 from orion.trace.writer import settle_all
 from orion.testing.steps import PATH, TEXT, _book, generated, unescape
 from orion.testing.system_steps import _run, _runs_since
 from orion.testing.world import World
+
+import faults
 
 __all__ = ["FailingObserver"]
 
@@ -50,7 +51,7 @@ def _mounted(world: World, request: pytest.FixtureRequest, directory: Path, kib:
 
 
 def _process(request: pytest.FixtureRequest, script: str, *args: str) -> subprocess.Popen[str]:
-    """A helper process of :mod:`orion.testing.faults`, killed when the scenario ends."""
+    """A helper process of ``tests/faults.py``, killed when the scenario ends."""
     process = subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE,
                                text=True)
 
@@ -358,9 +359,9 @@ def _endpoint(world: World) -> Any:
 
 @given("a model endpoint on this machine")
 def model_endpoint(orion_world: World, request: pytest.FixtureRequest) -> None:
-    """A loopback chat-completions endpoint (:mod:`orion.testing.sse_server`) that answers
+    """A loopback chat-completions endpoint (``tests/sse_server.py``) that answers
     the requests in the order the next steps give the answers."""
-    from orion.testing.sse_server import SSEServer
+    from sse_server import SSEServer
 
     server = SSEServer()
     server.start()
@@ -371,7 +372,7 @@ def model_endpoint(orion_world: World, request: pytest.FixtureRequest) -> None:
 @given(parsers.re(r'the endpoint answers HTTP (?P<status>\d+) "(?P<message>[^"]*)" until the '
                   r"SDK's retries are used up"), converters={"status": int})
 def endpoint_fails(orion_world: World, status: int, message: str) -> None:
-    from orion.testing.sse_server import retryable
+    from sse_server import retryable
 
     # The SDK tries a request 1 + 3 times (its max_retries, and Orion's).
     _endpoint(orion_world).enqueue(*[retryable(status, message=message)] * 4)
@@ -379,14 +380,14 @@ def endpoint_fails(orion_world: World, status: int, message: str) -> None:
 
 @given(parsers.re(rf"the endpoint then replies {TEXT}"))
 def endpoint_replies(orion_world: World, text: str) -> None:
-    from orion.testing.sse_server import stream, text_stream
+    from sse_server import stream, text_stream
 
     _endpoint(orion_world).enqueue(stream(text_stream(unescape(text))))
 
 
 @given(parsers.re(rf"the endpoint then begins to create {PATH}"))
 def endpoint_begins(orion_world: World, path: str) -> None:
-    from orion.testing.sse_server import begin_write
+    from sse_server import begin_write
 
     _endpoint(orion_world).enqueue(begin_write(path))
     _book(orion_world)["next_line"][path] = 1
@@ -397,7 +398,7 @@ def endpoint_begins(orion_world: World, path: str) -> None:
 def endpoint_streams(orion_world: World, count: int, path: str, ending: str) -> None:
     """The generated lines, one chunk each, numbered on; then a line DONE, or the socket
     closed in the middle of the response (no end of the chunked body)."""
-    from orion.testing.sse_server import finish_chunk, stream, text_chunk
+    from sse_server import finish_chunk, stream, text_chunk
 
     book = _book(orion_world)
     first = book["next_line"].get(path, 1)
