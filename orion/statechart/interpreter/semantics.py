@@ -33,9 +33,11 @@ costs a dictionary lookup and a walk over the transitions it may take.
 
 from __future__ import annotations
 
+import logging
 import sys
+from collections import deque
 from collections.abc import Callable, Iterable
-from functools import partial
+from functools import partial, reduce
 from typing import TYPE_CHECKING, Any
 
 from transitions.core import Machine
@@ -55,6 +57,9 @@ if TYPE_CHECKING:
     from collections import OrderedDict
 
     from orion.statechart.interpreter.lifecycle import Lifecycle
+
+
+_LOGGER = logging.getLogger(__name__)
 
 
 # -- the rules, computed once per chart ---------------------------------------------------------
@@ -162,7 +167,12 @@ class LifecycleState(NestedState):
 
     def enter(self, event_data: LifecycleEventData) -> None:  # type: ignore[override]
         if not self.path:
-            return super().enter(event_data)
+            # A state added the library's way: the library enters it; a nested final state
+            # raises its parent's completion event, as a chart's does (SCXML 3.7).
+            super().enter(event_data)
+            if self.final and self._scope:
+                event_data.machine.raise_done(event_data.model, self.separator.join(self._scope))
+            return None
         lifecycle = event_data.model
         # While its entry actions run, the state is the innermost active one; its timers are
         # armed first, at the entry time.
@@ -207,11 +217,17 @@ class LifecycleTransition(NestedTransition):
                  before: Any = None, after: Any = None, prepare: Any = None, *,
                  trigger: str = "", owner: str | None = None, domain: str | None = None,
                  enter: tuple[LifecycleState, ...] = (), index: int = 0,
-                 where: str | None = None):
+                 where: str | None = None, type: str = "external"):  # noqa: A002 (SCXML's)
         # ``dest`` None is the library's internal transition (no state change); the stubs type
         # it as always a state.
         super().__init__(source, dest, conditions, unless, before, after,  # type: ignore[arg-type]
                          prepare)
+        if type not in ("external", "internal"):
+            raise ValueError(f"transition {source!r} -> {dest!r}: type must be 'external' or "
+                             f"'internal', not {type!r}")
+        #: ``type: internal`` (SCXML): from a compound source into one of its descendants, the
+        #: source stays active. Added the library's way as ``type="internal"``.
+        self.internal = type == "internal"
         #: Its trigger as written: the event descriptors it answers, separated by spaces.
         self.trigger = trigger
         #: The state it belongs to (``None``: the chart's root, for a ``*`` source).
@@ -241,6 +257,35 @@ class LifecycleTransition(NestedTransition):
                 machine.callbacks(machine.on_final, event_data)
         return True
 
+    def _resolve_transition(self, event_data: Any) -> Any:
+        """For a transition added the library's way: the library's state tree, exit and entry
+        callables, with SCXML's transition domain (``getTransitionDomain``) deciding which
+        active states are exited and where entering starts. The library keeps every active
+        ancestor of the target (so ``A -> A.C`` from ``A.C.x`` only exits ``A.C.x`` and
+        ``A.C``); Orion exits the source too unless the transition is ``type="internal"``.
+        Parallel states, Enum states and states of a reused machine entered through a scope
+        stay the library's."""
+        machine = event_data.machine
+        current = getattr(event_data.model, machine.model_attribute)
+        if type(current) is not str or machine.prefix_path:
+            return super()._resolve_transition(event_data)
+        separator = machine.state_cls.separator
+        source, dest = self.source.split(separator), self.dest.split(separator)
+        active = current.split(separator)
+        if active[:len(source)] != source or not _is_path(machine, dest):
+            return super()._resolve_transition(event_data)  # the library's answer, or error
+        domain = _domain(machine, source, dest, self.internal)
+        exits = [partial(machine.get_state(active[:depth]).scoped_exit, event_data,
+                         active[:depth - 1])
+                 for depth in range(len(active), len(domain), -1)]
+        new_states, enters = self._enter_nested(list(domain), dest[len(domain):], list(domain),
+                                                event_data)
+        tree = machine.build_state_tree(current, separator)
+        scoped = reduce(dict.get, domain, tree)
+        scoped.clear()
+        scoped.update(new_states)
+        return tree, exits, enters
+
     def _change_state(self, event_data: LifecycleEventData) -> None:  # type: ignore[override]
         """Exit the active states inside the domain, innermost first, then enter the target's
         lineage below it. A failing exit or entry action does not stop the transition: every
@@ -263,9 +308,43 @@ class LifecycleTransition(NestedTransition):
         self._update_model(event_data, machine.state_tree(event_data.model.state))
 
 
+def _is_path(machine: HierarchicalMachine, path: list[str]) -> bool:
+    states = machine.states
+    for name in path:
+        state = states.get(name)
+        if state is None:
+            return False
+        states = state.states
+    return True
+
+
+def _domain(machine: HierarchicalMachine, source: list[str], dest: list[str],
+            internal: bool) -> list[str]:
+    """:func:`transition_domain` for states added the library's way, as name paths."""
+    if internal and len(dest) > len(source) and dest[:len(source)] == source \
+            and machine.get_state(source).states:
+        return source
+    depth = 0
+    while depth < len(source) - 1 and depth < len(dest) - 1 and source[depth] == dest[depth]:
+        depth += 1
+    return source[:depth]
+
+
 class LifecycleEvent(NestedEvent):
     """An event name. Its transitions are those registered under it as a descriptor; the
     selection takes every matching descriptor's transitions into account."""
+
+    def add_transition(self, transition: Any) -> None:
+        """The library's, then a ``*`` transition added the library's way goes after the
+        state's own ones: the root's transitions rank after every state's (the library expands
+        ``*`` to the top-level states, ranked in the order they were added)."""
+        super().add_transition(transition)
+        if getattr(self.machine, "_adding_root", False):
+            transition._orion_root = True  # any transition class the machine was given
+            return
+        ranked = self.transitions[transition.source]
+        if len(ranked) > 1 and _is_root(ranked[-2]):
+            ranked.sort(key=_is_root)  # stable: document order within each kind
 
     # None (no transition answers) is an answer the library's ``bool`` has no room for.
     def trigger_nested(  # type: ignore[override]
@@ -328,6 +407,10 @@ class LifecycleMachine(HierarchicalMachine):
         self.chart = nodes is not None
         self._frozen = False
         if nodes is None:
+            #: Library mode: each model's queue of events waiting for the one being processed.
+            self._queues: dict[int, deque[Callable[[], Any]]] = {}
+            #: Whether the event being processed was raised (a completion event).
+            self._raised = False
             super().__init__(model, states, initial, transitions, **kwargs)
             return
         self.state_cls = ChartState
@@ -370,7 +453,12 @@ class LifecycleMachine(HierarchicalMachine):
     def add_transition(self, trigger: Any, source: Any, dest: Any = None, *args: Any,
                        **kwargs: Any) -> None:
         self._refuse("add_transition")
-        super().add_transition(trigger, source, dest, *args, **kwargs)
+        # A ``*`` source is the root's: ranked after every state's own (LifecycleEvent).
+        self._adding_root = source == self.wildcard_all and dest != self.wildcard_same
+        try:
+            super().add_transition(trigger, source, dest, *args, **kwargs)
+        finally:
+            self._adding_root = False
 
     def remove_transition(self, trigger: Any, source: Any = "*", dest: Any = "*") -> None:
         self._refuse("remove_transition")
@@ -531,12 +619,32 @@ class LifecycleMachine(HierarchicalMachine):
 
         return lifecycle._run(enter, "start")
 
+    def raise_done(self, model: Any, parent: str) -> None:
+        """A final child of ``parent`` (a state added the library's way) was entered: queue
+        ``done.state.<parent>`` behind the event being processed. An event no transition
+        could answer is discarded, as SCXML discards it."""
+        name = DONE_PREFIX + parent
+        events = self._stack[0][2] if self._stack else self.events
+        if name not in events:
+            _LOGGER.debug("%sdiscarded %s: no transition answers it", self.name, name)
+            return
+        event_data = NestedEventData(None, None, self, model, (), {})  # type: ignore[arg-type]
+        event_data.result = None
+        self._process(partial(self._trigger_raised, event_data, name))
+
+    def _trigger_raised(self, event_data: Any, trigger: str) -> Any:
+        self._raised = True
+        try:
+            return self._trigger_event(event_data, trigger)
+        finally:
+            self._raised = False
+
     def _process(self, trigger: Callable[[], Any]) -> Any:
         """Run to completion, one queue per lifecycle (``queued=True`` would share one queue
         among every lifecycle of the chart): an event sent while another is processed waits
         for it, and the call that sent it returns ``None``."""
         if not self.chart:
-            return super()._process(trigger)
+            return self._process_model(trigger)
         event_data: LifecycleEventData = trigger.args[0]  # type: ignore[attr-defined]
         lifecycle = event_data.model
         if lifecycle._busy:
@@ -544,6 +652,29 @@ class LifecycleMachine(HierarchicalMachine):
             lifecycle._queue.append(trigger)
             return None
         return lifecycle._run(trigger, trigger.args[1])  # type: ignore[attr-defined]
+
+    def _process_model(self, trigger: Callable[[], Any]) -> Any:
+        """Library mode: run to completion with one queue per model, whatever ``queued``
+        says. An event sent while one is processed for the same model waits for it (the call
+        returns ``None``); when an event raises, the events queued behind it are dropped and
+        the error propagates, as the library's queue does."""
+        data = getattr(trigger, "args", None)
+        model = getattr(data[0], "model", None) if data else None
+        if model is None:
+            return super()._process(trigger)
+        key = id(model)
+        queue = self._queues.get(key)
+        if queue is not None:
+            queue.append(trigger)
+            return None
+        queue = self._queues[key] = deque()
+        try:
+            result = trigger()
+            while queue:
+                queue.popleft()()
+            return result
+        finally:
+            del self._queues[key]
 
     # The library's ``_trigger_event`` runs each event: it calls ``_trigger_event_nested`` to
     # select and take a transition and ``_check_event_result`` to judge the answer, hands an
@@ -565,6 +696,8 @@ class LifecycleMachine(HierarchicalMachine):
     def _check_event_result(  # type: ignore[override]
             self, res: bool | None, model: Lifecycle, trigger: str) -> bool:
         if not self.chart:
+            if res is None and self._raised:
+                return False  # a completion event nothing answers is discarded (SCXML)
             # ``None`` (nothing answered) is the library's own answer; its stubs say bool.
             return super()._check_event_result(res, model, trigger)  # type: ignore[arg-type]
         # The event data is the one being processed: the library hands this method only the
@@ -620,6 +753,10 @@ def _refused_variant(cls: type) -> str | None:
                 "functions and its timers run on an injected clock (the asyncio loop in "
                 "orion chat, a VirtualClock in tests); call lifecycle.trigger() from the loop")
     return None
+
+
+def _is_root(transition: Any) -> bool:
+    return getattr(transition, "_orion_root", False)
 
 
 def _index(transition: LifecycleTransition) -> int:
