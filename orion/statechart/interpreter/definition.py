@@ -26,6 +26,7 @@ from orion.hooks.blame import where_raised
 from orion.hooks.registry import Registered
 from orion.statechart.interpreter.lifecycle import Lifecycle
 from orion.statechart.interpreter.listeners import Listeners, PluginHooks
+from orion.statechart.interpreter.model_methods import model_class
 from orion.statechart.interpreter.semantics import (
     ChartState,
     LifecycleEventData,
@@ -157,6 +158,11 @@ class Definition:
         self.triggers = frozenset(self.machine.events)
         self._allowed: dict[str, list[str]] = {}
         self._default_listeners: Listeners | None = None
+        #: Whether instances get ``transitions``' model methods (``is_<state>()``,
+        #: ``may_<trigger>()``, ``to_<state>()``, ``<trigger>()``) unless ``create`` or
+        #: ``restore`` says otherwise. Off by default: they are methods a team asks for.
+        self.model_methods = False
+        self._model_class: type[Lifecycle] | None = None
 
     # -- instances ----------------------------------------------------------------------------
 
@@ -166,24 +172,35 @@ class Definition:
 
     def create(self, *, clock: Clock | None = None, instance_id: str | None = None,
                context: dict[str, Any] | None = None, host: Any = None,
-               listeners: Iterable[Any] | None = None, plugins: Any = None) -> Lifecycle:
+               listeners: Iterable[Any] | None = None, plugins: Any = None,
+               model_methods: bool | None = None) -> Lifecycle:
         """A new instance in the initial state, with its entry actions run and timers armed.
 
         It reports to ``listeners``; by default to the lifecycle hooks of ``plugins`` (the
         definition's plugin manager unless given), or, when ``host`` (the runtime, there for
-        plugins from the first hook on) has ``lifecycle_listeners``, to those."""
-        lifecycle = Lifecycle(self, clock=clock or VirtualClock(), instance_id=instance_id,
-                              context=context, host=host,
-                              listeners=self.listeners(host, listeners, plugins))
+        plugins from the first hook on) has ``lifecycle_listeners``, to those. With
+        ``model_methods`` (default: :attr:`model_methods`) it has ``transitions``' model
+        methods (:mod:`~orion.statechart.interpreter.model_methods`)."""
+        lifecycle = self._class(model_methods)(
+            self, clock=clock or VirtualClock(), instance_id=instance_id, context=context,
+            host=host, listeners=self.listeners(host, listeners, plugins))
         return lifecycle.start()
 
     def restore(self, snapshot: dict[str, Any], *, clock: Clock | None = None,
                 host: Any = None, listeners: Iterable[Any] | None = None,
-                plugins: Any = None) -> Lifecycle:
+                plugins: Any = None, model_methods: bool | None = None) -> Lifecycle:
         """An instance resumed from a snapshot (see :meth:`Lifecycle.restore`); its listeners
-        are chosen as for :meth:`create`."""
-        return Lifecycle.restore(self, snapshot, clock=clock or VirtualClock(), host=host,
-                                 listeners=listeners, plugins=plugins)
+        and model methods are chosen as for :meth:`create`."""
+        return self._class(model_methods).restore(
+            self, snapshot, clock=clock or VirtualClock(), host=host, listeners=listeners,
+            plugins=plugins)
+
+    def _class(self, model_methods: bool | None) -> type[Lifecycle]:
+        if not (self.model_methods if model_methods is None else model_methods):
+            return Lifecycle
+        if self._model_class is None:
+            self._model_class = model_class(self)
+        return self._model_class
 
     def listeners(self, host: Any = None, listeners: Iterable[Any] | None = None,
                   plugins: Any = None) -> Listeners:

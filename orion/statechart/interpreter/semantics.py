@@ -468,6 +468,10 @@ class LifecycleMachine(HierarchicalMachine):
         self._refuse("add_model")
         super().add_model(model, initial)
 
+    def remove_model(self, model: Any) -> None:
+        self._refuse("remove_model")
+        super().remove_model(model)
+
     def dispatch(self, trigger: str, *args: Any, **kwargs: Any) -> bool:
         self._refuse("dispatch")
         return super().dispatch(trigger, *args, **kwargs)
@@ -728,6 +732,9 @@ _INSTEAD = {
     "remove_transition": "its transitions are the chart's; remove them from the YAML file (or "
                          "guard them) and load it again",
     "add_model": "its models are lifecycles: create one with definition.create()",
+    "remove_model": "its lifecycles are never registered with add_model, so there is nothing "
+                    "to remove (the library would ignore the call); a lifecycle goes when "
+                    "nothing refers to it",
     "dispatch": "send the trigger to each lifecycle with lifecycle.trigger(name)",
     "to_state": "add a transition to the chart and send its trigger with lifecycle.trigger()",
     "set_state": "it would skip exit and entry actions and keep the old state's timers; resume "
