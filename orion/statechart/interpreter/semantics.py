@@ -25,8 +25,13 @@ library only where its rules differ from the W3C SCXML recommendation that Orion
   the completion event ``done.state.<parent>`` when it is a nested final state (SCXML 3.7).
 * :meth:`LifecycleMachine._process` runs each lifecycle to completion with a queue of its own.
 
-Built with the library's arguments and no chart, the machine is the library's
-``HierarchicalMachine`` (``transitions``' own hierarchical tests pass on it). Everything the
+Built with the library's arguments and no chart, the machine is a drop-in
+``HierarchicalMachine`` with the same rules where they differ from the library's: the
+transition domain (:meth:`LifecycleTransition._resolve_transition` hands the library's
+``_change_state`` Orion's exits and entries), ``type="internal"``, ``done.state`` events
+(:meth:`LifecycleState.enter`), one queue per model (:meth:`LifecycleMachine._process_model`)
+and ``*`` ranked after every state's own (:meth:`LifecycleEvent.add_transition`).
+``transitions``' own hierarchical tests run on it (tests/test_transitions_suite.py). Everything the
 index needs (exit sets, candidates by state and event) is computed once per chart, so a step
 costs a dictionary lookup and a walk over the transitions it may take.
 """
@@ -382,8 +387,8 @@ class LifecycleEvent(NestedEvent):
 
 class LifecycleMachine(HierarchicalMachine):
     """One compiled chart, or, built with the library's arguments and no ``nodes``, a
-    ``HierarchicalMachine`` whose models the library's rules drive (docs/statecharts.md, "On
-    `transitions`"). A chart's lifecycles are its models; they are not registered with
+    drop-in ``HierarchicalMachine`` with Orion's rules where they differ from the library's
+    (docs/statecharts.md, "On `transitions`"). A chart's lifecycles are its models; they are not registered with
     ``add_model`` (which binds a method per trigger and state on every instance), so creating
     one costs what creating a plain object does."""
 
