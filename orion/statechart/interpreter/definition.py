@@ -46,6 +46,8 @@ from orion.statechart.model.tree import SEPARATOR, edges, flatten, lineage, sett
 
 __all__ = ["Callables", "Definition", "load_definition", "parse"]
 
+_NO_TAGS: frozenset[str] = frozenset()
+
 
 class _Action:
     """A named action as a ``transitions`` callback: ``fn(lifecycle, transition)``."""
@@ -157,6 +159,7 @@ class Definition:
         #: The event descriptors the chart's transitions answer.
         self.triggers = frozenset(self.machine.events)
         self._allowed: dict[str, list[str]] = {}
+        self._tag_changes: dict[str, dict[str, tuple[frozenset[str], frozenset[str]]]] = {}
         self._default_listeners: Listeners | None = None
         #: Whether instances get ``transitions``' model methods (``is_<state>()``,
         #: ``may_<trigger>()``, ``to_<state>()``, ``<trigger>()``) unless ``create`` or
@@ -226,6 +229,18 @@ class Definition:
         """The first leaf (in file order) that has ``tag``: where code that restores a lifecycle
         by meaning puts it."""
         return state_tagged(self.nodes, tag)
+
+    def tag_changes(self, before: str, after: str) -> tuple[frozenset[str], frozenset[str]]:
+        """The tags gained and lost from leaf ``before`` to leaf ``after``, computed once per
+        pair (a step reports them; the pairs a chart's transitions make are few)."""
+        by_after = self._tag_changes.get(before)
+        if by_after is None:
+            by_after = self._tag_changes[before] = {}
+        found = by_after.get(after)
+        if found is None:
+            was, now = self.tags.get(before, _NO_TAGS), self.tags.get(after, _NO_TAGS)
+            found = by_after[after] = (now - was, was - now)
+        return found
 
     def knows(self, trigger: str) -> bool:
         """Whether some transition of the chart answers ``trigger``: a descriptor matches it

@@ -273,11 +273,9 @@ class Lifecycle:
             self._queue.clear()
             self._busy = False
             self._step = None
-        step.state = self.state
-        if step.state != before:
-            tags = self.definition.tags
-            was, now = tags.get(before, _NO_TAGS), tags.get(step.state, _NO_TAGS)
-            step.tags_gained, step.tags_lost = now - was, was - now
+        step.state = after = self.state
+        if after != before:
+            step.tags_gained, step.tags_lost = self.definition.tag_changes(before, after)
         return step
 
     def _begin(self, event_data: LifecycleEventData, trigger: str) -> None:

@@ -123,22 +123,29 @@ class LifecycleEventData(NestedEventData):
     event: LifecycleEvent
     transition: LifecycleTransition | None
 
+    # NestedEventData's attributes, as the library's own __init__ starts them (its stubs leave
+    # the None out of ``state`` and ``event``): class defaults, which the library and the
+    # overrides shadow when they set them. One event data is made per event, on the hot path.
+    state = None  # type: ignore[assignment]
+    event = None  # type: ignore[assignment]
+    transition = None
+    error = None
+    result = False
+    source_path = None
+    source_name = None
+    reason: str | None = None
+    only: LifecycleTransition | None = None
+    started = 0.0  # perf_counter() when a transition began: its duration
+
     def __init__(self, machine: LifecycleMachine, lifecycle: Lifecycle, payload: dict[str, Any],
                  *, args: tuple[Any, ...] = (), direct: bool = False,
                  only: LifecycleTransition | None = None):
-        # NestedEventData's attributes, set here: one is made per event, on the hot path. The
-        # library's own __init__ starts ``state`` and ``event`` as None too; its stubs leave
-        # the None out of their types.
-        self.state, self.event = None, None  # type: ignore[assignment]
         self.machine, self.model = machine, lifecycle
         self.args, self.kwargs = args, payload
-        self.transition, self.error, self.result = None, None, False
-        self.source_path, self.source_name = None, None
         self.direct = direct
-        self.only = only
-        self.reason: str | None = None
+        if only is not None:
+            self.only = only
         self.errors: list[ActionError] = []
-        self.started = 0.0  # perf_counter() when a transition began: its duration
 
 
 class LifecycleState(NestedState):
@@ -434,8 +441,8 @@ class LifecycleMachine(HierarchicalMachine):
         # Each state's transitions by descriptor, in document order; the root's under None.
         self._by_state: dict[str | None, dict[str, list[LifecycleTransition]]] = {}
         self._wildcards: dict[str, dict[str, list[LifecycleTransition]]] = {}
-        self._candidates: dict[tuple[str, str], tuple[LifecycleTransition, ...]] = {}
-        self._exit_sets: dict[tuple[str, str | None], tuple[LifecycleState, ...]] = {}
+        self._candidates: dict[str, dict[str, tuple[LifecycleTransition, ...]]] = {}
+        self._exit_sets: dict[str | None, dict[str, tuple[LifecycleState, ...]]] = {}
         self._occurring: dict[str, LifecycleEvent] = {}
         self._trees: dict[str, Any] = {}
 
@@ -538,8 +545,9 @@ class LifecycleMachine(HierarchicalMachine):
         """The transitions ``event`` may take in ``leaf``, in priority order: the leaf's own
         first, then each ancestor's outwards, then the root's (``*``); document order within
         a state, whichever of its descriptors matched."""
-        key = (leaf, event)
-        found = self._candidates.get(key)
+        # Nested by event, then leaf: a step looks its candidates up without building a key.
+        by_leaf = self._candidates.get(event)
+        found = by_leaf.get(leaf) if by_leaf is not None else None
         if found is None:
             descriptors = [d for d in matching_descriptors(event) if d in self.events]
             tables = [self._by_state.get(s.path) for s in reversed(self.lineages[leaf])]
@@ -554,7 +562,7 @@ class LifecycleMachine(HierarchicalMachine):
             # Names come from the chart and from code; only the chart's own are kept, so an
             # unbounded run of dotted names matched by a prefix cannot grow the cache.
             if event in self.events or event.startswith(DONE_PREFIX):
-                self._candidates[key] = found
+                self._candidates.setdefault(event, {})[leaf] = found
         return found
 
     def descriptors_of(self, leaf: str) -> set[str]:
@@ -567,10 +575,12 @@ class LifecycleMachine(HierarchicalMachine):
     def exit_set(self, leaf: str, domain: str | None) -> tuple[LifecycleState, ...]:
         """The active states a transition with ``domain`` exits from ``leaf``, innermost
         first (SCXML ``exitStates``)."""
-        key = (leaf, domain)
-        found = self._exit_sets.get(key)
+        by_leaf = self._exit_sets.get(domain)
+        if by_leaf is None:
+            by_leaf = self._exit_sets[domain] = {}
+        found = by_leaf.get(leaf)
         if found is None:
-            found = self._exit_sets[key] = tuple(
+            found = by_leaf[leaf] = tuple(
                 s for s in reversed(self.lineages[leaf]) if is_descendant(s.path, domain))
         return found
 
