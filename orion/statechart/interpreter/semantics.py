@@ -131,8 +131,8 @@ class LifecycleEventData(NestedEventData):
     transition = None
     error = None
     result = False
-    source_path = None
-    source_name = None
+    source_path: list[str] | None = None
+    source_name: str | None = None
     reason: str | None = None
     only: LifecycleTransition | None = None
     started = 0.0  # perf_counter() when a transition began: its duration
@@ -229,7 +229,7 @@ class LifecycleTransition(NestedTransition):
                  before: Any = None, after: Any = None, prepare: Any = None, *,
                  trigger: str = "", owner: str | None = None, domain: str | None = None,
                  enter: tuple[LifecycleState, ...] = (), index: int = 0,
-                 where: str | None = None, type: str = "external"):  # noqa: A002 (SCXML's)
+                 where: str | None = None, type: str = "external"):  # SCXML's name
         # ``dest`` None is the library's internal transition (no state change); the stubs type
         # it as always a state.
         super().__init__(source, dest, conditions, unless, before, after,  # type: ignore[arg-type]
@@ -282,7 +282,7 @@ class LifecycleTransition(NestedTransition):
         if type(current) is not str or machine.prefix_path:
             return super()._resolve_transition(event_data)
         separator = machine.state_cls.separator
-        source, dest = self.source.split(separator), self.dest.split(separator)
+        source, dest = self.source.split(separator), (self.dest or "").split(separator)
         active = current.split(separator)
         if active[:len(source)] != source or not _is_path(machine, dest):
             return super()._resolve_transition(event_data)  # the library's answer, or error
@@ -457,6 +457,27 @@ class LifecycleMachine(HierarchicalMachine):
     def _refuse(self, call: str) -> None:
         if self._frozen:
             raise CompiledChartError(self.name.rstrip(": "), call, _INSTEAD[call])
+
+    # Two settings a compiled chart takes from its file, whose change the library would make
+    # and a chart's lifecycles would never see: refused, not ignored.
+
+    @property
+    def initial(self) -> Any:
+        return self._initial
+
+    @initial.setter
+    def initial(self, value: Any) -> None:
+        self._refuse("initial")
+        self._initial = self._recursive_initial(value)  # type: ignore[assignment]
+
+    @property
+    def ignore_invalid_triggers(self) -> Any:
+        return self._ignore_invalid_triggers
+
+    @ignore_invalid_triggers.setter
+    def ignore_invalid_triggers(self, value: Any) -> None:
+        self._refuse("ignore_invalid_triggers")
+        self._ignore_invalid_triggers = value
 
     def add_states(self, states: Any, *args: Any, **kwargs: Any) -> None:
         self._refuse("add_state")
@@ -746,6 +767,12 @@ _INSTEAD = {
                       "overlay) and load it again",
     "remove_transition": "its transitions are the chart's; remove them from the YAML file (or "
                          "guard them) and load it again",
+    "initial": "its initial state is the chart's; change 'initial:' in the YAML file (or an "
+               "overlay) and load it again",
+    "ignore_invalid_triggers": "a trigger no transition answers raises TriggerNotAllowed or "
+                               "UnknownTrigger for its caller, and a queued one is discarded and "
+                               "reported; catch the error, or ask lifecycle.allowed_triggers() "
+                               "or lifecycle.may_trigger(name) first",
     "add_model": "its models are lifecycles: create one with definition.create()",
     "remove_model": "its lifecycles are never registered with add_model, so there is nothing "
                     "to remove (the library would ignore the call); a lifecycle goes when "
