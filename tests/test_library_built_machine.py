@@ -145,3 +145,15 @@ def test_a_trigger_the_state_does_not_answer_still_raises_the_librarys_error():
     assert model.trigger("go") is True
     with pytest.raises(MachineError):
         model.trigger("go")  # from "z": the library's answer is kept
+
+
+def test_a_jump_to_a_final_child_completes_before_its_completion_event_is_taken():
+    model = Model()
+    machine = LifecycleMachine(
+        model, states=[{"name": "job", "initial": "work",
+                        "children": ["work", {"name": "finished", "final": True}]}, "next"],
+        transitions=[["done.state.job", "job", "next"]], initial="next", auto_transitions=False)
+    _watch(machine, model)
+    machine.to_state(model, "job.finished")
+    assert model.seen == ["exit next", "enter job", "enter job.finished", "exit job.finished",
+                          "exit job", "enter next"]

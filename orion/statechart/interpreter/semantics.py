@@ -511,7 +511,16 @@ class LifecycleMachine(HierarchicalMachine):
 
     def to_state(self, model: Any, state_name: Any, *args: Any, **kwargs: Any) -> None:
         self._refuse("to_state")
-        super().to_state(model, state_name, *args, **kwargs)
+        if self.chart:
+            super().to_state(model, state_name, *args, **kwargs)
+            return
+        # Library-built: a jump is a step too, run to completion with the model's queue (a
+        # completion event it raises waits for it; one sent from a callback waits its turn).
+        carrier = NestedEventData(None, None, self, model, args, kwargs)  # type: ignore[arg-type]
+        self._process_model(partial(self._to_state_now, carrier, state_name))
+
+    def _to_state_now(self, carrier: Any, state_name: Any) -> None:
+        super().to_state(carrier.model, state_name, *carrier.args, **carrier.kwargs)
 
     def get_state(self, state: Any, hint: Any = None) -> Any:
         # A compiled chart's states never change, and its steps look their paths up several
