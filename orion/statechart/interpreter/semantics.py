@@ -31,9 +31,11 @@ transition domain (:meth:`LifecycleTransition._resolve_transition` hands the lib
 ``_change_state`` Orion's exits and entries), ``type="internal"``, ``done.state`` events
 (:meth:`LifecycleState.enter`), one queue per model (:meth:`LifecycleMachine._process_model`)
 and ``*`` ranked after every state's own (:meth:`LifecycleEvent.add_transition`).
-``transitions``' own hierarchical tests run on it (tests/test_transitions_suite.py). Everything the
-index needs (exit sets, candidates by state and event) is computed once per chart, so a step
-costs a dictionary lookup and a walk over the transitions it may take.
+``transitions``' own hierarchical tests run on it (tests/test_transitions_suite.py).
+
+Everything a compiled chart's index needs (exit sets, candidates by state and event) is
+computed once per chart, so a step costs a dictionary lookup and a walk over the transitions
+it may take.
 """
 
 from __future__ import annotations
@@ -395,9 +397,9 @@ class LifecycleEvent(NestedEvent):
 class LifecycleMachine(HierarchicalMachine):
     """One compiled chart, or, built with the library's arguments and no ``nodes``, a
     drop-in ``HierarchicalMachine`` with Orion's rules where they differ from the library's
-    (docs/statecharts.md, "On `transitions`"). A chart's lifecycles are its models; they are not registered with
-    ``add_model`` (which binds a method per trigger and state on every instance), so creating
-    one costs what creating a plain object does."""
+    (docs/statecharts.md, "On `transitions`"). A chart's lifecycles are its models; they are
+    not registered with ``add_model`` (which binds a method per trigger and state on every
+    instance), so creating one costs what creating a plain object does."""
 
     state_cls: type[LifecycleState] = LifecycleState
     transition_cls: type[LifecycleTransition] = LifecycleTransition
