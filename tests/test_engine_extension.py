@@ -161,6 +161,9 @@ def test_on_final_runs_when_the_lifecycle_finishes(lamp):
     (lambda m, lc: m.dispatch("switch"), "lifecycle.trigger(name)"),
     (lambda m, lc: m.to_state(lc, "on.bright"), "lifecycle.trigger()"),
     (lambda m, lc: m.set_state("on.bright", lc), "definition.restore(snapshot)"),
+    (lambda m, lc: m.remove_model(lc), "nothing to remove"),
+    (lambda m, lc: setattr(m, "initial", "on"), "change 'initial:' in the YAML file"),
+    (lambda m, lc: setattr(m, "ignore_invalid_triggers", True), "lifecycle.may_trigger(name)"),
 ])
 def test_calls_that_would_change_a_compiled_chart_say_what_to_do(lamp, call, says):
     definition, _ = lamp

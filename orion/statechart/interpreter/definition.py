@@ -26,6 +26,7 @@ from orion.hooks.blame import where_raised
 from orion.hooks.types import Registered
 from orion.statechart.interpreter.lifecycle import Lifecycle
 from orion.statechart.interpreter.listeners import Listeners, PluginHooks
+from orion.statechart.interpreter.model_methods import model_class
 from orion.statechart.interpreter.semantics import (
     ChartState,
     LifecycleEventData,
@@ -44,6 +45,8 @@ from orion.statechart.model.schema import StatechartSpec
 from orion.statechart.model.tree import SEPARATOR, edges, flatten, lineage, settle
 
 __all__ = ["Callables", "Definition", "load_definition", "parse"]
+
+_NO_TAGS: frozenset[str] = frozenset()
 
 
 class _Action:
@@ -156,7 +159,13 @@ class Definition:
         #: The event descriptors the chart's transitions answer.
         self.triggers = frozenset(self.machine.events)
         self._allowed: dict[str, list[str]] = {}
+        self._tag_changes: dict[str, dict[str, tuple[frozenset[str], frozenset[str]]]] = {}
         self._default_listeners: Listeners | None = None
+        #: Whether instances get ``transitions``' model methods (``is_<state>()``,
+        #: ``may_<trigger>()``, ``to_<state>()``, ``<trigger>()``) unless ``create`` or
+        #: ``restore`` says otherwise. Off by default: they are methods a team asks for.
+        self.model_methods = False
+        self._model_class: type[Lifecycle] | None = None
 
     # -- instances ----------------------------------------------------------------------------
 
@@ -166,24 +175,35 @@ class Definition:
 
     def create(self, *, clock: Clock | None = None, instance_id: str | None = None,
                context: dict[str, Any] | None = None, host: Any = None,
-               listeners: Iterable[Any] | None = None, plugins: Any = None) -> Lifecycle:
+               listeners: Iterable[Any] | None = None, plugins: Any = None,
+               model_methods: bool | None = None) -> Lifecycle:
         """A new instance in the initial state, with its entry actions run and timers armed.
 
         It reports to ``listeners``; by default to the lifecycle hooks of ``plugins`` (the
         definition's plugin manager unless given), or, when ``host`` (the runtime, there for
-        plugins from the first hook on) has ``lifecycle_listeners``, to those."""
-        lifecycle = Lifecycle(self, clock=clock or VirtualClock(), instance_id=instance_id,
-                              context=context, host=host,
-                              listeners=self.listeners(host, listeners, plugins))
+        plugins from the first hook on) has ``lifecycle_listeners``, to those. With
+        ``model_methods`` (default: :attr:`model_methods`) it has ``transitions``' model
+        methods (:mod:`~orion.statechart.interpreter.model_methods`)."""
+        lifecycle = self._class(model_methods)(
+            self, clock=clock or VirtualClock(), instance_id=instance_id, context=context,
+            host=host, listeners=self.listeners(host, listeners, plugins))
         return lifecycle.start()
 
     def restore(self, snapshot: dict[str, Any], *, clock: Clock | None = None,
                 host: Any = None, listeners: Iterable[Any] | None = None,
-                plugins: Any = None) -> Lifecycle:
+                plugins: Any = None, model_methods: bool | None = None) -> Lifecycle:
         """An instance resumed from a snapshot (see :meth:`Lifecycle.restore`); its listeners
-        are chosen as for :meth:`create`."""
-        return Lifecycle.restore(self, snapshot, clock=clock or VirtualClock(), host=host,
-                                 listeners=listeners, plugins=plugins)
+        and model methods are chosen as for :meth:`create`."""
+        return self._class(model_methods).restore(
+            self, snapshot, clock=clock or VirtualClock(), host=host, listeners=listeners,
+            plugins=plugins)
+
+    def _class(self, model_methods: bool | None) -> type[Lifecycle]:
+        if not (self.model_methods if model_methods is None else model_methods):
+            return Lifecycle
+        if self._model_class is None:
+            self._model_class = model_class(self)
+        return self._model_class
 
     def listeners(self, host: Any = None, listeners: Iterable[Any] | None = None,
                   plugins: Any = None) -> Listeners:
@@ -209,6 +229,18 @@ class Definition:
         """The first leaf (in file order) that has ``tag``: where code that restores a lifecycle
         by meaning puts it."""
         return state_tagged(self.nodes, tag)
+
+    def tag_changes(self, before: str, after: str) -> tuple[frozenset[str], frozenset[str]]:
+        """The tags gained and lost from leaf ``before`` to leaf ``after``, computed once per
+        pair (a step reports them; the pairs a chart's transitions make are few)."""
+        by_after = self._tag_changes.get(before)
+        if by_after is None:
+            by_after = self._tag_changes[before] = {}
+        found = by_after.get(after)
+        if found is None:
+            was, now = self.tags.get(before, _NO_TAGS), self.tags.get(after, _NO_TAGS)
+            found = by_after[after] = (now - was, was - now)
+        return found
 
     def knows(self, trigger: str) -> bool:
         """Whether some transition of the chart answers ``trigger``: a descriptor matches it

@@ -166,6 +166,34 @@ class Lifecycle:
     def allowed_triggers(self) -> list[str]:
         return [] if self.finished else self.definition.allowed_triggers(self.state)
 
+    def may_trigger(self, trigger: str, **payload: Any) -> bool:
+        """Whether :meth:`trigger` would take a transition now (``transitions``'
+        ``may_trigger``): some candidate's guards pass. Only guards run, as the library runs
+        only conditions: no action, no state change, no listener. A guard that raises raises
+        :class:`GuardError` (guards fail closed); an unknown trigger raises
+        :class:`UnknownTrigger`, as :meth:`trigger` does."""
+        definition = self.definition
+        if trigger not in definition.triggers and not definition.knows(trigger):
+            raise UnknownTrigger(self.name, trigger, self.state, sorted(definition.triggers))
+        if self.finished:
+            return False
+        candidates = self.machine.candidates(self.state, trigger)
+        if not candidates:
+            return False
+        event_data = LifecycleEventData(self.machine, self, payload)
+        before = self._current
+        # Guards read the transition being considered, as they do when it is taken.
+        self._current = Transition(self.name, self.id, trigger, self.state, None, payload,
+                                   self.clock.now_ms())
+        try:
+            for transition in candidates:
+                event_data.transition = transition
+                if all(condition.check(event_data) for condition in transition.conditions):
+                    return True
+            return False
+        finally:
+            self._current = before
+
     def pending_timers(self) -> list[tuple[str, str, float]]:
         """``(state, trigger, deadline_ms)`` for every armed timer."""
         return [(t.state, t.trigger, t.deadline_ms) for ts in self._timers.values() for t in ts]
@@ -245,11 +273,9 @@ class Lifecycle:
             self._queue.clear()
             self._busy = False
             self._step = None
-        step.state = self.state
-        if step.state != before:
-            tags = self.definition.tags
-            was, now = tags.get(before, _NO_TAGS), tags.get(step.state, _NO_TAGS)
-            step.tags_gained, step.tags_lost = now - was, was - now
+        step.state = after = self.state
+        if after != before:
+            step.tags_gained, step.tags_lost = self.definition.tag_changes(before, after)
         return step
 
     def _begin(self, event_data: LifecycleEventData, trigger: str) -> None:

@@ -25,17 +25,26 @@ library only where its rules differ from the W3C SCXML recommendation that Orion
   the completion event ``done.state.<parent>`` when it is a nested final state (SCXML 3.7).
 * :meth:`LifecycleMachine._process` runs each lifecycle to completion with a queue of its own.
 
-Built with the library's arguments and no chart, the machine is the library's
-``HierarchicalMachine`` (``transitions``' own hierarchical tests pass on it). Everything the
-index needs (exit sets, candidates by state and event) is computed once per chart, so a step
-costs a dictionary lookup and a walk over the transitions it may take.
+Built with the library's arguments and no chart, the machine is a drop-in
+``HierarchicalMachine`` with the same rules where they differ from the library's: the
+transition domain (:meth:`LifecycleTransition._resolve_transition` hands the library's
+``_change_state`` Orion's exits and entries), ``type="internal"``, ``done.state`` events
+(:meth:`LifecycleState.enter`), one queue per model (:meth:`LifecycleMachine._process_model`)
+and ``*`` ranked after every state's own (:meth:`LifecycleEvent.add_transition`).
+``transitions``' own hierarchical tests run on it (tests/test_transitions_suite.py).
+
+Everything a compiled chart's index needs (exit sets, candidates by state and event) is
+computed once per chart, so a step costs a dictionary lookup and a walk over the transitions
+it may take.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
+from collections import deque
 from collections.abc import Callable, Iterable
-from functools import partial
+from functools import partial, reduce
 from typing import TYPE_CHECKING, Any
 
 from transitions.core import Machine
@@ -55,6 +64,9 @@ if TYPE_CHECKING:
     from collections import OrderedDict
 
     from orion.statechart.interpreter.lifecycle import Lifecycle
+
+
+_LOGGER = logging.getLogger(__name__)
 
 
 # -- the rules, computed once per chart ---------------------------------------------------------
@@ -113,22 +125,29 @@ class LifecycleEventData(NestedEventData):
     event: LifecycleEvent
     transition: LifecycleTransition | None
 
+    # NestedEventData's attributes, as the library's own __init__ starts them (its stubs leave
+    # the None out of ``state`` and ``event``): class defaults, which the library and the
+    # overrides shadow when they set them. One event data is made per event, on the hot path.
+    state = None  # type: ignore[assignment]
+    event = None  # type: ignore[assignment]
+    transition = None
+    error = None
+    result = False
+    source_path: list[str] | None = None
+    source_name: str | None = None
+    reason: str | None = None
+    only: LifecycleTransition | None = None
+    started = 0.0  # perf_counter() when a transition began: its duration
+
     def __init__(self, machine: LifecycleMachine, lifecycle: Lifecycle, payload: dict[str, Any],
                  *, args: tuple[Any, ...] = (), direct: bool = False,
                  only: LifecycleTransition | None = None):
-        # NestedEventData's attributes, set here: one is made per event, on the hot path. The
-        # library's own __init__ starts ``state`` and ``event`` as None too; its stubs leave
-        # the None out of their types.
-        self.state, self.event = None, None  # type: ignore[assignment]
         self.machine, self.model = machine, lifecycle
         self.args, self.kwargs = args, payload
-        self.transition, self.error, self.result = None, None, False
-        self.source_path, self.source_name = None, None
         self.direct = direct
-        self.only = only
-        self.reason: str | None = None
+        if only is not None:
+            self.only = only
         self.errors: list[ActionError] = []
-        self.started = 0.0  # perf_counter() when a transition began: its duration
 
 
 class LifecycleState(NestedState):
@@ -162,7 +181,12 @@ class LifecycleState(NestedState):
 
     def enter(self, event_data: LifecycleEventData) -> None:  # type: ignore[override]
         if not self.path:
-            return super().enter(event_data)
+            # A state added the library's way: the library enters it; a nested final state
+            # raises its parent's completion event, as a chart's does (SCXML 3.7).
+            super().enter(event_data)
+            if self.final and self._scope:
+                event_data.machine.raise_done(event_data.model, self.separator.join(self._scope))
+            return None
         lifecycle = event_data.model
         # While its entry actions run, the state is the innermost active one; its timers are
         # armed first, at the entry time.
@@ -207,11 +231,17 @@ class LifecycleTransition(NestedTransition):
                  before: Any = None, after: Any = None, prepare: Any = None, *,
                  trigger: str = "", owner: str | None = None, domain: str | None = None,
                  enter: tuple[LifecycleState, ...] = (), index: int = 0,
-                 where: str | None = None):
+                 where: str | None = None, type: str = "external"):  # SCXML's name
         # ``dest`` None is the library's internal transition (no state change); the stubs type
         # it as always a state.
         super().__init__(source, dest, conditions, unless, before, after,  # type: ignore[arg-type]
                          prepare)
+        if type not in ("external", "internal"):
+            raise ValueError(f"transition {source!r} -> {dest!r}: type must be 'external' or "
+                             f"'internal', not {type!r}")
+        #: ``type: internal`` (SCXML): from a compound source into one of its descendants, the
+        #: source stays active. Added the library's way as ``type="internal"``.
+        self.internal = type == "internal"
         #: Its trigger as written: the event descriptors it answers, separated by spaces.
         self.trigger = trigger
         #: The state it belongs to (``None``: the chart's root, for a ``*`` source).
@@ -241,6 +271,35 @@ class LifecycleTransition(NestedTransition):
                 machine.callbacks(machine.on_final, event_data)
         return True
 
+    def _resolve_transition(self, event_data: Any) -> Any:
+        """For a transition added the library's way: the library's state tree, exit and entry
+        callables, with SCXML's transition domain (``getTransitionDomain``) deciding which
+        active states are exited and where entering starts. The library keeps every active
+        ancestor of the target (so ``A -> A.C`` from ``A.C.x`` only exits ``A.C.x`` and
+        ``A.C``); Orion exits the source too unless the transition is ``type="internal"``.
+        Parallel states, Enum states and states of a reused machine entered through a scope
+        stay the library's."""
+        machine = event_data.machine
+        current = getattr(event_data.model, machine.model_attribute)
+        if type(current) is not str or machine.prefix_path:
+            return super()._resolve_transition(event_data)
+        separator = machine.state_cls.separator
+        source, dest = self.source.split(separator), (self.dest or "").split(separator)
+        active = current.split(separator)
+        if active[:len(source)] != source or not _is_path(machine, dest):
+            return super()._resolve_transition(event_data)  # the library's answer, or error
+        domain = _domain(machine, source, dest, self.internal)
+        exits = [partial(machine.get_state(active[:depth]).scoped_exit, event_data,
+                         active[:depth - 1])
+                 for depth in range(len(active), len(domain), -1)]
+        new_states, enters = self._enter_nested(list(domain), dest[len(domain):], list(domain),
+                                                event_data)
+        tree = machine.build_state_tree(current, separator)
+        scoped = reduce(dict.get, domain, tree)
+        scoped.clear()
+        scoped.update(new_states)
+        return tree, exits, enters
+
     def _change_state(self, event_data: LifecycleEventData) -> None:  # type: ignore[override]
         """Exit the active states inside the domain, innermost first, then enter the target's
         lineage below it. A failing exit or entry action does not stop the transition: every
@@ -263,9 +322,43 @@ class LifecycleTransition(NestedTransition):
         self._update_model(event_data, machine.state_tree(event_data.model.state))
 
 
+def _is_path(machine: HierarchicalMachine, path: list[str]) -> bool:
+    states = machine.states
+    for name in path:
+        state = states.get(name)
+        if state is None:
+            return False
+        states = state.states
+    return True
+
+
+def _domain(machine: HierarchicalMachine, source: list[str], dest: list[str],
+            internal: bool) -> list[str]:
+    """:func:`transition_domain` for states added the library's way, as name paths."""
+    if internal and len(dest) > len(source) and dest[:len(source)] == source \
+            and machine.get_state(source).states:
+        return source
+    depth = 0
+    while depth < len(source) - 1 and depth < len(dest) - 1 and source[depth] == dest[depth]:
+        depth += 1
+    return source[:depth]
+
+
 class LifecycleEvent(NestedEvent):
     """An event name. Its transitions are those registered under it as a descriptor; the
     selection takes every matching descriptor's transitions into account."""
+
+    def add_transition(self, transition: Any) -> None:
+        """The library's, then a ``*`` transition added the library's way goes after the
+        state's own ones: the root's transitions rank after every state's (the library expands
+        ``*`` to the top-level states, ranked in the order they were added)."""
+        super().add_transition(transition)
+        if getattr(self.machine, "_adding_root", False):
+            transition._orion_root = True  # any transition class the machine was given
+            return
+        ranked = self.transitions[transition.source]
+        if len(ranked) > 1 and _is_root(ranked[-2]):
+            ranked.sort(key=_is_root)  # stable: document order within each kind
 
     # None (no transition answers) is an answer the library's ``bool`` has no room for.
     def trigger_nested(  # type: ignore[override]
@@ -303,10 +396,10 @@ class LifecycleEvent(NestedEvent):
 
 class LifecycleMachine(HierarchicalMachine):
     """One compiled chart, or, built with the library's arguments and no ``nodes``, a
-    ``HierarchicalMachine`` whose models the library's rules drive (docs/statecharts.md, "On
-    `transitions`"). A chart's lifecycles are its models; they are not registered with
-    ``add_model`` (which binds a method per trigger and state on every instance), so creating
-    one costs what creating a plain object does."""
+    drop-in ``HierarchicalMachine`` with Orion's rules where they differ from the library's
+    (docs/statecharts.md, "On `transitions`"). A chart's lifecycles are its models; they are
+    not registered with ``add_model`` (which binds a method per trigger and state on every
+    instance), so creating one costs what creating a plain object does."""
 
     state_cls: type[LifecycleState] = LifecycleState
     transition_cls: type[LifecycleTransition] = LifecycleTransition
@@ -328,6 +421,10 @@ class LifecycleMachine(HierarchicalMachine):
         self.chart = nodes is not None
         self._frozen = False
         if nodes is None:
+            #: Library mode: each model's queue of events waiting for the one being processed.
+            self._queues: dict[int, deque[Callable[[], Any]]] = {}
+            #: Whether the event being processed was raised (a completion event).
+            self._raised = False
             super().__init__(model, states, initial, transitions, **kwargs)
             return
         self.state_cls = ChartState
@@ -346,8 +443,8 @@ class LifecycleMachine(HierarchicalMachine):
         # Each state's transitions by descriptor, in document order; the root's under None.
         self._by_state: dict[str | None, dict[str, list[LifecycleTransition]]] = {}
         self._wildcards: dict[str, dict[str, list[LifecycleTransition]]] = {}
-        self._candidates: dict[tuple[str, str], tuple[LifecycleTransition, ...]] = {}
-        self._exit_sets: dict[tuple[str, str | None], tuple[LifecycleState, ...]] = {}
+        self._candidates: dict[str, dict[str, tuple[LifecycleTransition, ...]]] = {}
+        self._exit_sets: dict[str | None, dict[str, tuple[LifecycleState, ...]]] = {}
         self._occurring: dict[str, LifecycleEvent] = {}
         self._trees: dict[str, Any] = {}
 
@@ -363,6 +460,27 @@ class LifecycleMachine(HierarchicalMachine):
         if self._frozen:
             raise CompiledChartError(self.name.rstrip(": "), call, _INSTEAD[call])
 
+    # Two settings a compiled chart takes from its file, whose change the library would make
+    # and a chart's lifecycles would never see: refused, not ignored.
+
+    @property
+    def initial(self) -> Any:
+        return self._initial
+
+    @initial.setter
+    def initial(self, value: Any) -> None:
+        self._refuse("initial")
+        self._initial = self._recursive_initial(value)  # type: ignore[assignment]
+
+    @property
+    def ignore_invalid_triggers(self) -> Any:
+        return self._ignore_invalid_triggers
+
+    @ignore_invalid_triggers.setter
+    def ignore_invalid_triggers(self, value: Any) -> None:
+        self._refuse("ignore_invalid_triggers")
+        self._ignore_invalid_triggers = value
+
     def add_states(self, states: Any, *args: Any, **kwargs: Any) -> None:
         self._refuse("add_state")
         super().add_states(states, *args, **kwargs)
@@ -370,7 +488,12 @@ class LifecycleMachine(HierarchicalMachine):
     def add_transition(self, trigger: Any, source: Any, dest: Any = None, *args: Any,
                        **kwargs: Any) -> None:
         self._refuse("add_transition")
-        super().add_transition(trigger, source, dest, *args, **kwargs)
+        # A ``*`` source is the root's: ranked after every state's own (LifecycleEvent).
+        self._adding_root = source == self.wildcard_all and dest != self.wildcard_same
+        try:
+            super().add_transition(trigger, source, dest, *args, **kwargs)
+        finally:
+            self._adding_root = False
 
     def remove_transition(self, trigger: Any, source: Any = "*", dest: Any = "*") -> None:
         self._refuse("remove_transition")
@@ -380,13 +503,26 @@ class LifecycleMachine(HierarchicalMachine):
         self._refuse("add_model")
         super().add_model(model, initial)
 
+    def remove_model(self, model: Any) -> None:
+        self._refuse("remove_model")
+        super().remove_model(model)
+
     def dispatch(self, trigger: str, *args: Any, **kwargs: Any) -> bool:
         self._refuse("dispatch")
         return super().dispatch(trigger, *args, **kwargs)
 
     def to_state(self, model: Any, state_name: Any, *args: Any, **kwargs: Any) -> None:
         self._refuse("to_state")
-        super().to_state(model, state_name, *args, **kwargs)
+        if self.chart:
+            super().to_state(model, state_name, *args, **kwargs)
+            return
+        # Library-built: a jump is a step too, run to completion with the model's queue (a
+        # completion event it raises waits for it; one sent from a callback waits its turn).
+        carrier = NestedEventData(None, None, self, model, args, kwargs)  # type: ignore[arg-type]
+        self._process_model(partial(self._to_state_now, carrier, state_name))
+
+    def _to_state_now(self, carrier: Any, state_name: Any) -> None:
+        super().to_state(carrier.model, state_name, *carrier.args, **carrier.kwargs)
 
     def get_state(self, state: Any, hint: Any = None) -> Any:
         # A compiled chart's states never change, and its steps look their paths up several
@@ -441,8 +577,9 @@ class LifecycleMachine(HierarchicalMachine):
         """The transitions ``event`` may take in ``leaf``, in priority order: the leaf's own
         first, then each ancestor's outwards, then the root's (``*``); document order within
         a state, whichever of its descriptors matched."""
-        key = (leaf, event)
-        found = self._candidates.get(key)
+        # Nested by event, then leaf: a step looks its candidates up without building a key.
+        by_leaf = self._candidates.get(event)
+        found = by_leaf.get(leaf) if by_leaf is not None else None
         if found is None:
             descriptors = [d for d in matching_descriptors(event) if d in self.events]
             tables = [self._by_state.get(s.path) for s in reversed(self.lineages[leaf])]
@@ -457,7 +594,7 @@ class LifecycleMachine(HierarchicalMachine):
             # Names come from the chart and from code; only the chart's own are kept, so an
             # unbounded run of dotted names matched by a prefix cannot grow the cache.
             if event in self.events or event.startswith(DONE_PREFIX):
-                self._candidates[key] = found
+                self._candidates.setdefault(event, {})[leaf] = found
         return found
 
     def descriptors_of(self, leaf: str) -> set[str]:
@@ -470,10 +607,12 @@ class LifecycleMachine(HierarchicalMachine):
     def exit_set(self, leaf: str, domain: str | None) -> tuple[LifecycleState, ...]:
         """The active states a transition with ``domain`` exits from ``leaf``, innermost
         first (SCXML ``exitStates``)."""
-        key = (leaf, domain)
-        found = self._exit_sets.get(key)
+        by_leaf = self._exit_sets.get(domain)
+        if by_leaf is None:
+            by_leaf = self._exit_sets[domain] = {}
+        found = by_leaf.get(leaf)
         if found is None:
-            found = self._exit_sets[key] = tuple(
+            found = by_leaf[leaf] = tuple(
                 s for s in reversed(self.lineages[leaf]) if is_descendant(s.path, domain))
         return found
 
@@ -531,12 +670,32 @@ class LifecycleMachine(HierarchicalMachine):
 
         return lifecycle._run(enter, "start")
 
+    def raise_done(self, model: Any, parent: str) -> None:
+        """A final child of ``parent`` (a state added the library's way) was entered: queue
+        ``done.state.<parent>`` behind the event being processed. An event no transition
+        could answer is discarded, as SCXML discards it."""
+        name = DONE_PREFIX + parent
+        events = self._stack[0][2] if self._stack else self.events
+        if name not in events:
+            _LOGGER.debug("%sdiscarded %s: no transition answers it", self.name, name)
+            return
+        event_data = NestedEventData(None, None, self, model, (), {})  # type: ignore[arg-type]
+        event_data.result = None
+        self._process(partial(self._trigger_raised, event_data, name))
+
+    def _trigger_raised(self, event_data: Any, trigger: str) -> Any:
+        self._raised = True
+        try:
+            return self._trigger_event(event_data, trigger)
+        finally:
+            self._raised = False
+
     def _process(self, trigger: Callable[[], Any]) -> Any:
         """Run to completion, one queue per lifecycle (``queued=True`` would share one queue
         among every lifecycle of the chart): an event sent while another is processed waits
         for it, and the call that sent it returns ``None``."""
         if not self.chart:
-            return super()._process(trigger)
+            return self._process_model(trigger)
         event_data: LifecycleEventData = trigger.args[0]  # type: ignore[attr-defined]
         lifecycle = event_data.model
         if lifecycle._busy:
@@ -544,6 +703,29 @@ class LifecycleMachine(HierarchicalMachine):
             lifecycle._queue.append(trigger)
             return None
         return lifecycle._run(trigger, trigger.args[1])  # type: ignore[attr-defined]
+
+    def _process_model(self, trigger: Callable[[], Any]) -> Any:
+        """Library mode: run to completion with one queue per model, whatever ``queued``
+        says. An event sent while one is processed for the same model waits for it (the call
+        returns ``None``); when an event raises, the events queued behind it are dropped and
+        the error propagates, as the library's queue does."""
+        data = getattr(trigger, "args", None)
+        model = getattr(data[0], "model", None) if data else None
+        if model is None:
+            return super()._process(trigger)
+        key = id(model)
+        queue = self._queues.get(key)
+        if queue is not None:
+            queue.append(trigger)
+            return None
+        queue = self._queues[key] = deque()
+        try:
+            result = trigger()
+            while queue:
+                queue.popleft()()
+            return result
+        finally:
+            del self._queues[key]
 
     # The library's ``_trigger_event`` runs each event: it calls ``_trigger_event_nested`` to
     # select and take a transition and ``_check_event_result`` to judge the answer, hands an
@@ -565,6 +747,8 @@ class LifecycleMachine(HierarchicalMachine):
     def _check_event_result(  # type: ignore[override]
             self, res: bool | None, model: Lifecycle, trigger: str) -> bool:
         if not self.chart:
+            if res is None and self._raised:
+                return False  # a completion event nothing answers is discarded (SCXML)
             # ``None`` (nothing answered) is the library's own answer; its stubs say bool.
             return super()._check_event_result(res, model, trigger)  # type: ignore[arg-type]
         # The event data is the one being processed: the library hands this method only the
@@ -594,7 +778,16 @@ _INSTEAD = {
                       "overlay) and load it again",
     "remove_transition": "its transitions are the chart's; remove them from the YAML file (or "
                          "guard them) and load it again",
+    "initial": "its initial state is the chart's; change 'initial:' in the YAML file (or an "
+               "overlay) and load it again",
+    "ignore_invalid_triggers": "a trigger no transition answers raises TriggerNotAllowed or "
+                               "UnknownTrigger for its caller, and a queued one is discarded and "
+                               "reported; catch the error, or ask lifecycle.allowed_triggers() "
+                               "or lifecycle.may_trigger(name) first",
     "add_model": "its models are lifecycles: create one with definition.create()",
+    "remove_model": "its lifecycles are never registered with add_model, so there is nothing "
+                    "to remove (the library would ignore the call); a lifecycle goes when "
+                    "nothing refers to it",
     "dispatch": "send the trigger to each lifecycle with lifecycle.trigger(name)",
     "to_state": "add a transition to the chart and send its trigger with lifecycle.trigger()",
     "set_state": "it would skip exit and entry actions and keep the old state's timers; resume "
@@ -620,6 +813,10 @@ def _refused_variant(cls: type) -> str | None:
                 "functions and its timers run on an injected clock (the asyncio loop in "
                 "orion chat, a VirtualClock in tests); call lifecycle.trigger() from the loop")
     return None
+
+
+def _is_root(transition: Any) -> bool:
+    return getattr(transition, "_orion_root", False)
 
 
 def _index(transition: LifecycleTransition) -> int:
