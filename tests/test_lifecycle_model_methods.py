@@ -121,3 +121,29 @@ def test_the_definition_switch_covers_create_and_restore(doors):
     assert again.is_open_wide() and type(again) is type(door)
     plain = definition.create(clock=VirtualClock(), model_methods=False)
     assert not hasattr(plain, "is_closed")
+
+
+def test_a_chart_asks_for_model_methods_in_its_yaml_and_an_overlay_can_too(tmp_path: Path):
+    """``model_methods: true`` in a chart (or in an overlay of Orion's) is the request: the
+    lifecycles of that chart have the methods, its snapshots keep their chart hash, and the
+    other charts' lifecycles stay plain."""
+    from orion.config import load_config
+    from orion.hooks.manager import make_plugin_manager
+    from orion.statechart.io.catalog import Catalog
+
+    ws = tmp_path / "ws"
+    (ws / "lifecycles").mkdir(parents=True)
+    (ws / "lifecycles" / "plan.yaml").write_text("extends: plan_mode\nmodel_methods: true\n",
+                                                 encoding="utf-8")
+    (ws / "orion.yaml").write_text("statecharts: [lifecycles/plan.yaml]\n", encoding="utf-8")
+    plugins = make_plugin_manager(env={})
+    asked = Catalog(plugins, load_config(ws, env={})).definition("plan_mode", env={})
+    plain = Catalog(plugins, load_config(tmp_path, env={})).definition("plan_mode", env={})
+    plan = asked.create()
+    assert getattr(plan, "is_" + plan.state.replace(".", "_"))() is True
+    methods = {f"may_{t}" for t in asked.triggers if t.isidentifier()}
+    assert methods and methods <= set(dir(plan))
+    assert not methods & set(dir(plain.create()))
+    # Methods are not a rule of how the chart steps: its snapshots restore under either.
+    assert asked.hash == plain.hash
+    assert plain.restore(plan.snapshot()).state == plan.state

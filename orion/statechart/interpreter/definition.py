@@ -163,8 +163,9 @@ class Definition:
         self._default_listeners: Listeners | None = None
         #: Whether instances get ``transitions``' model methods (``is_<state>()``,
         #: ``may_<trigger>()``, ``to_<state>()``, ``<trigger>()``) unless ``create`` or
-        #: ``restore`` says otherwise. Off by default: they are methods a team asks for.
-        self.model_methods = False
+        #: ``restore`` says otherwise. Off by default: they are methods a team asks for, in the
+        #: chart (``model_methods: true``) or here.
+        self.model_methods = spec.model_methods
         self._model_class: type[Lifecycle] | None = None
 
     # -- instances ----------------------------------------------------------------------------
@@ -332,6 +333,8 @@ def _canonical(spec: StatechartSpec) -> dict[str, Any]:
     # it lists say nothing about how it runs: a chart that gains them keeps its hash.
     for part in ("version", "history", "settings"):
         data["contract"].pop(part)
+    # Model methods are methods of the instances, not a rule of how they step.
+    data.pop("model_methods")
     edges = list(data["transitions"])
     states = list(data["states"].values())
     while states:  # a loop, not recursion: nesting depth is bounded by the checks, not here

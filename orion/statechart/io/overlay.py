@@ -211,7 +211,7 @@ def merge(base: SourceDocument, overlay: SourceDocument) -> tuple[MergedDocument
     name = data.get("statechart") or data["extends"]
     builder.put(overlay, ("statechart",) if "statechart" in data else ("extends",),
                 ("statechart",), name)
-    for key in ("version", "description", "initial"):
+    for key in ("version", "description", "initial", "model_methods"):
         if key in data:
             builder.put(overlay, (key,), (key,), data[key])
     for section in ("settings", "context"):

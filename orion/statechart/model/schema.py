@@ -168,6 +168,9 @@ class StatechartSpec(_Strict):
     initial: str = Field(pattern=STATE_NAME)
     states: dict[Annotated[str, Field(pattern=STATE_NAME)], StateSpec]
     transitions: list[TransitionSpec] = Field(default_factory=list)
+    model_methods: bool = Field(default=False, strict=True,
+                                description="give each lifecycle transitions' model methods "
+                                            "(is_<state>, <trigger>, may_<trigger>, to_<state>)")
 
 
 # -- overlays -----------------------------------------------------------------------------------
@@ -248,3 +251,5 @@ class OverlaySpec(_Strict):
     initial: str | None = Field(default=None, pattern=STATE_NAME)
     states: dict[Annotated[str, Field(pattern=STATE_NAME)], StatePatch] = Field(default_factory=dict)
     transitions: TransitionEdits = Field(default_factory=TransitionEdits)
+    model_methods: bool | None = Field(default=None, strict=True,
+                                       description="replaces the base chart's model_methods")
