@@ -183,10 +183,8 @@ def write_sessions(host: Host) -> list[WriteSessionView]:
 
 def write_session_of(lifecycle: Lifecycle) -> WriteSessionView | None:
     """The write session a ``write_session`` lifecycle belongs to (in a guard or an action)."""
-    from orion.runtime.runtime import Runtime
-    from orion.write_session.manager import manager_for
+    from orion.write_session.context import session_of
     from orion.write_session.view import WriteSessionView
 
-    host = host_of(lifecycle)
-    session = manager_for(host).get(lifecycle.id) if isinstance(host, Runtime) else None
+    session = session_of(lifecycle)  # the session is in the lifecycle's context
     return WriteSessionView(session) if session is not None else None

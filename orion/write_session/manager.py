@@ -86,7 +86,8 @@ class SessionManager:
             flush_lines=settings["flush_lines"], flush_interval_ms=settings["flush_interval_ms"],
             now_ms=runtime.clock.now_ms, mode=file_mode(checked.mode),
             since_boot=lambda: since_boot(runtime.clock))
-        session = WriteSession(runtime, checked, lifecycle, journal)
+        session = WriteSession(runtime, checked, lifecycle, journal, wrote=self.wrote,
+                               ended=self.ended)
         runtime.lifecycles[lifecycle_key(lifecycle.id)] = lifecycle
         self.sessions.append(session)
         lifecycle.trigger("begin", target_file=checked.relative, operation=plan.operation.value)
@@ -153,7 +154,8 @@ class SessionManager:
         except BaseException:
             journal.close()
             raise
-        session = WriteSession(runtime, checked, lifecycle, journal)
+        session = WriteSession(runtime, checked, lifecycle, journal, wrote=self.wrote,
+                               ended=self.ended)
         runtime.lifecycles[lifecycle_key(lifecycle.id)] = lifecycle
         self.sessions.append(session)
         if session.active:  # in a state of the team's own, the model's text is not content
@@ -191,7 +193,7 @@ class SessionManager:
         elif lifecycle.has_tag("finalizing"):
             session.finalize()
         elif "truncated" in lifecycle.allowed_triggers():
-            session._truncated()
+            session.continue_after_cut()
         else:
             # A state the team's statechart added (a review before the write, say): the session
             # waits there again, and what leaves it (a command calling ``fire``) still can.
