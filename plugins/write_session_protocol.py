@@ -181,11 +181,12 @@ def model_asked(lifecycle: Lifecycle, transition: Transition) -> bool:
 
 
 def continuations_left(lifecycle: Lifecycle, transition: Transition) -> bool:
-    return WriteContext.of(lifecycle).continuations < lifecycle.settings["max_continuations"]
+    return bool(WriteContext.of(lifecycle).continuations
+                < lifecycle.settings["max_continuations"])
 
 
 def corrections_left(lifecycle: Lifecycle, transition: Transition) -> bool:
-    return WriteContext.of(lifecycle).corrections < lifecycle.settings["max_corrections"]
+    return bool(WriteContext.of(lifecycle).corrections < lifecycle.settings["max_corrections"])
 
 
 @hookimpl

@@ -427,15 +427,16 @@ def small_edits_unchecked(p: Patcher) -> None:
 
 # Partial breaks of the write plan's rules, the way a plausible bug would break them.
 
-mutant("markers_checked_only_at_the_write", "WP-1", CHECK_PLAN,
+mutant("markers_checked_only_at_the_write", "WP-1", "orion.write_session.plan:_check_edit",
        "the markers of a plan are not checked at begin, only when the file is written",
-       ("    if OPERATION_FIELDS[op]:\n        match_plan(plan, split_bom(data)[1], relative)\n",
+       ("    if OPERATION_FIELDS[plan.operation]:\n"
+        "        match_plan(plan, split_bom(data)[1], relative)\n",
         ""),
        keyword="more_than_once")
 
-mutant("create_makes_one_missing_directory", "WP-2", CHECK_PLAN,
+mutant("create_makes_one_missing_directory", "WP-2", "orion.write_session.plan:_check_create",
        "create accepts one missing parent directory, not several ('if' for 'while')",
-       ("        while not parent.exists():\n", "        if not parent.exists():\n"))
+       ("    while not parent.exists():\n", "    if not parent.exists():\n"))
 
 mutant("one_line_file_appended_on_its_line", "WP-3", APPLY,
        "append adds the missing line break only to a file of several lines",
@@ -469,7 +470,7 @@ mutant("missing_search_text_accepted", "WP-7", "orion.write_session.plan:match_p
 mutant("overwrite_of_a_missing_file_passes", "WP-8", CHECK_PLAN,
        "overwrite of a missing file is not refused as missing at begin",
        ("    if info is None:\n        raise PlanRejected(f\"{shown} does not exist;",
-        "    if info is None and op is not Operation.OVERWRITE:\n"
+        "    if info is None and plan.operation is not Operation.OVERWRITE:\n"
         "        raise PlanRejected(f\"{shown} does not exist;"))
 
 
@@ -484,7 +485,7 @@ def optional_fields_belong_nowhere(p: Patcher) -> None:
         name: op for op, names in OPERATION_FIELDS.items() for name in names})
 
 
-mutant("nested_git_directory_writable", "WP-10", CHECK_PLAN,
+mutant("nested_git_directory_writable", "WP-10", "orion.write_session.plan:_target_of",
        "only the workspace's top .git directory is refused, not a nested one",
        ('if ".git" in target.relative_to(root).parts:',
         'if target.relative_to(root).parts[:1] == (".git",):'),
