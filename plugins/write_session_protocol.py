@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orion.api import hookimpl
-from orion.write_session.context import WriteContext
+from orion.api import WriteContext, hookimpl
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -11,6 +11,7 @@ properties only read and write them.
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from orion.write_session.decision import Quoted
@@ -32,12 +33,22 @@ def _int(value: Any) -> int:
 class WriteContext(dict[str, Any]):
     """A write session's lifecycle context (see the module docstring)."""
 
-    __slots__ = ("session",)
+    __slots__ = ("_session",)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        #: The session this lifecycle belongs to; ``None`` for a lifecycle run on its own.
-        self.session: WriteSession | None = None
+        self._session: weakref.ref[WriteSession] | None = None
+
+    @property
+    def session(self) -> WriteSession | None:
+        """The session this lifecycle belongs to; ``None`` for a lifecycle run on its own, or
+        once the runtime has let go of its session. Held weakly: the session holds its
+        lifecycle, and a cycle would wait for the cyclic collector to free an ended write."""
+        return self._session() if self._session is not None else None
+
+    @session.setter
+    def session(self, session: WriteSession | None) -> None:
+        self._session = weakref.ref(session) if session is not None else None
 
     @classmethod
     def of(cls, lifecycle: Lifecycle) -> WriteContext:
