@@ -13,6 +13,7 @@ from orion.write_session.operations import WriteResult
 from orion.write_session.plan import WritePlan, check_plan
 from orion.write_session.session import (SessionSummary, WriteSession, lifecycle_key,
                                          session_dir)
+from orion.write_session.view import WriteStatus
 
 if TYPE_CHECKING:
     from orion.api import Host
@@ -54,7 +55,7 @@ class SessionManager:
     @property
     def active(self) -> WriteSession | None:
         for session in reversed(self.sessions):
-            if session.active and session.status == "active":
+            if session.active and session.status is WriteStatus.ACTIVE:
                 return session
         return None
 
@@ -111,7 +112,7 @@ class SessionManager:
     def ended(self, session: WriteSession) -> None:
         """``session`` has ended: beyond :data:`KEEP_ENDED` ended sessions, the oldest is kept
         as its summary only."""
-        ended = [s for s in self.sessions if s.status != "active" or not s.active]
+        ended = [s for s in self.sessions if s.status is not WriteStatus.ACTIVE or not s.active]
         for old in ended[:max(0, len(ended) - KEEP_ENDED)]:
             self.retired.append(old.summary().retired())
             self.sessions.remove(old)

@@ -46,6 +46,7 @@ from orion.write_session.intake import Intake, Mode
 from orion.write_session.journal import Journal, read_private
 from orion.write_session.operations import WriteResult
 from orion.write_session.plan import CheckedPlan, Operation
+from orion.write_session.progress import Progress
 from orion.write_session.set_aside import Part, SetAside
 from orion.write_session.view import WriteStatus
 
@@ -54,7 +55,6 @@ if TYPE_CHECKING:
     from orion.runtime.conversation import Message
     from orion.runtime.runtime import Runtime
     from orion.statechart.interpreter.lifecycle import Lifecycle
-    from orion.write_session.progress import Progress
 
 __all__ = ["KeepRefused", "SessionSummary", "WriteSession", "lifecycle_key", "session_dir",
            "validate_write"]
@@ -137,14 +137,10 @@ class _Outlet:
         session.runtime.reporter.progress(session.progress())
 
 
-def _noop(*_: Any) -> None:
-    """A callback nobody bound (a session made without a manager)."""
-
-
 class WriteSession:
     def __init__(self, runtime: Runtime, checked: CheckedPlan, lifecycle: Lifecycle,
-                 journal: Journal, *, wrote: Callable[[WriteResult], None] = _noop,
-                 ended: Callable[[WriteSession], None] = _noop):
+                 journal: Journal, *, wrote: Callable[[WriteResult], None],
+                 ended: Callable[[WriteSession], None]):
         self.runtime = runtime
         self.plan = checked
         self.lifecycle = lifecycle
@@ -207,8 +203,6 @@ class WriteSession:
         return self.finalizer.content()
 
     def progress(self) -> Progress:
-        from orion.write_session.progress import Progress
-
         self.intake.take_batch()
         return Progress(self.plan.relative, self.journal.lines, self.journal.bytes, self.state,
                         self.context.continuations, self.lifecycle.settings["max_continuations"])
