@@ -57,6 +57,7 @@ _WHERE = {
     "LineView": "orion.validation", "find_problems": "orion.validation",
     "line_spans": "orion.validation", "position": "orion.validation",
     "WriteSessionView": "orion.write_session.view", "WriteStatus": "orion.write_session.view",
+    "WriteContext": "orion.write_session.context",
 }
 
 
@@ -96,6 +97,7 @@ if TYPE_CHECKING:
                                   position)
     from orion.workspace import PathOutsideWorkspace, resolve_inside
     from orion.write_session.protocol import MARKDOWN_INFO
+    from orion.write_session.context import WriteContext
     from orion.write_session.view import WriteSessionView, WriteStatus
 
 __all__ = [
@@ -105,7 +107,7 @@ __all__ = [
     "ParsedCall", "PathOutsideWorkspace", "PluginError", "ReasoningDelta", "Reporter", "RunReport",
     "StatechartError", "Step", "TextDelta", "ToolCall", "ToolContext", "ToolSpec", "TraceEvent",
     "Transition", "TriggerNotAllowed", "Turn", "UnknownTag", "Usage", "ValidationRequest",
-    "WriteSessionView", "WriteStatus", "advertised", "build_context", "execute_call",
+    "WriteContext", "WriteSessionView", "WriteStatus", "advertised", "build_context", "execute_call",
     "find_problems", "hookimpl", "host_of", "line_spans", "position", "resolve_inside",
     "trace_events", "write_session_of", "write_sessions",
 ]
@@ -134,11 +136,10 @@ def write_sessions(host: Host) -> list[WriteSessionView]:
 
 
 def write_session_of(lifecycle: Lifecycle) -> WriteSessionView | None:
-    """The write session a ``write_session`` lifecycle belongs to (in a guard or an action)."""
-    from orion.runtime.runtime import Runtime
-    from orion.write_session.manager import manager_for
+    """The write session a ``write_session`` lifecycle belongs to (in a guard or an action), or
+    ``None``: the lifecycle's context links it to its session."""
+    from orion.write_session.context import session_of
     from orion.write_session.view import WriteSessionView
 
-    host = host_of(lifecycle)
-    session = manager_for(host).get(lifecycle.id) if isinstance(host, Runtime) else None
+    session = session_of(lifecycle)  # the session is in the lifecycle's context
     return WriteSessionView(session) if session is not None else None

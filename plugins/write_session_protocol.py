@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orion.api import hookimpl
+from orion.api import WriteContext, hookimpl
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -24,8 +24,7 @@ DONE_PROMPT = "If you're finished, reply with DONE on its own line; otherwise co
 
 
 def _prompt(lifecycle: Lifecycle, text: str) -> None:
-    news = lifecycle.context.pop("news", None) or []
-    lifecycle.prompt("\n\n".join([*news, text]))
+    lifecycle.prompt(WriteContext.of(lifecycle).with_news(text))
 
 
 def done_line(lifecycle: Lifecycle) -> str:
@@ -36,13 +35,10 @@ def done_line(lifecycle: Lifecycle) -> str:
 def _quoted(lifecycle: Lifecycle) -> tuple[list[str], str | None]:
     """The tail the session quotes for the next prompt (in the context, as JSON): the last
     complete lines and the unfinished one (None when the content ends with a line break)."""
-    quoted = lifecycle.context.get("quoted")
-    if not isinstance(quoted, dict):
+    quoted = WriteContext.of(lifecycle).quoted
+    if quoted is None:
         return [], None
-    lines = quoted.get("lines")
-    unfinished = quoted.get("unfinished")
-    return ([str(line) for line in lines] if isinstance(lines, list) else [],
-            unfinished if isinstance(unfinished, str) else None)
+    return list(quoted.lines), quoted.unfinished
 
 
 #: A quoted line longer than this is shown by its start and its end (a minified file's one
@@ -71,14 +67,15 @@ def _resend(line: int) -> str:
 
 
 def prompt_for_done(lifecycle: Lifecycle, transition: Transition) -> None:
-    if lifecycle.context.get("asked"):
+    context = WriteContext.of(lifecycle)
+    if context.asked:
         # The model is still answering the last prompt. The chart's timer says so with
         # `unless: model_asked`; a chart copied before it did (0.1.0's) must not ask twice.
         return
     # Counted, so that a model that never says DONE is not asked forever (max_idle_prompts);
     # the session sets the count back to 0 when new content arrives.
-    lifecycle.context["idle_prompts"] = lifecycle.context.get("idle_prompts", 0) + 1
-    lifecycle.context["asked"] = True  # until the reply ends (the session clears it)
+    context.idle_prompts += 1
+    context.asked = True  # until the reply ends (the session clears it)
     line = done_line(lifecycle)
     text = DONE_PROMPT
     if lifecycle.settings.get("strict_done"):
@@ -86,35 +83,36 @@ def prompt_for_done(lifecycle: Lifecycle, transition: Transition) -> None:
     text += (f" Anything you write but {line} alone is added to the file, after what is "
              f"saved; end it with a line {line}.")
     _, unfinished = _quoted(lifecycle)
-    cut_at = lifecycle.context.get("unfinished_line")
+    cut_at = context.unfinished_line
     if unfinished is not None and cut_at:
-        text += " " + _resend(int(cut_at))
+        text += " " + _resend(cut_at)
     _prompt(lifecycle, text)
 
 
 def count_continuation(lifecycle: Lifecycle, transition: Transition) -> None:
-    lifecycle.context["continuations"] = lifecycle.context.get("continuations", 0) + 1
+    WriteContext.of(lifecycle).continuations += 1
 
 
 def count_correction(lifecycle: Lifecycle, transition: Transition) -> None:
-    lifecycle.context["corrections"] = lifecycle.context.get("corrections", 0) + 1
+    WriteContext.of(lifecycle).corrections += 1
 
 
 def request_continuation(lifecycle: Lifecycle, transition: Transition) -> None:
     payload = transition.payload
-    n, limit = lifecycle.context["continuations"], lifecycle.settings["max_continuations"]
+    context = WriteContext.of(lifecycle)
+    n, limit = context.continuations, lifecycle.settings["max_continuations"]
     saved = int(payload.get("lines", 0))
     # The session puts the quoted lines in the context (payloads are traced; lines are content).
     lines, unfinished = _quoted(lifecycle)
-    target = lifecycle.context.get("target")
+    target = context.target
     of = f" of {target}" if target else ""
     text = (f"Your output was cut off. {saved} lines are saved (continuation {n}/{limit}). "
             f"The last lines{of} received were:\n{_tail(lines, unfinished)}\n")
     if unfinished is not None:
-        lifecycle.context["unfinished_line"] = saved + 1
+        context.unfinished_line = saved + 1
         text += f"{_resend(saved + 1)} Then continue exactly where you stopped"
     else:
-        lifecycle.context.pop("unfinished_line", None)
+        context.unfinished_line = None
         text += (f"Continue exactly where you stopped, with line {saved + 1}: everything you "
                  "send is added after these lines, so do not repeat them (quoted lines sent "
                  "again at the start are set aside, not written twice)")
@@ -123,14 +121,15 @@ def request_continuation(lifecycle: Lifecycle, transition: Transition) -> None:
 
 def ask_about_unfinished_line(lifecycle: Lifecycle, transition: Transition) -> None:
     """The message stopped cleanly in the middle of a line: does the file end there?"""
-    lifecycle.context["asked"] = True  # until the reply ends (the session clears it)
+    context = WriteContext.of(lifecycle)
+    context.asked = True  # until the reply ends (the session clears it)
     # Counted as an idle prompt is: a model that stops in the middle of a line every time is
     # not asked forever (max_idle_prompts, FS-20).
-    lifecycle.context["idle_prompts"] = lifecycle.context.get("idle_prompts", 0) + 1
+    context.idle_prompts += 1
     saved = int(transition.payload.get("lines", 0))
     lines, unfinished = _quoted(lifecycle)
     line = saved + 1
-    lifecycle.context["unfinished_line"] = line
+    context.unfinished_line = line
     done = done_line(lifecycle)
     _prompt(lifecycle,
             f"Your message stopped in the middle of line {line}, without {done}. The last lines "
@@ -143,7 +142,8 @@ def ask_about_unfinished_line(lifecycle: Lifecycle, transition: Transition) -> N
 def request_corrections(lifecycle: Lifecycle, transition: Transition) -> None:
     # The session wrote the batched prompt, with the lines shown escaped; it is in the context
     # rather than the payload, because payloads are traced and the prompt quotes content.
-    prompt = lifecycle.context.pop("correction_prompt", None) or transition.payload.get("prompt")
+    context = WriteContext.of(lifecycle)
+    prompt = context.take_correction_prompt() or transition.payload.get("prompt")
     if prompt:
         lifecycle.prompt(prompt)
         return
@@ -152,17 +152,17 @@ def request_corrections(lifecycle: Lifecycle, transition: Transition) -> None:
              for i in issues]
     lifecycle.prompt(
         f"The content has {len(issues)} issue(s) (correction round "
-        f"{lifecycle.context['corrections']}/{lifecycle.settings['max_corrections']}):\n"
+        f"{context.corrections}/{lifecycle.settings['max_corrections']}):\n"
         + "\n".join(lines)
         + "\nReply only with corrected lines, one per line, as `L<line>: <corrected line>`.")
 
 
 def mark_incomplete(lifecycle: Lifecycle, transition: Transition) -> None:
-    lifecycle.context["status"] = "incomplete"
+    WriteContext.of(lifecycle).mark_incomplete()
 
 
 def mark_replaced(lifecycle: Lifecycle, transition: Transition) -> None:
-    lifecycle.context["safe_replacement"] = True
+    WriteContext.of(lifecycle).mark_replaced()
 
 
 def has_content(lifecycle: Lifecycle, transition: Transition) -> bool:
@@ -176,16 +176,16 @@ def has_content(lifecycle: Lifecycle, transition: Transition) -> bool:
 def model_asked(lifecycle: Lifecycle, transition: Transition) -> bool:
     """The model was asked whether it is finished and its reply has not ended yet: the idle
     timer must not ask again meanwhile (a slow first token, a user's message)."""
-    return bool(lifecycle.context.get("asked"))
+    return WriteContext.of(lifecycle).asked
 
 
 def continuations_left(lifecycle: Lifecycle, transition: Transition) -> bool:
-    return bool(lifecycle.context.get("continuations", 0)
+    return bool(WriteContext.of(lifecycle).continuations
                 < lifecycle.settings["max_continuations"])
 
 
 def corrections_left(lifecycle: Lifecycle, transition: Transition) -> bool:
-    return bool(lifecycle.context.get("corrections", 0) < lifecycle.settings["max_corrections"])
+    return bool(WriteContext.of(lifecycle).corrections < lifecycle.settings["max_corrections"])
 
 
 @hookimpl

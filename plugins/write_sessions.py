@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field
 
 from orion.api import (ContextBlock, OpenWrite, OrionError, RunReport, ToolSpec,
                        hookimpl, host_of)
+from orion.write_session.context import session_of
 from orion.write_session.diff import changes, read_regular
 from orion.write_session.manager import manager_for
 from orion.write_session.operations import execute
@@ -357,11 +358,12 @@ def _changed_lines(runtime: Any, result: Any) -> str:
 
 
 def write(lifecycle: Lifecycle, transition: Transition) -> Any:
-    """The ``finalize`` of a write session: the plan, executed once."""
-    host = host_of(lifecycle)
-    session = manager_for(host).get(lifecycle.id) if host is not None else None
+    """The ``finalize`` of a write session: the plan, executed once. The lifecycle's context
+    knows its session (a lifecycle run on its own has none: the ``finalize`` hook's other
+    implementations are asked)."""
+    session = session_of(lifecycle)
     if session is None:
         return None
     result = session.write()
-    _say_changes(session.runtime, [result])
+    _say_changes(host_of(lifecycle), [result])
     return result

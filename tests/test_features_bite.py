@@ -427,15 +427,16 @@ def small_edits_unchecked(p: Patcher) -> None:
 
 # Partial breaks of the write plan's rules, the way a plausible bug would break them.
 
-mutant("markers_checked_only_at_the_write", "WP-1", CHECK_PLAN,
+mutant("markers_checked_only_at_the_write", "WP-1", "orion.write_session.plan:_check_edit",
        "the markers of a plan are not checked at begin, only when the file is written",
-       ("    if OPERATION_FIELDS[op]:\n        match_plan(plan, split_bom(data)[1], relative)\n",
+       ("    if OPERATION_FIELDS[plan.operation]:\n"
+        "        match_plan(plan, split_bom(data)[1], relative)\n",
         ""),
        keyword="more_than_once")
 
-mutant("create_makes_one_missing_directory", "WP-2", CHECK_PLAN,
+mutant("create_makes_one_missing_directory", "WP-2", "orion.write_session.plan:_check_create",
        "create accepts one missing parent directory, not several ('if' for 'while')",
-       ("        while not parent.exists():\n", "        if not parent.exists():\n"))
+       ("    while not parent.exists():\n", "    if not parent.exists():\n"))
 
 mutant("one_line_file_appended_on_its_line", "WP-3", APPLY,
        "append adds the missing line break only to a file of several lines",
@@ -469,7 +470,7 @@ mutant("missing_search_text_accepted", "WP-7", "orion.write_session.plan:match_p
 mutant("overwrite_of_a_missing_file_passes", "WP-8", CHECK_PLAN,
        "overwrite of a missing file is not refused as missing at begin",
        ("    if info is None:\n        raise PlanRejected(f\"{shown} does not exist;",
-        "    if info is None and op is not Operation.OVERWRITE:\n"
+        "    if info is None and plan.operation is not Operation.OVERWRITE:\n"
         "        raise PlanRejected(f\"{shown} does not exist;"))
 
 
@@ -484,7 +485,7 @@ def optional_fields_belong_nowhere(p: Patcher) -> None:
         name: op for op, names in OPERATION_FIELDS.items() for name in names})
 
 
-mutant("nested_git_directory_writable", "WP-10", CHECK_PLAN,
+mutant("nested_git_directory_writable", "WP-10", "orion.write_session.plan:_target_of",
        "only the workspace's top .git directory is refused, not a nested one",
        ('if ".git" in target.relative_to(root).parts:',
         'if target.relative_to(root).parts[:1] == (".git",):'),
@@ -657,10 +658,10 @@ def message_end_lost(p: Patcher) -> None:
     p.wrap("orion.write_session.session:WriteSession._trigger", make)
 
 
-@variant("WS-10", "orion.write_session.session:validate_write",
+@variant("WS-10", "orion.write_session.finalize:validate_write",
          "the content is written without validation")
 def no_validation(p: Patcher) -> None:
-    p.replace("orion.write_session.session:validate_write", lambda *args, **kw: [])
+    p.replace("orion.write_session.finalize:validate_write", lambda *args, **kw: [])
 
 
 @variant("WS-11", "orion_plugins.write_session_protocol:corrections_left",
@@ -759,11 +760,10 @@ mutant("tilde_fences_ignored", "WS-6",
        keyword="tildes")
 
 mutant("asked_flag_kept_after_the_reply", "WS-7",
-       "orion.write_session.message_end:MessageEnds._end_message",
+       "orion.write_session.session:WriteSession._end_message",
        "the end of a message does not clear 'asked' (set by a prompt): a later pause gets no "
        "idle prompt",
-       ('    self.lifecycle.context["asked"] = False  # the reply to a prompt (if any) has '
-        'ended\n', ""),
+       ('    self.context.asked = False  # the reply to a prompt (if any) has ended\n', ""),
        keyword="every_pause")
 
 mutant("yaml_hides_the_environment", "WS-8", "orion.statechart.interpreter.settings:resolve",
@@ -774,7 +774,7 @@ mutant("yaml_hides_the_environment", "WS-8", "orion.statechart.interpreter.setti
        keyword="wins_over")
 
 mutant("finalized_before_done_is_sent", "WS-9",
-       "orion.write_session.message_end:MessageEnds._next_step",
+       "orion.write_session.session:WriteSession._next_step",
        "DONE finalizes the content before the statechart is told (wrong order)",
        ('        self._trigger("done")\n        self.finalize()\n',
         '        self.finalize()\n        self._trigger("done")\n'))
@@ -792,7 +792,7 @@ mutant("one_correction_round_too_many", "WS-11",
        keyword="after_3_correction_rounds")
 
 mutant("blocking_issues_read_after_the_replacement", "WS-11",
-       "orion.write_session.finalize:Finalizer._decide",
+       "orion.write_session.finalize:Finalizer.decide",
        "after the last round the blocking issues are looked for among those the safe "
        "replacement left (none yet), so a broken rule is written anyway",
        ("blocking = [issue for issue in self.issues if issue.blocking]",
@@ -805,14 +805,14 @@ mutant("infinity_stored_raw", "WS-12", "orion.trace.encoding:_float",
        keyword="values_json_cannot_hold")
 
 mutant("continuing_notice_quotes_the_last_line", "WS-13",
-       "orion.write_session.message_end:MessageEnds._truncated",
+       "orion.write_session.session:WriteSession.continue_after_cut",
        "the notice of a continuation quotes the last line received",
-       ('({lines} lines), "', '({lines} lines, the last: {self._quote().lines[-1:]}), "'))
+       ('({lines} lines), "', '({lines} lines, the last: {said.quote(self.journal).lines[-1:]}), "'))
 
 mutant("strict_marker_built_for_a_bare_done", "WS-14",
-       "orion.write_session.session:WriteSession.__init__",
+       "orion.write_session.intake:Intake.__init__",
        "the end marker is built for a bare DONE, whatever strict mode says",
-       ("    self.marker = EndMarker(self.terminator)\n",
+       ("    self.marker = EndMarker(terminator)\n",
         '    self.marker = EndMarker("DONE")\n'))
 
 mutant("strict_idle_prompt_asks_for_a_bare_done", "WS-14",
@@ -968,7 +968,7 @@ mutant("begin_names_the_parent_directory", "SR-2",
        ('"session_dir": str(journal.directory)', '"session_dir": str(journal.directory.parent)'),
        keyword="valid_begin_returns")
 
-mutant("abandoned_journal_kept", "SR-3", "orion.write_session.finalize:Finalizer._abandon",
+mutant("abandoned_journal_kept", "SR-3", "orion.write_session.session:WriteSession._abandon",
        "an abandoned session's journal is closed instead of removed",
        ("self.journal.remove()", "self.journal.close()"), keyword="no_content")
 
@@ -1025,7 +1025,7 @@ mutant("session_dir_names_the_content_file", "SR-2",
        ('"session_dir": str(journal.directory)', '"session_dir": str(journal.content_path)'),
        keyword="valid_begin_returns")
 
-mutant("abandoned_directory_left_behind", "SR-3", "orion.write_session.finalize:Finalizer._abandon",
+mutant("abandoned_directory_left_behind", "SR-3", "orion.write_session.session:WriteSession._abandon",
        "an abandoned session's directory is left behind (only a written one is removed)",
        ("    self.journal.remove()\n", ""), keyword="abandoned_sessions_journal")
 
@@ -1081,7 +1081,7 @@ def length_only(p: Patcher) -> None:
            lambda original: (lambda self: self.reason == "length"))
 
 
-@variant("AC-2", "orion.write_session.ingest:Ingest._take_start",
+@variant("AC-2", "orion.write_session.intake:Intake._take_start",
          "the first half of what a reply to Orion's prompt starts with is lost")
 def continuation_start_dropped(p: Patcher) -> None:
     def make(original):
@@ -1089,7 +1089,7 @@ def continuation_start_dropped(p: Patcher) -> None:
             rest = held[start.repeat:]
             return original(self, start, held[:start.repeat] + rest[len(rest) // 2:])
         return _take_start
-    p.wrap("orion.write_session.ingest:Ingest._take_start", make)
+    p.wrap("orion.write_session.intake:Intake._take_start", make)
 
 
 @variant("AC-3", "orion_plugins.write_session_protocol:request_continuation",
@@ -1154,7 +1154,7 @@ def identical_rows_dropped(p: Patcher) -> None:
     p.wrap("orion.write_session.decision:read_start", make)
 
 
-@variant("AC-8", "orion.write_session.message_end:MessageEnds._truncated",
+@variant("AC-8", "orion.write_session.session:WriteSession.continue_after_cut",
          "continuations happen silently")
 def silent_continuations(p: Patcher) -> None:
     def make(original):
@@ -1167,10 +1167,10 @@ def silent_continuations(p: Patcher) -> None:
             finally:
                 del self.runtime.reporter.notice
         return _truncated
-    p.wrap("orion.write_session.message_end:MessageEnds._truncated", make)
+    p.wrap("orion.write_session.session:WriteSession.continue_after_cut", make)
 
 
-@variant("AC-9", "orion.write_session.finalize:Finalizer._failed",
+@variant("AC-9", "orion.write_session.session:WriteSession._failed",
          "a failed write removes the journal")
 def failure_drops_content(p: Patcher) -> None:
     def make(original):
@@ -1178,14 +1178,14 @@ def failure_drops_content(p: Patcher) -> None:
             original(self, cause)
             self.journal.remove()
         return _failed
-    p.wrap("orion.write_session.finalize:Finalizer._failed", make)
+    p.wrap("orion.write_session.session:WriteSession._failed", make)
 
 mutant("no_finish_reason_is_a_stop", "AC-1", "orion.models.events:normalize_finish",
        "a stream that ends without a finish reason is taken for a clean stop",
        ("if raw in CLEAN_FINISH:", "if raw in CLEAN_FINISH or raw is None:"),
        keyword="without_a_finish_reason")
 
-mutant("continuation_first_character_lost", "AC-2", "orion.write_session.ingest:Ingest._take_start",
+mutant("continuation_first_character_lost", "AC-2", "orion.write_session.intake:Intake._take_start",
        "the first character of a continuation is dropped",
        ("rest = held[start.resent + start.repeat:]",
         "rest = held[start.resent + start.repeat + 1:]"),
@@ -1210,20 +1210,20 @@ mutant("restart_check_flipped", "AC-6", "orion.write_session.decision:read_start
        "a restart is looked for only after a line that was cut in the middle",
        ("if at_line_start and head_complete", "if not at_line_start and head_complete"))
 
-mutant("continuation_count_lags", "AC-8", "orion.write_session.message_end:MessageEnds._truncated",
+mutant("continuation_count_lags", "AC-8", "orion.write_session.session:WriteSession.continue_after_cut",
        "each continuation is reported with the count before it",
        ('f"continuing {n}/{limit}"', 'f"continuing {before}/{limit}"'))
 
-mutant("failed_write_removes_journal", "AC-9", "orion.write_session.finalize:Finalizer._failed",
+mutant("failed_write_removes_journal", "AC-9", "orion.write_session.session:WriteSession._failed",
        "a failed write removes the journal instead of closing it",
-       ("    self.journal.close()\n    self._detach()",
-        "    self.journal.remove()\n    self._detach()"),
+       ("    self._end_without_write(message)\n",
+        "    self.journal.remove()\n    self._end_without_write(message)\n"),
        keyword="write_that_fails")
 
 # Partial breaks of auto-continue's rules.
 
 mutant("continuation_loses_its_first_character", "AC-2",
-       "orion.write_session.ingest:Ingest._take_start",
+       "orion.write_session.intake:Intake._take_start",
        "the continuation is taken in one character after its start (off by one)",
        ("    rest = held[start.resent + start.repeat:]\n",
         "    rest = held[start.resent + start.repeat + 1:]\n"),
@@ -1254,12 +1254,12 @@ mutant("restart_judged_on_the_first_chunk", "AC-6", "orion.write_session.decisio
        keyword="however_the_reply_is_split")
 
 mutant("continuation_counted_before_it_is_reported", "AC-8",
-       "orion.write_session.message_end:MessageEnds._truncated",
+       "orion.write_session.session:WriteSession.continue_after_cut",
        "the part number is read after the continuation was counted: part 2 is reported first",
-       ('    before = self.lifecycle.context.get("continuations", 0)\n', ""),
+       ('    before = self.context.continuations\n', ""),
        ('    self._trigger("truncated", bytes=size, lines=lines, blank=blank)\n',
         '    self._trigger("truncated", bytes=size, lines=lines, blank=blank)\n'
-        '    before = self.lifecycle.context.get("continuations", 0)\n'))
+        '    before = self.context.continuations\n'))
 
 mutant("empty_reply_taken_for_a_cut_off", "AC-9", "orion.write_session.decision:decide_end",
        "an empty answer to the request to continue is taken for another cut-off, not a pause",
@@ -1419,14 +1419,14 @@ mutant("size_counted_in_characters", "PM-9", "orion.plan.service:size_problem",
        keyword="size_limit")
 
 
-@variant("WS-15", "orion.write_session.message_end:MessageEnds._beside_a_tool_call",
+@variant("WS-15", "orion.write_session.session:WriteSession._beside_a_tool_call",
          "the text beside a tool call stays in the content")
 def narration_kept(p: Patcher) -> None:
     def make(original):
         def _beside_a_tool_call(self, message, end):
             self.checkpoint()
         return _beside_a_tool_call
-    p.wrap("orion.write_session.message_end:MessageEnds._beside_a_tool_call", make)
+    p.wrap("orion.write_session.session:WriteSession._beside_a_tool_call", make)
 
 
 @variant("WS-15", "orion.write_session.session:WriteSession._tell_now",
@@ -1437,18 +1437,19 @@ def narration_untold(p: Patcher) -> None:
            lambda original: lambda self, text: None)
 
 
-@variant("WS-16", "orion.write_session.ingest:Ingest._take_start",
+@variant("WS-16", "orion.write_session.intake:Intake._take_start",
          "a reply to the idle prompt without DONE, shorter than 1024 characters, is taken "
          "for an answer and dropped")
 def short_replies_dropped(p: Patcher) -> None:
     def make(original):
         def _take_start(self, start, held):
             if len(held) < 1024 and "DONE" not in held and self.lifecycle.has_tag("paused"):
-                self._mode = "ignore"
+                from orion.write_session.intake import Mode
+                self.mode = Mode.IGNORE
                 return None
             return original(self, start, held)
         return _take_start
-    p.wrap("orion.write_session.ingest:Ingest._take_start", make)
+    p.wrap("orion.write_session.intake:Intake._take_start", make)
 
 
 @variant("WS-17", "orion.write_session.session:WriteSession.hold",
@@ -1471,18 +1472,18 @@ def held_messages_unsaved(p: Patcher) -> None:
     p.wrap("orion.write_session.session:WriteSession._journal_state", make)
 
 
-@variant("WS-18", "orion.write_session.message_end:MessageEnds._after_done",
+@variant("WS-18", "orion.write_session.session:WriteSession._after_done",
          "what follows DONE is dropped without a word")
 def after_done_silent(p: Patcher) -> None:
-    p.wrap("orion.write_session.message_end:MessageEnds._after_done",
+    p.wrap("orion.write_session.session:WriteSession._after_done",
            lambda original: lambda self: None)
 
 
-@variant("WS-18", "orion.write_session.message_end:MessageEnds._text_lines",
+@variant("WS-18", "orion.write_session.intake:Intake.text_lines",
          "a repeated DONE line after the first is kept as text",
          partial=True)
 def repeated_done_kept(p: Patcher) -> None:
-    p.wrap("orion.write_session.message_end:MessageEnds._text_lines",
+    p.wrap("orion.write_session.intake:Intake.text_lines",
            lambda original: lambda self, text: "".join(
                line for line in text.splitlines(keepends=True) if line.strip()))
 
@@ -1531,14 +1532,14 @@ def stream_error_unsaid(p: Patcher) -> None:
     p.replace_in(("orion.write_session.message_end",), "STREAM_ERROR", "not-a-finish-reason")
 
 
-@variant("WS-22", "orion.write_session.finalize:Finalizer._set_aside_report",
+@variant("WS-22", "orion.write_session.finalize:set_aside_report",
          "the write report says nothing of the text set aside")
 def set_aside_unreported(p: Patcher) -> None:
-    p.wrap("orion.write_session.finalize:Finalizer._set_aside_report",
-           lambda original: lambda self: "")
+    p.wrap("orion.write_session.finalize:set_aside_report",
+           lambda original: lambda aside, session_id, relative: "")
 
 
-mutant("aside_count_of_last_part", "WS-22", "orion.write_session.finalize:Finalizer._set_aside_report",
+mutant("aside_count_of_last_part", "WS-22", "orion.write_session.finalize:set_aside_report",
        "the report counts the lines of the last part set aside only",
        ("lines = sum(part.lines for part in pending)", "lines = pending[-1].lines"))
 
@@ -1803,13 +1804,12 @@ mutant("one_state_loop_unseen", "FS-11", "orion.statechart.checks.loops:_complet
 mutant("unfinished_line_questions_uncounted", "FS-20",
        "orion_plugins.write_session_protocol:ask_about_unfinished_line",
        "the unfinished-line question does not count towards max_idle_prompts",
-       ('    lifecycle.context["idle_prompts"] = lifecycle.context.get("idle_prompts", 0) + 1\n',
-        ""), keyword="every_time")
+       ('    context.idle_prompts += 1\n', ""), keyword="every_time")
 
 mutant("an_unfinished_line_again_is_progress", "FS-20",
-       "orion.write_session.message_end:MessageEnds._progressed",
+       "orion.write_session.message_end:progressed",
        "a reply that stops in the middle of a line again sets the count of prompts back",
-       ("return grew and (not isinstance(asked_at, int) or self.journal.lines > asked_at)",
+       ("return grew and (asked_at is None or journal.lines > asked_at)",
         "return grew"), keyword="every_time")
 
 mutant("a_search_out_of_time_is_no_match", "FS-21",
@@ -1839,7 +1839,7 @@ mutant("done_dot_is_done", "WS-5", "orion.write_session.protocol:EndMarker._adva
        ("if s.strip(_TRAILING_WS):", "if s.strip(_TRAILING_WS + '.'):"))
 
 
-@variant("WS-16", "orion.write_session.ingest:Ingest._take_start",
+@variant("WS-16", "orion.write_session.intake:Intake._take_start",
          "a reply to the idle prompt that says DONE in a sentence is taken for the answer DONE",
          partial=True)
 def done_in_a_sentence_is_the_answer(p: Patcher) -> None:
@@ -1851,7 +1851,7 @@ def done_in_a_sentence_is_the_answer(p: Patcher) -> None:
                 held = "DONE\n"
             return original(self, start, held)
         return _take_start
-    p.wrap("orion.write_session.ingest:Ingest._take_start", make)
+    p.wrap("orion.write_session.intake:Intake._take_start", make)
 
 
 mutant("lower_case_reply_continues_the_line", "WS-19",
@@ -1862,14 +1862,14 @@ mutant("lower_case_reply_continues_the_line", "WS-19",
         '    if text[:1].islower() or text[:1] in "(.,;:":\n        return 0\n'))
 
 mutant("idle_count_kept_by_content", "WS-20",
-       "orion.write_session.message_end:MessageEnds._next_step",
+       "orion.write_session.session:WriteSession._next_step",
        "new content does not set the count of idle prompts back to 0",
-       ('context["idle_prompts"] = 0', "pass"))
+       ('self.context.idle_prompts = 0', "pass"))
 
 mutant("idle_prompt_not_marked_asked", "WS-20",
        "orion_plugins.write_session_protocol:prompt_for_done",
        "the idle prompt does not mark the model as asked, so the timer asks again meanwhile",
-       ('lifecycle.context["asked"] = True', "pass"))
+       ('context.asked = True', "pass"))
 
 mutant("resent_line_one_character_too_long", "AC-7", "orion.write_session.decision:_repeat_before",
        "the declared repeat drops one character more than the unfinished line",
@@ -1894,10 +1894,10 @@ mutant("think_close_split_across_chunks", "WS-23", "orion.models.events:LeadingT
 # Partial breaks of the content rules that only their own scenarios catch.
 
 mutant("second_unfinished_line_taken_for_a_pause", "WS-19",
-       "orion.write_session.message_end:MessageEnds._end_message",
+       "orion.write_session.intake:Intake.end",
        "a reply to the unfinished-line question that stops mid-line again is taken for a "
        "pause: the next reply is glued onto the line",
-       ("mid_line=grew and", "mid_line=grew and self._quoted_at_start is None and"),
+       ("mid_line=grew and", "mid_line=grew and self.quoted_at_start is None and"),
        keyword="stops_in_the_middle_of_a_line_again")
 
 mutant("alike_rows_taken_for_a_restart", "AC-6", "orion.write_session.decision:read_start",
@@ -1915,7 +1915,7 @@ mutant("done_beside_a_tool_call_ignored", "WS-15", "orion.write_session.decision
        ("    if facts.done:\n", "    if facts.done and not facts.tool_calls:\n"),
        keyword="done_beside_a_tool_call")
 
-mutant("resent_lines_written_again", "AC-7", "orion.write_session.ingest:Ingest._take_start",
+mutant("resent_lines_written_again", "AC-7", "orion.write_session.intake:Intake._take_start",
        "quoted lines the reply sent again are written a second time, in silence",
        ("    if start.resent:\n        self._resent(held[:start.resent])\n"
         "    rest = held[start.resent + start.repeat:]\n",
@@ -1923,16 +1923,15 @@ mutant("resent_lines_written_again", "AC-7", "orion.write_session.ingest:Ingest.
        keyword="quoted_lines_sent_again")
 
 mutant("think_block_dropped_in_a_write", "WS-23",
-       "orion.write_session.message_end:MessageEnds._set_aside_thought",
+       "orion.write_session.session:WriteSession._end_message",
        "a <think> block in a write session is dropped without a word",
-       ('    if thought and (self._mode == "content" or self._circular):\n',
-        '    if False:\n'),
+       ('    if thought and intake.takes_thought:\n', '    if False:\n'),
        keyword="think_element")
 
 mutant("stalled_stream_waits_for_more_text", "SR-4",
-       "orion.write_session.ingest:Ingest._take_in",
+       "orion.write_session.intake:Intake.take_in",
        "the flush timer is not armed: a stream that stalls keeps its lines in memory",
-       ("        if not self._flush_timer.armed:\n            self._arm_flush()\n", ""),
+       ("        if not self.flush_timer.armed:\n            self._arm_flush()\n", ""),
        keyword="stalls")
 
 mutant("indented_done_ends_the_content", "WS-5",
@@ -2088,15 +2087,14 @@ mutant("migration_keeps_the_old_version", "CU-1", "orion.statechart.io.migrate:m
        ("    editor.set_version(needed.version, expected)\n", ""),
        keyword="older_contract")
 
-mutant("finalizing_by_its_name", "CU-2", "orion.write_session.message_end:MessageEnds._truncated",
+mutant("finalizing_by_its_name", "CU-2", "orion.write_session.session:WriteSession.continue_after_cut",
        "the write after the last continuation looks for the state named finalizing, not the tag",
        ('elif self.lifecycle.has_tag("finalizing"):',
         'elif self.lifecycle.state == "session_active.finalizing":'))
 
-mutant("paused_by_its_name", "CU-2", "orion.write_session.ingest:Ingest._start_message",
+mutant("paused_by_its_name", "CU-2", "orion.write_session.intake:Mode.at_start",
        "a reply after a pause is recognised by the state's name, not by its tag",
-       ('has_tag("paused")',
-        'self.lifecycle.state.endswith("awaiting_done_or_more_content")'))
+       ('has_tag("paused")', 'lifecycle.state.endswith("awaiting_done_or_more_content")'))
 
 mutant("unknown_tag_is_no", "CU-3", "orion.statechart.interpreter.lifecycle:Lifecycle.has_tag",
        "a tag no state carries is answered False",
@@ -2127,12 +2125,12 @@ mutant("missing_attribute_guard_says_no", "CU-5",
 
 # WF: faults of a write -----------------------------------------------------------------------
 
-mutant("saved_once_anything_saved", "WF-1", "orion.write_session.finalize:Finalizer._keep_content",
+mutant("saved_once_anything_saved", "WF-1", "orion.write_session.session:WriteSession._keep_content",
        "a journal that saved any of the content is taken for one that holds all of it",
        ("if self.journal.secure():", "if self.journal.flushed_bytes or self.journal.secure():"))
 
 mutant("rescued_only_in_the_state_directory", "WF-2",
-       "orion.write_session.finalize:Finalizer._keep_content",
+       "orion.write_session.session:WriteSession._keep_content",
        "the content is rescued only into .orion/rescued, not the temp or home directory",
        ("Path(tempfile.gettempdir()),", ""), ("Path.home()]", "]"))
 

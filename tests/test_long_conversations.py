@@ -155,7 +155,7 @@ def test_a_runtime_keeps_summaries_of_old_sessions_and_no_content_of_ended_ones(
     assert len(result.sessions) == 12  # every write is still reported
     assert [s["status"] for s in result.sessions] == ["written"] * 12
     assert len(kept) == 5  # but only the latest ended sessions are kept whole
-    assert all(s.journal.content() == b"" and s._fixed is None for s in kept)
+    assert all(s.journal.content() == b"" and s.finalizer.fixed is None for s in kept)
 
 
 def test_a_file_written_many_times_is_one_record_reported_as_its_last_write_left_it(

@@ -7,8 +7,10 @@ validates and repairs it, continues automatically when the output is cut off, an
 target once, atomically.
 
 The modules, by what they own: ``plan`` (the questionnaire and its checks), ``protocol`` (the
-end marker), ``session`` with ``ingest``, ``decision``, ``message_end`` and ``finalize`` (one
-session: the hot path, the decision, carrying it out, the write), ``set_aside`` (the text kept
+end marker), ``session`` coordinating one session's parts: ``intake`` (the message being
+streamed, the hot path), ``decision`` (what a message is, pure), ``finalize`` (the checks and the
+write), ``context`` (what the session and its chart's actions tell each other) and
+``message_end`` (what the session says when it carries a decision out), ``set_aside`` (the text kept
 out of the file), ``journal`` (the content on disk), ``operations`` and ``edit_validation``
 (the write itself), ``repair`` (corrections), ``undo`` (undo records), ``manager`` (the
 sessions of a runtime), and crash recovery: ``orphans`` (the session directories a dead process

@@ -74,21 +74,10 @@ def already_written(orphan: Orphan, workspace: str | os.PathLike[str],
     after_sha = record.get("after_sha256")
     if isinstance(after_sha, str):  # recorded by newer sessions: the bytes to be written
         return sha_of(current) == after_sha
-    before_sha = record.get("before_sha256")
-    if before_sha is None:
-        pre = None
-    else:
-        backup = backup_path(state_dir=Path(state_dir), session_id=orphan.id,
-                             relative=checked.relative)
-        # execute() saves the backup (an append: the range it adds) before it writes: no
-        # backup (or another one), no write.
-        appended = read_append_range(append_range_path(Path(state_dir), orphan.id))
-        try:
-            pre = appended.pre_image(current) if appended is not None else backup.read_bytes()
-        except OSError:
-            return False
-        if pre is None or sha_of(pre) != before_sha:
-            return False
+    found, pre = _recorded_pre_image(orphan, record.get("before_sha256"), checked.relative,
+                                     current, Path(state_dir))
+    if not found:
+        return False
     try:
         raw = read_private(orphan.directory / CONTENT)
     except OSError:
@@ -102,6 +91,25 @@ def already_written(orphan: Orphan, workspace: str | os.PathLike[str],
         except PlanRejected:
             return False
     return False
+
+
+def _recorded_pre_image(orphan: Orphan, before_sha: object, relative: str, current: bytes,
+                        state_dir: Path) -> tuple[bool, bytes | None]:
+    """The pre-image the finalizing record names (``None``: the file was new), and whether it
+    was found as recorded."""
+    if before_sha is None:
+        return True, None
+    backup = backup_path(state_dir=state_dir, session_id=orphan.id, relative=relative)
+    # execute() saves the backup (an append: the range it adds) before it writes: no backup
+    # (or another one), no write.
+    appended = read_append_range(append_range_path(state_dir, orphan.id))
+    try:
+        pre = appended.pre_image(current) if appended is not None else backup.read_bytes()
+    except OSError:
+        return False, None
+    if pre is None or sha_of(pre) != before_sha:
+        return False, None
+    return True, pre
 
 
 def write_recovered_undo_record(state_dir: Path, orphan: Orphan, relative: str, operation: str,

@@ -1023,7 +1023,9 @@ _COUNT_KEYS = frozenset({"lines", "bytes", "flushed_bytes", "last_save_ms", "las
                          "degraded", "seq"})
 
 
-def read_state(directory: str | os.PathLike[str]) -> tuple[dict[str, Any] | None, str | None]:
+# Each way a state file can be unreadable has its own branch and its own words for the user.
+def read_state(directory: str | os.PathLike[str]  # noqa: C901
+               ) -> tuple[dict[str, Any] | None, str | None]:
     """A session directory's newest saved state: the complete record with the highest ``seq``
     in ``state.json`` and ``state.log``. Returns ``(record, None)``, or ``(None, why)`` when
     neither file holds one (``why`` is ``None`` when there is simply no state yet)."""

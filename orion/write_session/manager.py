@@ -13,6 +13,7 @@ from orion.write_session.operations import WriteResult
 from orion.write_session.plan import WritePlan, check_plan
 from orion.write_session.session import (SessionSummary, WriteSession, lifecycle_key,
                                          session_dir)
+from orion.write_session.view import WriteStatus
 
 if TYPE_CHECKING:
     from orion.hooks.host import Host
@@ -54,7 +55,7 @@ class SessionManager:
     @property
     def active(self) -> WriteSession | None:
         for session in reversed(self.sessions):
-            if session.active and session.status == "active":
+            if session.active and session.status is WriteStatus.ACTIVE:
                 return session
         return None
 
@@ -86,7 +87,8 @@ class SessionManager:
             flush_lines=settings["flush_lines"], flush_interval_ms=settings["flush_interval_ms"],
             now_ms=runtime.clock.now_ms, mode=file_mode(checked.mode),
             since_boot=lambda: since_boot(runtime.clock))
-        session = WriteSession(runtime, checked, lifecycle, journal)
+        session = WriteSession(runtime, checked, lifecycle, journal, wrote=self.wrote,
+                               ended=self.ended)
         runtime.lifecycles[lifecycle_key(lifecycle.id)] = lifecycle
         self.sessions.append(session)
         lifecycle.trigger("begin", target_file=checked.relative, operation=plan.operation.value)
@@ -110,7 +112,7 @@ class SessionManager:
     def ended(self, session: WriteSession) -> None:
         """``session`` has ended: beyond :data:`KEEP_ENDED` ended sessions, the oldest is kept
         as its summary only."""
-        ended = [s for s in self.sessions if s.status != "active" or not s.active]
+        ended = [s for s in self.sessions if s.status is not WriteStatus.ACTIVE or not s.active]
         for old in ended[:max(0, len(ended) - KEEP_ENDED)]:
             self.retired.append(old.summary().retired())
             self.sessions.remove(old)
@@ -153,7 +155,8 @@ class SessionManager:
         except BaseException:
             journal.close()
             raise
-        session = WriteSession(runtime, checked, lifecycle, journal)
+        session = WriteSession(runtime, checked, lifecycle, journal, wrote=self.wrote,
+                               ended=self.ended)
         runtime.lifecycles[lifecycle_key(lifecycle.id)] = lifecycle
         self.sessions.append(session)
         if session.active:  # in a state of the team's own, the model's text is not content
@@ -191,7 +194,7 @@ class SessionManager:
         elif lifecycle.has_tag("finalizing"):
             session.finalize()
         elif "truncated" in lifecycle.allowed_triggers():
-            session._truncated()
+            session.continue_after_cut()
         else:
             # A state the team's statechart added (a review before the write, say): the session
             # waits there again, and what leaves it (a command calling ``fire``) still can.

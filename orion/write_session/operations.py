@@ -90,7 +90,10 @@ def _line_end(body: bytes, at: int) -> int:
     return len(body) if end == -1 else end + 1
 
 
-def apply_operation(checked: CheckedPlan, existing: bytes | None, content: bytes) -> bytes:
+# One branch per operation, each a few lines, as the module docstring lists them: a table of
+# functions would scatter what reads best side by side.
+def apply_operation(checked: CheckedPlan, existing: bytes | None,  # noqa: C901
+                    content: bytes) -> bytes:
     """The new bytes of the target: ``checked``'s operation applied to ``existing`` (None when
     the file does not exist) with ``content``. Pure; raises :class:`PlanRejected` when the
     file no longer fits the plan (it exists for create, is gone, or its markers changed)."""

@@ -225,54 +225,84 @@ def load(directory: Path, *, now_ms: float | None = None,
     if now_ms is None:
         now_ms, now_boot = wall_ms(), kernel_boot_time()
     orphan = Orphan(id=directory.name, directory=directory)
-    problems = orphan.problems
     orphan.links = links_in(directory)
     for name, target in orphan.links.items():
         what = "the session directory" if name == "." else name
-        problems.append(f"{what} is a symbolic link to {target!r}, which Orion never follows")
+        orphan.problems.append(f"{what} is a symbolic link to {target!r}, which Orion never "
+                               "follows")
+    _load_metadata(orphan, directory)
+    _load_state(orphan, directory)
+    _load_content(orphan, directory)
+    _load_status(orphan)
+    _load_resume(orphan, directory)
+    _load_blocked(orphan)
+    if orphan.last_save_ms is None:
+        orphan.last_save_ms = orphan.created_ms if orphan.created_ms is not None \
+            else _mtime_ms(directory)
+    orphan.age_ms = orphan.age_at(now_ms, now_boot)
+    orphan.live = Journal.is_live(directory)
+    return orphan
+
+
+def _load_metadata(orphan: Orphan, directory: Path) -> None:
+    """What the session was to write (``metadata.json``)."""
+    problems = orphan.problems
     metadata, problem = read_json(directory / METADATA)
     if problem:
         problems.append(problem)
-    elif not isinstance(metadata, dict):
+        return
+    if not isinstance(metadata, dict):
         problems.append(f"{METADATA} is not a JSON object")
-    else:
-        orphan.metadata = metadata
-        orphan.target_file = _str(metadata.get("target_file"))
-        orphan.operation = _str(metadata.get("operation"))
-        orphan.intent = _str(metadata.get("intent"))
-        orphan.conversation_id = _str(metadata.get("conversation_id"))
-        orphan.created_ms = _number(metadata.get("created_at"))
-        if metadata.get("session_id") not in (None, orphan.id):
-            problems.append(f"{METADATA} names session {metadata.get('session_id')!r}, not "
-                            f"{orphan.id!r}")
-        try:
-            WritePlan.model_validate(_raw_plan(metadata))
-        except ValueError as exc:
-            problems.append(f"{METADATA} holds no valid write plan ({_first_line(exc)})")
+        return
+    orphan.metadata = metadata
+    orphan.target_file = _str(metadata.get("target_file"))
+    orphan.operation = _str(metadata.get("operation"))
+    orphan.intent = _str(metadata.get("intent"))
+    orphan.conversation_id = _str(metadata.get("conversation_id"))
+    orphan.created_ms = _number(metadata.get("created_at"))
+    if metadata.get("session_id") not in (None, orphan.id):
+        problems.append(f"{METADATA} names session {metadata.get('session_id')!r}, not "
+                        f"{orphan.id!r}")
+    try:
+        WritePlan.model_validate(_raw_plan(metadata))
+    except ValueError as exc:
+        problems.append(f"{METADATA} holds no valid write plan ({_first_line(exc)})")
+
+
+def _load_state(orphan: Orphan, directory: Path) -> None:
+    """Where the session stood at its last save (the journal's state)."""
     state, problem = read_state(directory)
     if problem:
-        problems.append(problem)
-    if state is not None:
-        orphan.saved_state = state
-        orphan.last_save_ms = _number(state.get("last_save_ms"))
-        orphan.last_save_boot = BootTime.from_json(state.get("last_save_boot"))
-        orphan.degraded = _str(state.get("degraded"))
-        orphan.continuations = _int(state.get("continuations"))
-        orphan.corrections = _int(state.get("corrections"))
-        snapshot = state.get("snapshot")
-        if isinstance(snapshot, dict):
-            orphan.state = _str(snapshot.get("state"))
-        record = state.get("finalizing")
-        if isinstance(record, dict):
-            orphan.finalizing = record
+        orphan.problems.append(problem)
+    if state is None:
+        return
+    orphan.saved_state = state
+    orphan.last_save_ms = _number(state.get("last_save_ms"))
+    orphan.last_save_boot = BootTime.from_json(state.get("last_save_boot"))
+    orphan.degraded = _str(state.get("degraded"))
+    orphan.continuations = _int(state.get("continuations"))
+    orphan.corrections = _int(state.get("corrections"))
+    snapshot = state.get("snapshot")
+    if isinstance(snapshot, dict):
+        orphan.state = _str(snapshot.get("state"))
+    record = state.get("finalizing")
+    if isinstance(record, dict):
+        orphan.finalizing = record
+
+
+def _load_content(orphan: Orphan, directory: Path) -> None:
+    """The size of the content saved."""
     try:
         data = read_private(directory / CONTENT)
         orphan.bytes, orphan.lines = len(data), data.count(b"\n")
     except FileNotFoundError:
         pass
     except OSError as exc:
-        problems.append(f"{CONTENT} cannot be read: {exc.strerror or exc}")
-    _load_status(orphan)
+        orphan.problems.append(f"{CONTENT} cannot be read: {exc.strerror or exc}")
+
+
+def _load_resume(orphan: Orphan, directory: Path) -> None:
+    """A session marked for ``--continue``, caught while writing, or gone memory-only."""
     resume = directory / RESUME
     if resume.exists():
         orphan.status = "resume"
@@ -287,13 +317,6 @@ def load(directory: Path, *, now_ms: float | None = None,
         orphan.status = "finalizing"
     elif orphan.degraded is not None:
         orphan.status = "degraded"  # its journal went memory-only: the notes say why
-    _load_blocked(orphan)
-    if orphan.last_save_ms is None:
-        orphan.last_save_ms = orphan.created_ms if orphan.created_ms is not None \
-            else _mtime_ms(directory)
-    orphan.age_ms = orphan.age_at(now_ms, now_boot)
-    orphan.live = Journal.is_live(directory)
-    return orphan
 
 
 def _load_blocked(orphan: Orphan) -> None:

@@ -419,6 +419,25 @@ def check_plan(plan: WritePlan, *, workspace: Path, state_dir: Path) -> CheckedP
     root = Path(workspace).resolve()
     state = Path(state_dir).resolve()
     name = plan.target_file
+    target = _target_of(name, root, state)
+    relative = target.relative_to(root).as_posix()
+    shown = relative if relative == name else f"{name!r} ({relative})"
+    info = _regular_or_none(target, shown)
+    if plan.operation is Operation.CREATE:
+        _check_create(info, target, root, shown)
+        return CheckedPlan(plan, root, target, relative, False, None, state)
+    if info is None:
+        raise PlanRejected(f"{shown} does not exist; operation '{plan.operation}' edits an "
+                           f"existing file. Use create to make a new file, or check the path "
+                           f"(list the directory first).", field="target_file")
+    data = _check_edit(plan, target, relative, shown)
+    return CheckedPlan(plan, root, target, relative, True, stat.S_IMODE(info.st_mode), state,
+                       hashlib.sha256(data).hexdigest())
+
+
+def _target_of(name: str, root: Path, state: Path) -> Path:
+    """The target ``name`` resolved inside the workspace ``root``: not the root, not in a
+    ``.git`` directory, not in Orion's ``state`` directory."""
     suspect_name(name)
     try:
         target = resolve_inside(root, name)
@@ -430,53 +449,59 @@ def check_plan(plan: WritePlan, *, workspace: Path, state_dir: Path) -> CheckedP
         raise PlanRejected(f"target_file {name!r} cannot be resolved: {exc}. Give the path "
                            "of a file, not of a symbolic link that leads to itself.",
                            field="target_file") from exc
-    relative = target.relative_to(root).as_posix()
     if target == root:
         raise PlanRejected(f"target_file {name!r} is the workspace root itself; give the path "
                            f"of a file.", field="target_file")
     if ".git" in target.relative_to(root).parts:
-        raise PlanRejected(f"target_file {name!r} is inside a .git directory ({relative}), "
-                           f"which Orion never writes. Choose a file of the project.",
-                           field="target_file")
+        raise PlanRejected(f"target_file {name!r} is inside a .git directory "
+                           f"({target.relative_to(root).as_posix()}), which Orion never "
+                           f"writes. Choose a file of the project.", field="target_file")
     if target.is_relative_to(state):
         raise PlanRejected(f"target_file {name!r} is inside Orion's state directory "
                            f"({state.name}), which cannot be written through a plan. Choose a "
                            f"file of the project.", field="target_file")
-    shown = relative if relative == name else f"{name!r} ({relative})"
-    op = plan.operation
+    return target
+
+
+def _regular_or_none(target: Path, shown: str) -> os.stat_result | None:
+    """The target's status: ``None`` when it does not exist; a regular file's otherwise."""
     try:
         info = target.stat()
     except (FileNotFoundError, NotADirectoryError):
-        info = None
+        return None
     except OSError as exc:
         raise PlanRejected(f"target_file {shown} cannot be inspected: {exc.strerror}.",
                            field="target_file") from exc
-    if info is not None and stat.S_ISDIR(info.st_mode):
+    if stat.S_ISDIR(info.st_mode):
         raise PlanRejected(f"target_file {shown} is a directory; give the path of a file "
                            f"inside it.", field="target_file")
-    if info is not None and not stat.S_ISREG(info.st_mode):
+    if not stat.S_ISREG(info.st_mode):
         raise PlanRejected(f"target_file {shown} is not a regular file (a device, pipe or "
                            f"socket); Orion only writes regular files.", field="target_file")
-    if op is Operation.CREATE:
-        if info is not None:
-            raise PlanRejected(f"{shown} already exists; create only makes new files. Use "
-                               f"overwrite to replace it, or append, insert, replace_block or "
-                               f"replace_all to edit it.", field="operation")
-        parent = target.parent
-        while not parent.exists():
-            parent = parent.parent
-        if not parent.is_dir():
-            raise PlanRejected(f"cannot create {shown}: {parent.relative_to(root).as_posix()} "
-                               f"is a file, not a directory.", field="target_file")
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise PlanRejected(f"cannot create {shown}: the directory "
-                               f"{parent.relative_to(root).as_posix() or '.'} is not writable.",
-                               field="target_file")
-        return CheckedPlan(plan, root, target, relative, False, None, state)
-    if info is None:
-        raise PlanRejected(f"{shown} does not exist; operation '{op}' edits an existing file. "
-                           f"Use create to make a new file, or check the path (list the "
-                           f"directory first).", field="target_file")
+    return info
+
+
+def _check_create(info: os.stat_result | None, target: Path, root: Path, shown: str) -> None:
+    """``create``: the file must not exist, and its nearest existing directory be writable."""
+    if info is not None:
+        raise PlanRejected(f"{shown} already exists; create only makes new files. Use "
+                           f"overwrite to replace it, or append, insert, replace_block or "
+                           f"replace_all to edit it.", field="operation")
+    parent = target.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise PlanRejected(f"cannot create {shown}: {parent.relative_to(root).as_posix()} "
+                           f"is a file, not a directory.", field="target_file")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PlanRejected(f"cannot create {shown}: the directory "
+                           f"{parent.relative_to(root).as_posix() or '.'} is not writable.",
+                           field="target_file")
+
+
+def _check_edit(plan: WritePlan, target: Path, relative: str, shown: str) -> bytes:
+    """An edit of an existing file: writable, text, and its markers found. Returns the
+    file's bytes."""
     if not os.access(target.parent, os.W_OK | os.X_OK):
         raise PlanRejected(f"cannot write {shown}: its directory is not writable.",
                            field="target_file")
@@ -491,10 +516,9 @@ def check_plan(plan: WritePlan, *, workspace: Path, state_dir: Path) -> CheckedP
         raise PlanRejected(f"{shown} is a binary file (its first 8 KiB hold a NUL byte or are "
                            f"not UTF-8 text); Orion only writes text files.",
                            field="target_file")
-    if OPERATION_FIELDS[op]:
+    if OPERATION_FIELDS[plan.operation]:
         match_plan(plan, split_bom(data)[1], relative)
-    return CheckedPlan(plan, root, target, relative, True, stat.S_IMODE(info.st_mode), state,
-                       hashlib.sha256(data).hexdigest())
+    return data
 
 
 def recheck(checked: CheckedPlan) -> CheckedPlan:

@@ -75,6 +75,25 @@ def _refuse_partial(orphan: Orphan) -> None:
         f"discard {orphan.short} once the content is safe")
 
 
+def _checked_content(plugins: PluginManager, relative: str, content: bytes,
+                     settings: dict[str, Any]) -> tuple[bytes, list[Any], int]:
+    """The content normalized and validated, with the safe replacement applied when issues
+    are found (no model to ask for corrections): the content, its issues, and the places
+    replaced."""
+    normalized = plugins.hook.normalize_content(path=relative, content=content)
+    if normalized is not None:
+        content = normalized
+    issues = collect_issues(plugins, ValidationRequest(relative, content, dict(settings)))
+    replaced = 0
+    if issues:
+        content, changes = safe_replacement(content, settings.get("safe_replacement", ""))
+        replaced = len(changes)
+        if replaced:
+            issues = collect_issues(plugins, ValidationRequest(relative, content,
+                                                               dict(settings)))
+    return content, issues, replaced
+
+
 def recover_finalize(workspace: str | os.PathLike[str], state_dir: str | os.PathLike[str],
                      session_id: str, plugins: PluginManager, *,
                      settings: dict[str, Any] | None = None) -> RecoveryResult:
@@ -113,18 +132,8 @@ def recover_finalize(workspace: str | os.PathLike[str], state_dir: str | os.Path
             raise RecoveryError(f"write session {orphan.short} saved no content, so there is "
                                 f"nothing to write to {checked.relative}; discard it with "
                                 f"orion sessions discard {orphan.short}")
-        normalized = plugins.hook.normalize_content(path=checked.relative, content=content)
-        if normalized is not None:
-            content = normalized
-        request = ValidationRequest(checked.relative, content, dict(settings))
-        issues = collect_issues(plugins, request)
-        replaced = 0
-        if issues:
-            content, changes = safe_replacement(content, settings.get("safe_replacement", ""))
-            replaced = len(changes)
-            if replaced:
-                issues = collect_issues(plugins, ValidationRequest(checked.relative, content,
-                                                                   dict(settings)))
+        content, issues, replaced = _checked_content(plugins, checked.relative, content,
+                                                     settings)
         _refuse_blocked(orphan, checked.relative, issues, journal.directory / CONTENT)
         before = checked.target.read_bytes() if checked.exists else None
         after = apply_operation(checked, before, content)

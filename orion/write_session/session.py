@@ -1,50 +1,57 @@
 """One write session, from ``WritePlanTool_begin`` to the target written once.
 
-The session owns a ``write_session`` lifecycle (the statechart decides what may happen next), a
-journal (the content on disk, for crash recovery), an end-marker scanner and the text set aside
-beside the content. Its work is in three rooms, each a module:
+The session coordinates parts that each own one thing:
 
-- :mod:`orion.write_session.ingest`: the hot path, streamed text into the journal (no
-  statechart trigger per chunk), and how a reply to a prompt of Orion's starts;
-- :mod:`orion.write_session.message_end`: at each message's end, the decision of
-  :mod:`orion.write_session.decision` carried out (finalize, set aside, continue, ask, wait);
-- :mod:`orion.write_session.finalize`: validation, corrections, the write once, and the other
-  endings.
+- its ``write_session`` lifecycle: the statechart decides what may happen next; its context
+  (:class:`~orion.write_session.context.WriteContext`) is what the session and the chart's
+  actions tell each other, and links the lifecycle back to the session;
+- the journal: the content on disk, for crash recovery;
+- the :class:`~orion.write_session.intake.Intake`: the message being streamed (the hot path,
+  the held start of a reply, the end marker), which returns the facts of a message's end;
+- the pure decision of :mod:`orion.write_session.decision`: what a message's end means;
+- the :class:`~orion.write_session.finalize.Finalizer`: checks, corrections and the write,
+  each returning what it found;
+- the text set aside beside the content.
 
-This module holds the session's state and its public calls: what the user types while the
-session is open (:meth:`WriteSession.hold`), putting text set aside back
-(:meth:`WriteSession.keep`), and the calls a team's statechart uses (:meth:`WriteSession.fire`,
-:meth:`WriteSession.checkpoint`). Only message boundaries become triggers: ``content``,
-``message_end``, ``truncated``, ``unfinished``, ``done``, ``circular``, ``issues_found``,
-``corrections_received`` and ``valid``.
+The session carries out what they return: a trigger, a notice, a prompt, the ending. Its public
+calls: what the user types while the session is open (:meth:`WriteSession.hold`), putting text
+set aside back (:meth:`WriteSession.keep`), and the calls a team's statechart uses
+(:meth:`WriteSession.fire`, :meth:`WriteSession.checkpoint`). Only message boundaries become
+triggers: ``content``, ``message_end``, ``truncated``, ``unfinished``, ``done``, ``circular``,
+``issues_found``, ``corrections_received`` and ``valid``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import sys
+import tempfile
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orion.errors import ActionError, GuardError, OrionError
+from orion.errors import ActionError, GuardError, OrionError, PluginFailed
 from orion.trace.events import Kind, TraceEvent
 from orion.validation import Issue, StreamedLines
+from orion.write_session import message_end as said
+from orion.write_session.context import WriteContext
+from orion.write_session.decision import (AFTER_DONE, BESIDE_A_TOOL_CALL, CUT_LINE, REASONING,
+                                          RESTART, SET_ASIDE_KINDS, End, Next, decide_end)
 from orion.write_session.edit_validation import validate_write
-from orion.write_session.finalize import Finalizer
-from orion.write_session.flush_timer import FlushTimer
-from orion.write_session.ingest import Ingest
-from orion.write_session.journal import Journal
-from orion.write_session.message_end import MessageEnds
+from orion.write_session.finalize import (UNREAD_REPLY, Finalizer, Written, blocked_message,
+                                          failure_message, set_aside_report, unsaved)
+from orion.write_session.intake import Intake, Mode
+from orion.write_session.journal import Journal, read_private
 from orion.write_session.operations import WriteResult
 from orion.write_session.plan import CheckedPlan, Operation
-from orion.write_session.protocol import EndMarker
-from orion.write_session.set_aside import SetAside
+from orion.write_session.progress import Progress
+from orion.write_session.set_aside import Part, SetAside
 from orion.write_session.view import WriteStatus
 
 if TYPE_CHECKING:
+    from orion.models.events import Finish
     from orion.runtime.conversation import Message
     from orion.runtime.runtime import Runtime
     from orion.statechart.interpreter.lifecycle import Lifecycle
@@ -102,60 +109,61 @@ def _weakly(method: Callable[[str], None]) -> Callable[[str], None]:
     return call
 
 
-class WriteSession(Ingest, MessageEnds, Finalizer):
+class _Outlet:
+    """What the intake hands to its session (:class:`~orion.write_session.intake.Outlet`),
+    held weakly for the reason :func:`_weakly` gives."""
+
+    __slots__ = ("_session",)
+
+    def __init__(self, session: WriteSession) -> None:
+        self._session = weakref.ref(session)
+
+    def _get(self) -> WriteSession:
+        session = self._session()
+        assert session is not None  # the session holds its intake
+        return session
+
+    def set_aside(self, why: str, data: bytes, at: int) -> Part:
+        return self._get()._set_aside(why, data, at)
+
+    def trigger(self, trigger: str) -> None:
+        self._get()._trigger(trigger)
+
+    def failed(self, cause: BaseException) -> None:
+        self._get()._failed(cause)
+
+    def live(self) -> None:
+        session = self._get()
+        session.runtime.reporter.progress(session.progress())
+
+
+class WriteSession:
     def __init__(self, runtime: Runtime, checked: CheckedPlan, lifecycle: Lifecycle,
-                 journal: Journal):
+                 journal: Journal, *, wrote: Callable[[WriteResult], None],
+                 ended: Callable[[WriteSession], None]):
         self.runtime = runtime
         self.plan = checked
         self.lifecycle = lifecycle
         self.journal = journal
         self.id = lifecycle.id
-        self.marker = EndMarker(self.terminator)
+        #: The lifecycle's context, typed; it links the lifecycle to this session.
+        self.context = WriteContext.of(lifecycle)
+        self.context.session = self
+        self._wrote, self._ended = wrote, ended  # the manager's, bound when it made the session
         #: The text set aside beside the content (an adopted session's parts too).
         self.aside = SetAside.of_journal(journal.directory)
         self.status = WriteStatus.ACTIVE
         self.result: WriteResult | None = None
-        self.issues: list[Issue] = []
-        self.replaced = 0
-        self.remaining: list[Issue] = []  # issues still there after the last correction round
         self.messages: list[Message] = []  # assistant messages that carried content
-        self._in_message = False
-        # The current message's text: all of it, except in content mode, where the journal
-        # keeps the content and only the last chunks are kept (_message_cut says so).
-        self._message_text: list[str] = []
-        self._message_cut = False
-        # Where the current message's content, taken over from the model system (see feed),
-        # starts in the journal; -1 when the message gave none.
-        self._claimed_from = -1
-        self._held: list[str] = []  # the start of a reply, held until read_start decides
-        self._held_size = 0
-        self._read_at = 0  # the held size at which the start is read again
-        self._mode = "content"
-        # Content chunks not taken in yet (see Ingest.feed): their characters and line breaks.
-        self._batch: list[str] = []
-        self._batch_chars = 0
-        self._batch_lines = 0
-        self._batch_error: BaseException | None = None
-        self._last_live = 0.0
-        # Saves pending content when the flush interval is up, whether or not text arrives.
-        self._flush_timer = FlushTimer(runtime.clock, self._flush_due)
-        self._fixed: bytes | None = None  # the content after normalizing and corrections
-        self._normalized = False  # normalize_content runs once, on the content as streamed
-        self._bytes_at_start = 0  # the journal's size when the current message started
-        self._circular = False  # the current message started the file over
         self._commentary_message: Message | None = None  # the message whose DONE ended it
-        self._marker_at_start: tuple | None = None  # the end marker before this message
-        #: The end marker just before the last message ended in content (in the middle of a
-        #: line, when it was cut there): a reply that sends that line again goes on from it.
-        self._marker_at_end: tuple | None = None
-        self._quoted_at_start: Any = None  # the tail the prompt before this message quoted
         #: Messages the user typed while the session was open: sent once it ends, saved in the
         #: journal meanwhile (an adopted session brings its own back).
         self.held_messages: list[str] = [str(m) for m in journal.state.get("held") or []]
-        # The line checks run on the content as it streams, so a large write is checked before
-        # DONE arrives. Edits are checked as the file after the edit (see validate_write).
-        self._streamed = self._new_streamed()
         self.report = ""
+        self.intake = Intake(journal, lifecycle, runtime.clock, self.terminator, _Outlet(self),
+                             self._new_streamed)
+        self.finalizer = Finalizer(journal, checked, runtime.plugins, lifecycle.settings,
+                                   _tracer(runtime, self.id))
         # A journal that cannot write to disk (full, read-only) goes on in memory: say so once.
         if journal.degraded is not None:
             self._degraded(journal.degraded)
@@ -184,15 +192,29 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
     def active(self) -> bool:
         return self.lifecycle.has_tag("open")
 
+    @property
+    def issues(self) -> list[Issue]:
+        """The issues the last validation found."""
+        return self.finalizer.issues
+
+    def content(self) -> bytes:
+        """The content as it stands: the journal, with the corrections applied so far."""
+        self.intake.take_batch()
+        return self.finalizer.content()
+
+    def progress(self) -> Progress:
+        self.intake.take_batch()
+        return Progress(self.plan.relative, self.journal.lines, self.journal.bytes, self.state,
+                        self.context.continuations, self.lifecycle.settings["max_continuations"])
+
     def summary(self) -> SessionSummary:
-        self._take_batch()
+        self.intake.take_batch()
         return SessionSummary(
             self.id, self.plan.relative, self.plan.plan.operation.value, self.status,
-            self.lifecycle.context.get("continuations", 0),
-            self.lifecycle.context.get("corrections", 0), self.journal.lines,
+            self.context.continuations, self.context.corrections, self.journal.lines,
             self.journal.bytes, self.report or (self.result.report if self.result else ""),
             self.journal.degraded, tuple(map(str, self.issues)), self.aside.lines,
-            len(self.held_messages), self.lifecycle.context.get("incomplete_reason"))
+            len(self.held_messages), self.context.incomplete_reason)
 
     def _degraded(self, reason: str) -> None:
         self.runtime.reporter.notice(
@@ -201,6 +223,538 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
             "now would lose it")
         self._trace(Kind.ERROR, "journal in memory only", {
             "orion.where": "write session journal", "orion.error": reason})
+
+    # -- the model's text ---------------------------------------------------------------------
+
+    def feed(self, text: str) -> bool:
+        """A text delta of the model's reply while this session is open (a runtime text sink).
+        Returns True when it is the file's content: the journal keeps it, so the model system
+        does not keep a copy, and ``end_message`` gives the message its content in the history
+        (a reference to the saved lines, or the text itself when it was not content after
+        all). See :meth:`Intake.feed <orion.write_session.intake.Intake.feed>`."""
+        return self.intake.feed(text)
+
+    def end_message(self, finish: Finish, message: Message | None, *,
+                    tool_calls: bool = False, thought: str = "") -> None:
+        """The model's message ended: turn what it said into the session's next step.
+
+        A message with only tool calls (no text) does not touch the session; an empty message
+        without tool calls is a message boundary like any other (a pause, or a cut-off).
+        ``thought``: a ``<think>`` block at the start of the message's content, as it arrived
+        (read as reasoning): set aside where the message's content starts. The rules are in
+        docs/write-sessions.md ("What is content: the rules")."""
+        if self.journal.closed:
+            return  # released as the process ends: the journal on disk is the session now
+        self._end_message(finish, message, tool_calls=tool_calls, thought=thought)
+
+    def _end_message(self, finish: Finish, message: Message | None, *,
+                     tool_calls: bool, thought: str) -> None:
+        intake = self.intake
+        if not intake.open_for_end(tool_calls=tool_calls, thought=thought):
+            return
+        if thought and intake.takes_thought:
+            self._set_aside(REASONING, thought.encode("utf-8", "surrogateescape"),
+                            intake.bytes_at_start)
+        self.context.asked = False  # the reply to a prompt (if any) has ended
+        if intake.mode is Mode.CORRECTIONS:
+            self._corrections(intake.message())
+            return
+        ended = intake.end(said.cut_of(finish), tool_calls=tool_calls,
+                           content=self.finalizer.content)
+        if ended.fixed is not None:
+            self.finalizer.fixed = ended.fixed
+        end = decide_end(ended.facts)
+        if tool_calls and end.next is Next.STAY and ended.facts.receiving:
+            self._beside_a_tool_call(message, end)
+            return
+        self._carry_out(end, finish, message, ended.claimed, grew=ended.facts.grew)
+
+    def _carry_out(self, end: End, finish: Finish, message: Message | None, claimed: int, *,
+                   grew: bool) -> None:
+        if message is not None and (grew or self.intake.circular):
+            self.messages.append(message)  # replaced by a reference once the file is written
+        if message is None or claimed < 0:
+            self._next_step(end, finish, message, grew=grew)
+            return
+        # The model system did not keep the content it handed over. When the file is written
+        # now (DONE, valid), the history gets a reference to it and the content never needs
+        # to be text again; otherwise the model sees its own words with the next request.
+        span = (claimed, self.journal.bytes)
+        try:
+            self._next_step(end, finish, message, grew=grew)
+        finally:
+            if self.result is None:
+                message.content = self.intake.sent_text(message.content, *span,
+                                                        done=end.next is Next.FINALIZE)
+
+    def _next_step(self, end: End, finish: Finish, message: Message | None, *,
+                   grew: bool) -> None:
+        """After a message: finalize (DONE), continue (cut off), ask about the unfinished
+        line, or wait (paused)."""
+        if self.intake.circular:
+            self._restarted(self.intake.message())
+            return
+        if end.next is Next.STAY:
+            return
+        self.checkpoint()
+        if said.progressed(self.context, self.journal, grew):
+            self.context.idle_prompts = 0
+            self.context.asked_at_lines = None
+        if end.next is Next.FINALIZE:
+            self._commentary_message = message
+            self._after_done()
+            self.runtime.reporter.progress_done()
+            self._trigger("done")
+            self.finalize()
+        elif end.next is Next.CONTINUE:
+            self.continue_after_cut(finish)
+        elif end.next is Next.ASK_UNFINISHED and self._prompts_left():
+            self._ask_unfinished()
+        elif end.next is Next.ASK_UNFINISHED:
+            self._pause(grew=False, reason=f"line {self.journal.lines + 1} still unfinished "
+                                           f"after {self._prompt_limit()} prompts")
+        else:
+            self._pause(grew=grew)
+
+    # -- text set aside ------------------------------------------------------------------------
+
+    def _beside_a_tool_call(self, message: Message | None, end: End) -> None:
+        """The message calls a tool: what it added is set aside (the begin result says so)
+        and the session goes on as it was. The history keeps what the model said."""
+        intake = self.intake
+        start = intake.bytes_at_start
+        if intake.claimed_from >= 0 and message is not None:
+            message.content = intake.sent_text(message.content, intake.claimed_from,
+                                               self.journal.bytes, done=False)
+        data = intake.take_back_message()
+        if end.set_aside is not None and data.strip():
+            names = sorted({call["function"]["name"] for call in
+                            (message.tool_calls if message is not None else None) or []})
+            part = self._set_aside(BESIDE_A_TOOL_CALL, data, start, tools=names)
+            self._tell_now(said.beside_a_tool_call(part, names, self.id, self.plan.relative))
+        self.checkpoint()
+
+    def _after_done(self) -> None:
+        """Text after the terminator line is set aside (see :meth:`Intake.after_done
+        <orion.write_session.intake.Intake.after_done>`)."""
+        text = self.intake.after_done()
+        if text:
+            self._set_aside(AFTER_DONE, text, self.journal.bytes)
+
+    def _set_aside(self, why: str, data: bytes, at: int, *,
+                   tools: list[str] | None = None) -> Part:
+        """Keep ``data`` beside the content as a part, and tell the user at once."""
+        part = self.aside.add(why, data, at, tail=why == CUT_LINE)
+        short, target = self.id[:8], self.plan.relative
+        what, later = said.set_aside(why, part, tools=tools, terminator=self.terminator,
+                                     target=target, line=self.journal.lines + 1)
+        if later is not None:
+            self._tell_later(later)
+        self.runtime.reporter.notice(
+            f"write session {short}: {what} was set aside, not written to {target} (part "
+            f"{part.number}); `orion sessions show {short}` prints it")
+        self._trace(Kind.WRITE_REPORT, "text set aside", {
+            "orion.target": target, "orion.set_aside.kind": SET_ASIDE_KINDS[why],
+            "orion.part": part.number,
+            "orion.lines": part.lines, "orion.bytes": part.bytes})
+        return part
+
+    def _restarted(self, text: str) -> None:
+        """The reply started the file over (it repeats the content's first lines): it is set
+        aside, announced and told, and the session goes on; the model puts the part back with
+        WritePlanTool_keep when the file repeats its start on purpose."""
+        lines = self.journal.lines
+        text = self.intake.without_terminator(text)
+        if self.intake.quoted_at_start is not None:
+            self.context.quoted = self.intake.quoted_at_start  # still to be answered
+        if text.strip():
+            part = self._set_aside(RESTART, text.encode("utf-8", "surrogateescape"),
+                                   self.journal.bytes)
+            self._tell_later(said.restarted(part, self.plan.relative, lines, self.terminator))
+        self.checkpoint()
+        self._pause(grew=False)
+
+    # -- waiting, continuing, asking -----------------------------------------------------------
+
+    def _pause(self, *, grew: bool, reason: str | None = None) -> None:
+        """The message ended without the terminator and was not cut off: wait (the idle
+        prompt follows), unless ``max_idle_prompts`` prompts got nothing new."""
+        self._trigger("message_end")
+        limit = self._prompt_limit()
+        if not grew and not self._prompts_left() \
+                and "idle_exhausted" in self.lifecycle.allowed_triggers():
+            self._idle_exhausted(
+                reason or f"no {self.terminator} after {limit} idle prompts")
+
+    def _prompt_limit(self) -> int | None:
+        limit = self.lifecycle.settings.get("max_idle_prompts")
+        return limit if isinstance(limit, int) else None
+
+    def _prompts_left(self) -> bool:
+        """Whether the model may be asked again: idle prompts and unfinished-line questions
+        count together against ``max_idle_prompts`` (FS-20)."""
+        limit = self._prompt_limit()
+        return limit is None or self.context.idle_prompts < limit
+
+    def continue_after_cut(self, finish: Finish | None = None) -> None:
+        """The output was cut off (``finish`` says how; ``None``: a session taken over after
+        a crash goes on): the model is asked at once to continue."""
+        lines, size = self.journal.lines, self.journal.bytes
+        if finish is not None and (cut := said.how_it_was_cut(
+                finish, self.id, self.plan.relative, lines)) is not None:
+            self.runtime.reporter.notice(cut)
+        before = self.context.continuations
+        # The quoted lines go through the context, not the payload: transition payloads are
+        # traced, and a trace never holds content.
+        self.context.quoted = said.quote(self.journal)
+        self.context.target = self.plan.relative  # the request names the file
+        blank = not self.journal.content().strip()
+        self._trigger("truncated", bytes=size, lines=lines, blank=blank)
+        if self.lifecycle.has_tag("continuing"):
+            n = self.context.continuations
+            limit = self.lifecycle.settings["max_continuations"]
+            saved = "received, in memory only" if self.journal.degraded else "saved"
+            self.runtime.reporter.notice(f"part {before + 1} {saved} ({lines} lines), "
+                                         f"continuing {n}/{limit}")
+            self.runtime.reporter.progress(self.progress())
+        elif self.lifecycle.has_tag("finalizing"):
+            self.runtime.reporter.progress_done()
+            self.runtime.reporter.notice(
+                f"continuations used up ({before}/{self.lifecycle.settings['max_continuations']})"
+                f": writing {self.plan.relative} as incomplete ({lines} lines)")
+            self._trace(Kind.ERROR, "write incomplete", {
+                "orion.where": "write session", "orion.error": "output still cut off after "
+                f"{before} continuations; the file is written incomplete"})
+            self.finalize()
+        elif self.lifecycle.has_tag("abandoned"):
+            self.runtime.reporter.progress_done()
+            self._abandon_unless_held("no content arrived before the output was cut off")
+
+    def _ask_unfinished(self) -> None:
+        """The message stopped cleanly in the middle of a line: a file may end that way (a
+        VERSION file), or a gateway reported a cut-off as ``stop``. The model is asked at once
+        which it is."""
+        self.context.quoted = said.quote(self.journal)
+        self.context.asked_at_lines = self.journal.lines
+        line = self.journal.lines + 1
+        self.runtime.reporter.notice(
+            f"write session {self.id[:8]}: the reply stopped in the middle of line {line} of "
+            f"{self.plan.relative} without {self.terminator}: asking the model whether the "
+            "file ends there")
+        self._trigger("unfinished", lines=self.journal.lines, bytes=self.journal.bytes)
+
+    def _idle_exhausted(self, reason: str) -> None:
+        """``max_idle_prompts`` prompts got no new content and no terminator: write what
+        was saved, marked incomplete (nothing saved: abandon). ``reason`` says which."""
+        lines, size = self.journal.lines, self.journal.bytes
+        self.context.incomplete_reason = reason
+        self._trigger("idle_exhausted", bytes=size, lines=lines,
+                      blank=not self.journal.content().strip())
+        self.runtime.reporter.progress_done()
+        if self.lifecycle.has_tag("finalizing"):
+            self.runtime.reporter.notice(
+                f"{reason}: writing {self.plan.relative} as incomplete ({lines} lines)")
+            self._trace(Kind.ERROR, "write incomplete", {
+                "orion.where": "write session", "orion.error": f"{reason}; the file is "
+                f"written incomplete ({lines} lines)"})
+            self.finalize()
+        elif self.lifecycle.has_tag("abandoned"):
+            self._abandon_unless_held(f"no content arrived and {reason}")
+
+    # -- validation, corrections, the write ----------------------------------------------------
+
+    def finalize(self) -> None:
+        """Validate (normalized) content; ask for corrections, or write it. A plugin that fails
+        while it normalizes or validates holds the write: nothing is written, the content stays
+        in the journal for ``orion sessions recover``, and the user and the model are told which
+        plugin failed and where."""
+        self.checkpoint()
+        try:
+            content = self.finalizer.check(self.content(), self.intake.streamed)
+            if self.issues:
+                self._decide(content)
+            else:
+                self.fire("valid")
+        except PluginFailed as exc:
+            if self.status is not WriteStatus.ACTIVE:
+                raise
+            self._failed(exc)
+
+    def _decide(self, content: bytes) -> None:
+        """Issues were found in ``content``: a correction round, or the last resort."""
+        verdict = self.finalizer.decide(content, self.context.corrections)
+        if verdict.prompt is not None:
+            # The prompt quotes the lines: it reaches the action through the context (kept in
+            # the journal's snapshot), not the traced payload.
+            self.context.give_correction_prompt(verdict.prompt)
+            self._trigger("issues_found", issues=[
+                {"line": i.line, "column": i.column, "code": i.code} for i in self.issues])
+            return
+        limit = self.lifecycle.settings["max_corrections"]
+        if verdict.blocking:
+            self._blocked(verdict.blocking, limit)
+            return
+        remaining, replaced = self.finalizer.remaining, self.finalizer.replaced
+        self.runtime.reporter.notice(
+            f"{len(self.issues)} issue(s) left after {limit} correction rounds; the safe "
+            f"replacement changed {replaced} place(s)"
+            + (f", {len(remaining)} issue(s) remain in the written file" if remaining else ""))
+        self.fire("issues_found", issues=[])
+
+    def _corrections(self, reply: str) -> None:
+        self.finalizer.correct(self.content(), reply)
+        self._trigger("corrections_received")
+        self.finalize()
+
+    def write(self) -> WriteResult:
+        """Run by the ``finalize`` action: the plan, executed once, atomically."""
+        content = self.content()
+        written = self.finalizer.write(
+            content, state=self._journal_state(finalizing=True),
+            state_dir=self.runtime.state_dir, session_id=self.id, context=self.context,
+            aside=self.aside)
+        self._apply(written)
+        return written.result
+
+    def _apply(self, written: Written) -> None:
+        self.result = written.result
+        self._wrote(written.result)
+        self.status = written.status
+        self.report = written.report
+
+    def after_write(self) -> None:
+        """The target is written: tell the model and the user, shrink the history, clean up."""
+        result = self.result
+        assert result is not None
+        self._trace(Kind.WRITE_REPORT, f"wrote {result.relative}", {
+            "orion.target": result.relative, "orion.operation": self.plan.plan.operation.value,
+            "orion.status": self.status, "orion.bytes": result.bytes,
+            "orion.lines": result.lines, "orion.sha256": result.sha256,
+            "orion.backup": bool(result.backup), "orion.continuations":
+            self.context.continuations, "orion.corrections": self.context.corrections,
+            "orion.degraded": self.journal.degraded, "orion.set_aside.lines": self.aside.lines})
+        self._shrink_history(f"[wrote {result.relative}: {result.lines} lines, sha256 "
+                             f"{result.sha256[:12]}]", f"[continued: {result.relative}]")
+        self.runtime.inject(self._with_news(self.report))
+        self._deliver_held()
+        self._record_undo(result)
+        self._archive_set_aside()
+        self.journal.remove()
+        self._detach()
+
+    def _shrink_history(self, reference: str, continued: str) -> None:
+        """Replace the streamed content in the conversation by a one-line reference: the file
+        holds it now, and sending it with every request would only cost tokens. Text after the
+        terminator line stays, after the reference."""
+        commentary = self.intake.marker.commentary.strip()
+        for i, message in enumerate(self.messages):
+            message.content = reference if i == 0 else continued
+            if commentary and message is self._commentary_message:
+                message.content += "\n\n" + commentary
+
+    def _record_undo(self, result: WriteResult) -> None:
+        """What ``orion sessions undo`` needs once the journal is gone: the target, the hash
+        it was written with, and the pre-image (none for a created file). The write is done
+        when this runs: a disk that refuses the record costs only the undo, and says so."""
+        from orion.write_session.undo import prune_after_write, write_undo_record
+
+        try:
+            write_undo_record(self.runtime.state_dir, session_id=self.id,
+                              relative=result.relative, operation=self.plan.plan.operation.value,
+                              sha256=result.sha256, backup=result.backup,
+                              written_at_ms=self.runtime.clock.now_ms(), status=self.status,
+                              set_aside=self.aside.lines)
+            prune_after_write(self.runtime.state_dir,
+                              int(self.lifecycle.settings.get("keep_backups", 100)))
+        except OSError as exc:
+            self.runtime.reporter.notice(
+                f"{result.relative} is written, but its undo record could not be saved "
+                f"({exc.strerror or exc}); orion sessions undo cannot undo this write")
+
+    def _archive_set_aside(self) -> None:
+        """The journal goes: its text set aside stays where ``orion sessions show`` finds it."""
+        if self.aside.parts and self.aside.archive(self.runtime.state_dir, self.id,
+                                                   self.plan.relative) is None:
+            self.runtime.reporter.notice(
+                f"write session {self.id[:8]}: the text set aside could not be kept in "
+                f"{self.runtime.state_dir / 'set_aside'}; it is in this conversation's history")
+
+    def _set_aside_report(self) -> str:
+        return set_aside_report(self.aside, self.id, self.plan.relative)
+
+    # -- endings without a write ---------------------------------------------------------------
+
+    def _failed(self, cause: BaseException) -> None:
+        self.status = WriteStatus.FAILED
+        message = failure_message(cause, self._keep_content(), session_id=self.id,
+                                  relative=self.plan.relative, journal=self.journal)
+        self.runtime.reporter.notice(message)
+        self._trace(Kind.ERROR, "write failed", {"orion.where": "write session",
+                                                 "orion.error": str(cause)})
+        self._end_without_write(message)
+
+    def _blocked(self, blocking: list[Issue], rounds: int) -> None:
+        """Issues that block the write remain after the last correction round: the target is
+        not written, the content stays in the journal (``orion sessions`` lists the session as
+        ``blocked``, with the issues), and the model and the user are told why."""
+        self.status = WriteStatus.BLOCKED
+        self.journal.flush({**self._journal_state(), "blocked": [str(i) for i in blocking]})
+        message = blocked_message(blocking, rounds, self._keep_content(), session_id=self.id,
+                                  relative=self.plan.relative, journal=self.journal)
+        if self.aside.pending:
+            message += self._set_aside_report()
+        self.runtime.reporter.notice(message)
+        self._trace(Kind.WRITE_REPORT, f"blocked {self.plan.relative}", {
+            "orion.target": self.plan.relative, "orion.status": "blocked",
+            "orion.issues": len(blocking), "orion.code": blocking[0].code})
+        self._end_without_write(message)
+
+    def _end_without_write(self, message: str) -> None:
+        """A failed or blocked write: the model is told, the journal is closed (it keeps the
+        content for ``orion sessions recover``)."""
+        self.runtime.inject(self._with_news(message))
+        self._deliver_held()
+        self.journal.close()
+        self._detach()
+
+    def _keep_content(self) -> str | None:
+        """Make sure the content survives the failed write: None when the journal holds all
+        of it on disk; else the path of a rescue file it was written to, or (no path) why
+        nothing could hold it."""
+        if self.journal.secure():
+            return None
+        places = [self.runtime.state_dir / "rescued", Path(tempfile.gettempdir()),
+                  Path.home()]
+        try:
+            rescued = self.journal.rescue(places, f"{self.id[:8]}-{self.plan.target.name}")
+        except OSError as exc:
+            return f"{exc.strerror or exc}"
+        return str(rescued)
+
+    def _abandon_unless_held(self, why: str) -> None:
+        """Orion itself found that no content arrived (FS-14): that is read from the journal,
+        never from the last message alone, and a journal that holds content is kept."""
+        if self._journal_holds_something():
+            self._keep_instead(why)
+        else:
+            self._abandon(why)
+
+    def _abandon(self, why: str) -> None:
+        """The chart ended the session without a write because a plugin or the user asked (a
+        team's ``/reject``): their decision stands, and the journal goes."""
+        self.status = WriteStatus.ABANDONED
+        message = f"The write session for {self.plan.relative} was abandoned: {why}."
+        if self.aside.pending:
+            message += self._set_aside_report()
+        self.runtime.reporter.notice(message)
+        self._trace(Kind.WRITE_REPORT, f"abandoned {self.plan.relative}", {
+            "orion.target": self.plan.relative, "orion.status": "abandoned", "orion.why": why})
+        self.runtime.inject(self._with_news(message))
+        self._deliver_held()
+        self._archive_set_aside()
+        self.journal.remove()
+        self._detach()
+
+    def _journal_holds_something(self) -> bool:
+        """Whether the session's content holds anything but blanks (FS-13), counted from the
+        journal (its file once it is closed), never from the last message alone. (Text set
+        aside goes to the archive and held messages to the conversation when a session is
+        abandoned: neither is lost.)"""
+        if not self.journal.closed:
+            return bool(self.journal.content().strip())
+        try:
+            return bool(read_private(self.journal.content_path).strip())
+        except OSError:
+            return self.journal.bytes > 0
+
+    def _keep_instead(self, why: str) -> None:
+        """The statechart ended the session without a write, but its journal holds content:
+        it is kept as an orphan with its recover line, never removed."""
+        self.status = WriteStatus.SET_ASIDE
+        self.runtime.reporter.progress_done()
+        if not self.journal.closed:
+            self.checkpoint()
+            self.journal.close()
+        short = self.id[:8]
+        aside = f", {self.aside.lines} lines set aside" if self.aside.pending else ""
+        self.runtime.reporter.notice(
+            f"write session {short} for {self.plan.relative} ended without a write ({why}), "
+            f"but its journal holds {self.journal.lines} lines{aside}: it is kept, "
+            f"`orion sessions recover {short} --continue` lets the next orion run or orion "
+            "chat finish it, `--finalize` writes what was saved")
+        self._trace(Kind.WRITE_REPORT, f"kept {self.plan.relative}", {
+            "orion.target": self.plan.relative, "orion.status": "set_aside", "orion.why": why,
+            "orion.lines": self.journal.lines, "orion.bytes": self.journal.bytes})
+        # The chart's decision stands (a user's /reject, a plugin's abandon): the model is told
+        # and the session reads as abandoned; only its journal outlives it, for recovery.
+        self.status = WriteStatus.ABANDONED
+        self.runtime.inject(self._with_news(
+            f"The write session for {self.plan.relative} was abandoned: {why}. Nothing was "
+            f"written; its {self.journal.lines} saved lines are kept for the user to recover."))
+        self._detach()
+
+    def set_aside(self, why: str) -> None:
+        """Stop listening without writing or deleting anything (``/reset``: the new
+        conversation knows nothing of this session). The journal is flushed and closed with
+        the content it holds, and the messages the user typed meanwhile, so ``orion sessions``
+        lists the session and ``orion sessions recover`` can finish or resume it (and then
+        deliver them)."""
+        self.status = WriteStatus.SET_ASIDE
+        self.runtime.reporter.progress_done()
+        self.checkpoint()
+        kept = self._keep_content()
+        self.journal.close()  # its saved state keeps the snapshot of the open session
+        self.lifecycle.trigger("discard", reason="set aside")  # ends it here: no timer fires
+        self._trace(Kind.WRITE_REPORT, f"set aside {self.plan.relative}", {
+            "orion.target": self.plan.relative, "orion.status": "set_aside", "orion.why": why,
+            "orion.lines": self.journal.lines, "orion.bytes": self.journal.bytes})
+        held = len(self.held_messages)
+        kept_too = (f"; {held} message(s) you typed meanwhile are kept with it and sent once "
+                    "it is continued with --continue" if held else "")
+        if kept is None:
+            self.runtime.reporter.notice(
+                f"write session {self.id[:8]} for {self.plan.relative} was set aside ({why}); "
+                f"its {self.journal.lines} lines are kept: `orion sessions recover "
+                f"{self.id[:8]} --finalize` writes them, `--continue` lets the next run go on "
+                "with the model" + kept_too)
+        else:
+            self.runtime.reporter.notice(self._unsaved(f"was set aside ({why})", kept)
+                                         + kept_too)
+        self.held_messages = []  # they belong to the conversation that was reset
+        self._detach()
+
+    def _keep_unread_start(self) -> None:
+        """The process ends while the start of a reply to Orion's prompt is held unread (it
+        was not yet known whether it goes on from the saved content or starts the file
+        over): it is set aside as a part, so every line that arrived is kept and counted."""
+        text = self.intake.unread_start()
+        if text.strip():
+            self.aside.add(UNREAD_REPLY, text.encode("utf-8", "surrogateescape"),
+                           self.journal.bytes)
+
+    def release(self) -> None:
+        """The process ends with the session open: close the journal, so the next start sees
+        an orphan; content the journal could not save goes to a rescue file, and the user is
+        told where (or that it could not be saved anywhere)."""
+        try:
+            self.intake.take_batch()
+            if self.status is WriteStatus.ACTIVE:
+                self._keep_unread_start()
+                self.checkpoint()  # with the held messages
+                if self.journal.degraded is not None:
+                    kept = self._keep_content()
+                    if kept is not None:
+                        self.runtime.reporter.notice(
+                            self._unsaved("is still open as Orion ends", kept))
+        finally:
+            self.journal.close()
+            # The process ends: nothing that comes after (a reply still streaming) may act on
+            # a session whose journal is closed (end_message checks it too).
+            self._stop_listening()
+
+    def _unsaved(self, what: str, kept: str) -> str:
+        return unsaved(what, kept, session_id=self.id, relative=self.plan.relative,
+                       journal=self.journal)
 
     # -- the user's messages while the session is open -----------------------------------------
 
@@ -241,12 +795,7 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
         text = (f"write session {short} for {self.plan.relative} is still open "
                 f"({self.journal.lines} lines saved{aside})")
         if self.held_messages:
-            first = self.held_messages[0]
-            first = first if len(first) <= 60 else first[:60] + "…"
-            count = len(self.held_messages)
-            text += (f"; {count} message{'s' if count != 1 else ''} you typed "
-                     f"{'are' if count != 1 else 'is'} held with it ({first!r}) and sent once "
-                     "the file is written")
+            text += said.held(self.held_messages)
         return (text + f": `orion sessions recover {short} --continue` lets the next orion "
                 f"run or orion chat finish it, `--finalize` writes what was saved")
 
@@ -260,13 +809,13 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
             pending = ", ".join(str(p.number) for p in self.aside.pending) or "none"
             raise KeepRefused(f"write session {self.id[:8]} has no part {number} set aside to "
                               f"put back (parts set aside: {pending})")
-        self._take_batch()
+        self.intake.take_batch()
         at = min(part.at, self.journal.bytes)
         # The content first, then the index: a kill in between leaves the part both in the
         # content and in its file, never in neither.
         self.journal.insert(at, self.aside.read(number))
         self.aside.put_back(number)
-        self._restart_streamed_checks(at)
+        self.intake.restart_streamed_checks(at)
         line = self.journal.content()[:at].count(b"\n") + 1
         self.runtime.reporter.notice(
             f"write session {self.id[:8]}: part {number} ({part.lines} lines) is back in "
@@ -303,12 +852,7 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
         except GuardError:
             return self.status  # held by _trigger: not written, the content kept
         except ActionError as exc:
-            # Orion's own refusal (a changed target, a full disk) is said as it is; a team's
-            # action is named, with the line of its code, whatever it raised.
-            origin = self.runtime.plugins.origins.get(exc.plugin or "")
-            ours = origin is None or origin.kind == "builtin"
-            cause = exc.cause if ours and isinstance(exc.cause, OrionError | OSError) else exc
-            self._failed(cause)
+            self._failed(self._cause(exc))
             return self.status
         if self.result is not None:
             self.after_write()
@@ -316,11 +860,19 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
             self._abandon(str(payload.get("reason") or f"the statechart ended it ({trigger})"))
         return self.status
 
+    def _cause(self, exc: ActionError) -> BaseException:
+        """What a failed action is reported as: Orion's own refusal (a changed target, a full
+        disk) as it is; a team's action by name, with the line of its code, whatever it
+        raised."""
+        origin = self.runtime.plugins.origins.get(exc.plugin or "")
+        ours = origin is None or origin.kind == "builtin"
+        return exc.cause if ours and isinstance(exc.cause, OrionError | OSError) else exc
+
     def checkpoint(self) -> None:
         """Save the content received so far and the session's state (the lifecycle snapshot,
         the counters, the status, the messages the user typed) to the journal: what crash
         recovery restores."""
-        self._take_batch()
+        self.intake.take_batch()
         self.journal.flush(self._journal_state())
 
     # -- helpers ------------------------------------------------------------------------------
@@ -332,7 +884,7 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
             # A guard that cannot decide holds the write (CU-5): nothing is written, the
             # content stays recoverable, the user and the model are told which plugin failed.
             # The error still stops whatever was to follow the trigger (a validation, a write).
-            if self.status == "active":
+            if self.status is WriteStatus.ACTIVE:
                 self._failed(exc)
             exc.told = True
             raise
@@ -347,16 +899,15 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
     def _tell_later(self, text: str) -> None:
         """A message for the model with the next prompt Orion sends it (the idle prompt, the
         continuation request, the report): no request of its own."""
-        self.lifecycle.context.setdefault("news", []).append(text)
+        self.context.add_news(text)
 
     def _with_news(self, text: str) -> str:
-        news = self.lifecycle.context.pop("news", None) or []
-        return "\n\n".join([*news, text])
+        return self.context.with_news(text)
 
     def _journal_state(self, *, finalizing: bool = False) -> dict[str, Any]:
         state: dict[str, Any] = {"snapshot": self.lifecycle.snapshot(),
-                                 "continuations": self.lifecycle.context.get("continuations", 0),
-                                 "corrections": self.lifecycle.context.get("corrections", 0),
+                                 "continuations": self.context.continuations,
+                                 "corrections": self.context.corrections,
                                  "status": self.status,
                                  "held": list(self.held_messages),
                                  "set_aside_lines": self.aside.lines,
@@ -369,9 +920,10 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
             # pre-image (only clean up).
             target = self.plan.target
             before = target.read_bytes() if target.is_file() else None
+            fixed = self.finalizer.fixed
             state["finalizing"] = {
-                "content_sha256": self.journal.sha256() if self._fixed is None
-                else hashlib.sha256(self._fixed).hexdigest(),
+                "content_sha256": self.journal.sha256() if fixed is None
+                else hashlib.sha256(fixed).hexdigest(),
                 "before_sha256": hashlib.sha256(before).hexdigest() if before is not None
                 else None}
         return state
@@ -381,16 +933,14 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
         and lets go of what only an open session needs (the corrected content, the streamed
         checks, the last chunks), so a long conversation of writes does not keep each one's."""
         self._stop_listening()
-        self._fixed = self._streamed = None
-        self._message_text, self._held, self._batch = [], [], []
+        self.finalizer.fixed = None
+        self.intake.let_go()
         self.messages = []  # the conversation holds them (as references, once written)
-        from orion.write_session.manager import manager_for
-
-        manager_for(self.runtime).ended(self)
+        self._ended(self)
 
     def _stop_listening(self) -> None:
         """No more text, user messages or triggers reach this session."""
-        self._flush_timer.cancel()
+        self.intake.stop()
         if self.feed in self.runtime.text_sinks:
             self.runtime.text_sinks.remove(self.feed)
         if self.hold in self.runtime.user_gates:
@@ -400,6 +950,14 @@ class WriteSession(Ingest, MessageEnds, Finalizer):
     def _trace(self, kind: str, name: str, attributes: dict[str, Any]) -> None:
         self.runtime.tracer.emit(TraceEvent(kind, name, self.runtime.clock.now_ms(),
                                             self.runtime.conversation.id, self.id, attributes))
+
+
+def _tracer(runtime: Runtime, session_id: str) -> Callable[[str, str, dict[str, Any]], None]:
+    """The session's trace events, for its parts (no reference back to the session)."""
+    def trace(kind: str, name: str, attributes: dict[str, Any]) -> None:
+        runtime.tracer.emit(TraceEvent(kind, name, runtime.clock.now_ms(),
+                                       runtime.conversation.id, session_id, attributes))
+    return trace
 
 
 def session_dir(state_dir: Path, session_id: str) -> Path:

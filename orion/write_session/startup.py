@@ -62,11 +62,7 @@ def startup(runtime: Runtime) -> list[StartupAction]:
 
     manager = manager_for(runtime)
     owned = {session.id for session in manager.sessions}
-    try:
-        ttl = int(runtime.definition("write_session").settings.get("orphan_ttl_ms",
-                                                                    DEFAULT_TTL_MS))
-    except OrionError:
-        ttl = DEFAULT_TTL_MS
+    ttl = _ttl(runtime)
     now, now_boot = runtime.clock.now_ms(), since_boot(runtime.clock)
     actions: list[StartupAction] = []
     _housekeeping(runtime)
@@ -82,6 +78,35 @@ def startup(runtime: Runtime) -> list[StartupAction]:
     named = [load(Path(entries[name].path), now_ms=now, now_boot=now_boot)
              for name in sorted(flagged)]
     rest = [entry for name, entry in entries.items() if name not in flagged]
+    more, rest = _to_name(rest, ttl, now, now_boot)
+    named += more
+    named.sort(key=lambda o: (o.last_save_ms is None, o.last_save_ms or 0.0, o.id))
+    for orphan in named:
+        if not orphan.live:
+            _say(runtime, actions, _checked_one(runtime, manager, orphan, ttl, now, now_boot),
+                 orphan)
+    if rest:
+        _say(runtime, actions, _summed_up(runtime, rest, now, now_boot))
+    for action in _swept(runtime, ttl, now_boot):
+        _say(runtime, actions, action)
+    runtime.deliver_prompts()
+    return actions
+
+
+def _ttl(runtime: Runtime) -> int:
+    """``orphan_ttl_ms`` of the write-session chart (the default when it cannot be read)."""
+    try:
+        return int(runtime.definition("write_session").settings.get("orphan_ttl_ms",
+                                                                    DEFAULT_TTL_MS))
+    except OrionError:
+        return DEFAULT_TTL_MS
+
+
+def _to_name(rest: list[os.DirEntry[str]], ttl: int, now: float, now_boot: BootTime | None
+             ) -> tuple[list[Orphan], list[os.DirEntry[str]]]:
+    """Of the session directories not flagged: the orphans to handle one by one (past the
+    TTL, or all of them when there are few) and the directories left to sum up."""
+    named: list[Orphan] = []
     if ttl > 0:  # a stat each: only directories untouched for longer than the TTL are opened
         expired = set()
         for entry in rest:
@@ -94,32 +119,35 @@ def startup(runtime: Runtime) -> list[StartupAction]:
     if len(rest) <= NAMED_AT_START:
         named += [load(Path(entry.path), now_ms=now, now_boot=now_boot) for entry in rest]
         rest = []
-    named.sort(key=lambda o: (o.last_save_ms is None, o.last_save_ms or 0.0, o.id))
-    for orphan in named:
-        if orphan.live:
-            continue
-        try:
-            action = _startup_one(runtime, manager, orphan, ttl, now, now_boot)
-        except (OrionError, OSError, ValueError) as exc:
-            action = StartupAction(orphan.id, "failed",
-                                   f"could not check write session {orphan.short}: {exc}")
-        actions.append(action)
-        runtime.reporter.notice(action.notice)
+    return named, rest
+
+
+def _checked_one(runtime: Runtime, manager: Any, orphan: Orphan, ttl: int, now: float,
+                 now_boot: BootTime | None) -> StartupAction:
+    try:
+        return _startup_one(runtime, manager, orphan, ttl, now, now_boot)
+    except (OrionError, OSError, ValueError) as exc:
+        return StartupAction(orphan.id, "failed",
+                             f"could not check write session {orphan.short}: {exc}")
+
+
+def _swept(runtime: Runtime, ttl: int, now_boot: BootTime | None) -> list[StartupAction]:
+    """The sessions deleted from the trash, having been there for the TTL."""
+    if ttl <= 0:
+        return []
+    return [StartupAction(gone.id, "deleted", (
+        f"deleted write session {gone.id[:8]} for {gone.target_file or 'an unknown file'}"
+        f" ({gone.lines} lines) from {trash_dir(runtime.state_dir)}: it was there "
+        f"for {format_duration(ttl)}"))
+        for gone in sweep_trash(runtime.state_dir, ttl, now_boot=now_boot)]
+
+
+def _say(runtime: Runtime, actions: list[StartupAction], action: StartupAction,
+         orphan: Orphan | None = None) -> None:
+    actions.append(action)
+    runtime.reporter.notice(action.notice)
+    if orphan is not None:
         _trace(runtime, orphan, action)
-    if rest:
-        action = _summed_up(runtime, rest, now, now_boot)
-        actions.append(action)
-        runtime.reporter.notice(action.notice)
-    if ttl > 0:
-        for gone in sweep_trash(runtime.state_dir, ttl, now_boot=now_boot):
-            action = StartupAction(gone.id, "deleted", (
-                f"deleted write session {gone.id[:8]} for {gone.target_file or 'an unknown file'}"
-                f" ({gone.lines} lines) from {trash_dir(runtime.state_dir)}: it was there "
-                f"for {format_duration(ttl)}"))
-            actions.append(action)
-            runtime.reporter.notice(action.notice)
-    runtime.deliver_prompts()
-    return actions
 
 
 def _older_than(entry: os.DirEntry[str], limit_ms: float) -> bool:
