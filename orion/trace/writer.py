@@ -92,15 +92,13 @@ class TraceWriter:
                 self._cond.notify_all()
 
     def _store(self, batches: list[tuple[Sequence[TraceEvent], Mapping[str, str]]]) -> None:
-        if len(batches) == 1:
-            events, blobs = batches[0]
-        else:
-            events = [event for batch, _ in batches for event in batch]
-            blobs = {sha: text for _, more in batches for sha, text in more.items()}
+        blobs = batches[0][1] if len(batches) == 1 else {
+            sha: text for _, more in batches for sha, text in more.items()}
+        parts = [events for events, _ in batches]
         try:
-            self.store.write(events, blobs)
+            self.store.write_batches(parts, blobs)
         except Exception as exc:  # a caller's bug (not JSON data): counted, the thread goes on
-            self.store.count_dropped(len(events), exc)
+            self.store.count_dropped(sum(map(len, parts)), exc)
 
     def settle(self) -> None:
         """Wait until every batch submitted so far is stored (or counted as dropped)."""
