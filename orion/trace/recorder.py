@@ -322,9 +322,7 @@ class Recorder:
         """A lifecycle transition: the phase it ends, the transition, the phase it starts.
         One tuple on the step (:data:`orion.trace.batch.Step`): its spans are built when the
         batch is read, its record when it is stored, both off this thread's path."""
-        lifecycle_id = lifecycle.id
-        if type(lifecycle_id) is not str:
-            lifecycle_id = str(lifecycle_id)
+        lifecycle_id = str(lifecycle.id)
         duration = record.duration_ms
         if type(duration) is not float or not 0.0 <= duration < _INF:
             duration = _duration(duration)
@@ -332,9 +330,7 @@ class Recorder:
         phase = self._phases.pop(lifecycle_id, None)
         phase_ms = 0.0
         if phase is not None:
-            phase_ms = (perf - phase[P_STARTED]) * 1000.0 - duration
-            if phase_ms < 0.0:
-                phase_ms = 0.0
+            phase_ms = max(0.0, (perf - phase[P_STARTED]) * 1000.0 - duration)
         turn = self.turn
         conversation = self._conversation()
         if turn is None or (conversation and turn.root.conversation_id != conversation):
@@ -368,19 +364,26 @@ class Recorder:
         self._spans += spans
         self.emitted += spans
         if dest:
-            resting = self._resting.get(id(getattr(lifecycle, "definition", None)))
-            if resting is None:
-                resting = self._resting_states(lifecycle)
-            if dest not in resting and not getattr(lifecycle, "finished", False):
-                phase_id = getrandbits(64) or 1
-                root_trace = root.trace_id
-                self._phases[lifecycle_id] = (
-                    name, dest, root_trace, phase_id, root.span_id, now, perf,
-                    root.conversation_id,
-                    links if root_trace == trace_id
-                    else self._step_links(lifecycle_id, root_trace, phase_id), lifecycle_id)
+            self._next_phase(lifecycle, lifecycle_id, name, dest, root, now, perf,
+                             links if root.trace_id == trace_id else None)
         if perf - self._batch_started >= self.flush_interval:
             self.flush()
+
+    def _next_phase(self, lifecycle: Any, lifecycle_id: str, name: str, dest: str, root: Span,
+                    now: float, perf: float, links: tuple[str, ...] | None) -> None:
+        """The phase a step starts, unless it rests in ``dest`` (initial, final, finished);
+        ``links`` are the step's when it is in the root's trace (then they are the same)."""
+        resting = self._resting.get(id(getattr(lifecycle, "definition", None)))
+        if resting is None:
+            resting = self._resting_states(lifecycle)
+        if dest in resting or getattr(lifecycle, "finished", False):
+            return
+        phase_id = getrandbits(64) or 1
+        trace_id = root.trace_id
+        self._phases[lifecycle_id] = (
+            name, dest, trace_id, phase_id, root.span_id, now, perf, root.conversation_id,
+            self._step_links(lifecycle_id, trace_id, phase_id) if links is None else links,
+            lifecycle_id)
 
     def _step_links(self, session_id: str, trace_id: str, span_id: int) -> tuple[str, ...]:
         """:meth:`_links` of a step's span, its id formatted only when it is the session's

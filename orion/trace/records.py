@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from orion.trace.batch import (P_CONVERSATION, P_LINKS, P_LIFECYCLE, P_PARENT, P_SPAN, P_START,
-                               P_STATE, P_TRACE, S_CONVERSATION, S_DEST, S_DURATION, S_ID,
-                               S_LIFECYCLE, S_LINKS, S_PARENT, S_PAYLOAD, S_PHASE, S_PHASE_MS,
-                               S_SOURCE, S_SPAN, S_START, S_TRACE, S_TRIGGER, Step, TraceBatch,
+from orion.trace.batch import (P_CONVERSATION, P_LINKS, P_PARENT, P_SPAN, P_START, P_STATE,
+                               P_TRACE, S_CONVERSATION, S_DEST, S_DURATION, S_ID, S_LIFECYCLE,
+                               S_LINKS, S_PARENT, S_PAYLOAD, S_PHASE, S_PHASE_MS, S_SOURCE,
+                               S_SPAN, S_START, S_TRACE, S_TRIGGER, Step, TraceBatch,
                                phase_fixed, phase_name, step_events)
 from orion.trace.events import Kind, TraceEvent
 from orion.trace.shapes import Shapes, plain_id
@@ -66,69 +66,54 @@ class StepRows:
     def __init__(self, shapes: Shapes, dumps: Dumps) -> None:
         self.shapes = shapes
         self.dumps = dumps
-        #: Per transition shape: its safe kind, name and JSON attributes (empty payload).
-        self._transitions: dict[tuple[Any, ...], tuple[str, str, str] | None] = {}
-        #: Per phase shape: its safe name and JSON attributes.
-        self._phases: dict[tuple[str, str], tuple[str, str] | None] = {}
+        #: Per step shape (lifecycle, trigger, source, dest, the phase's state, conversation,
+        #: lifecycle id): the safe kind and name, the JSON attributes (empty payload), the
+        #: phase's safe name and JSON attributes; ``False`` for a shape that holds content.
+        self._known: dict[tuple[Any, ...], tuple[str, str, str, str, str] | bool] = {}
 
     def rows(self, step: Step) -> tuple[Any, ...]:
         """The step's records' values, one record after the other."""
-        payload = step[S_PAYLOAD]
-        if type(payload) is dict and not payload and plain_id(step[S_CONVERSATION]) \
-                and plain_id(step[S_ID]):
-            transition = self._transition(step)
-            if transition is not None:
-                phase = step[S_PHASE]
-                if phase is None:
-                    tail: tuple[Any, ...] = NO_PHASE
-                elif (phase[P_TRACE] == step[S_TRACE] and phase[P_LINKS] == step[S_LINKS]
-                      and phase[P_CONVERSATION] == step[S_CONVERSATION]):
-                    known = self._phase(phase[P_LIFECYCLE], phase[P_STATE])
-                    if known is None:
-                        return self._folded(step)
-                    tail = (f"{phase[P_SPAN]:016x}", phase[P_PARENT], phase[P_START],
-                            step[S_PHASE_MS], *known)
-                else:
-                    return self._folded(step)
-                kind, name, attributes = transition
+        payload, phase = step[S_PAYLOAD], step[S_PHASE]
+        if type(payload) is dict and not payload and (phase is None or (
+                phase[P_TRACE] == step[S_TRACE] and phase[P_LINKS] == step[S_LINKS]
+                and phase[P_CONVERSATION] == step[S_CONVERSATION])):
+            key = (step[S_LIFECYCLE], step[S_TRIGGER], step[S_SOURCE], step[S_DEST],
+                   None if phase is None else phase[P_STATE], step[S_CONVERSATION], step[S_ID])
+            known = self._known.get(key)
+            if known is None:
+                known = self._learn(key)
+            if known:
+                kind, name, attributes, phase_name_, phase_attributes = known  # type: ignore[misc]
                 links = step[S_LINKS]
-                return (kind, name, step[S_START], step[S_DURATION], step[S_CONVERSATION],
+                head = (kind, name, step[S_START], step[S_DURATION], step[S_CONVERSATION],
                         step[S_ID], attributes, step[S_TRACE], f"{step[S_SPAN]:016x}",
-                        step[S_PARENT], " ".join(links) if links else "", *tail)
-        return self._folded(step)
-
-    def _folded(self, step: Step) -> tuple[Any, ...]:
+                        step[S_PARENT], " ".join(links) if links else "")
+                if phase is None:
+                    return head + NO_PHASE
+                return head + (f"{phase[P_SPAN]:016x}", phase[P_PARENT], phase[P_START],
+                               step[S_PHASE_MS], phase_name_, phase_attributes)
         return sum(folded(step_events(step, self.shapes, None), self.dumps), ())
 
-    def _transition(self, step: Step) -> tuple[str, str, str] | None:
-        key = (step[S_LIFECYCLE], step[S_TRIGGER], step[S_SOURCE], step[S_DEST])
-        known = self._transitions.get(key, False)
-        if known is False:
-            lifecycle, trigger, source, dest = key
+    def _learn(self, key: tuple[Any, ...]) -> tuple[str, str, str, str, str] | bool:
+        lifecycle, trigger, source, dest, state, conversation, session = key
+        known: tuple[str, str, str, str, str] | bool = False
+        if plain_id(conversation) and plain_id(session):
+            shapes = self.shapes
             fixed = {"orion.lifecycle": lifecycle, "orion.event": trigger,
                      "orion.source": source, "orion.dest": dest}
-            safe = self.shapes.safe(Kind.TRANSITION, f"{lifecycle} {trigger}", fixed)
-            known = None if safe is None else (
-                safe[0], safe[1], self.dumps({**safe[2], _PAYLOAD: {}}))
-            self._remember(self._transitions, key, known)
-        return known  # type: ignore[return-value]
-
-    def _phase(self, lifecycle: str, state: str) -> tuple[str, str] | None:
-        key = (lifecycle, state)
-        known = self._phases.get(key, False)
-        if known is False:
-            safe = self.shapes.safe(Kind.PHASE, phase_name(lifecycle, state),
-                                    phase_fixed(lifecycle, state))
-            known = None if safe is None or safe[0] != Kind.PHASE else (
-                safe[1], self.dumps(safe[2]))
-            self._remember(self._phases, key, known)
-        return known  # type: ignore[return-value]
-
-    @staticmethod
-    def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
-        if len(cache) >= 1024:  # a long chat has a few dozen shapes: a bound, not a policy
-            cache.clear()
-        cache[key] = value
+            transition = shapes.safe(Kind.TRANSITION, f"{lifecycle} {trigger}", fixed)
+            phase = None if state is None else shapes.safe(
+                Kind.PHASE, phase_name(lifecycle, state), phase_fixed(lifecycle, state))
+            if transition is not None and (state is None or (
+                    phase is not None and phase[0] == Kind.PHASE)):
+                known = (transition[0], transition[1],
+                         self.dumps({**transition[2], _PAYLOAD: {}}),
+                         "" if phase is None else phase[1],
+                         "" if phase is None else self.dumps(phase[2]))
+        if len(self._known) >= 1024:  # a long chat has a few dozen shapes: a bound
+            self._known.clear()
+        self._known[key] = known
+        return known
 
 
 def runs(parts: Sequence[Sequence[TraceEvent]], dumps: Dumps,
@@ -137,32 +122,33 @@ def runs(parts: Sequence[Sequence[TraceEvent]], dumps: Dumps,
     """The records of the batches ``parts``, in order, as runs of one layout each."""
     out: list[Run] = []
     for part in parts:
-        if type(part) is not TraceBatch:
+        if type(part) is TraceBatch:
+            _batch_runs(part, out, dumps, event_values, step_rows(part.shapes))
+        else:
             out.append((False, event_values(part)))
-            continue
-        built = part.item_events() if part.built() else None  # capture on, or a plugin read it
-        maker = step_rows(part.shapes)
-        pending: list[TraceEvent] = []
-        rows: list[Any] = []
-        # Consecutive events and consecutive steps each make one run; one of the two lists is
-        # empty at any time.
-        for index, item in enumerate(part.items):
-            if type(item) is tuple:
-                if pending:
-                    out.append((False, event_values(pending)))
-                    pending = []
-                if built is None:
-                    rows += maker.rows(item)
-                else:
-                    for row in folded(built[index], dumps):
-                        rows += row
-            else:
-                if rows:
-                    out.append((True, rows))
-                    rows = []
-                pending.append(item)
-        if pending:
-            out.append((False, event_values(pending)))
-        if rows:
-            out.append((True, rows))
     return out
+
+
+def _batch_runs(batch: TraceBatch, out: list[Run], dumps: Dumps,
+                event_values: Callable[[Sequence[TraceEvent]], list[Any]],
+                maker: StepRows) -> None:
+    built = batch.item_events() if batch.built() else None  # capture on, or a plugin read it
+    pending: list[TraceEvent] = []
+    rows: list[Any] = []
+    # Consecutive events and consecutive steps each make one run; one of the two lists is
+    # empty at any time.
+    for index, item in enumerate(batch.items):
+        if type(item) is tuple:
+            if pending:
+                out.append((False, event_values(pending)))
+                pending = []
+            rows += maker.rows(item) if built is None else sum(folded(built[index], dumps), ())
+        else:
+            if rows:
+                out.append((True, rows))
+                rows = []
+            pending.append(item)
+    if pending:
+        out.append((False, event_values(pending)))
+    if rows:
+        out.append((True, rows))
