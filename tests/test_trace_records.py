@@ -121,6 +121,37 @@ def test_a_batch_a_plugin_read_is_stored_folded_all_the_same(tmp_path):
         same_span(row, event)
 
 
+def test_steps_off_the_usual_shape_are_stored_as_the_spans_they_make(tmp_path):
+    """A payload that holds content (hashed, and its words kept out of the name) and a phase
+    of another trace (the conversation changed under it) take the events' path: the first is
+    still one record, the second two; either way the view reads back the hook's spans."""
+    from orion.statechart.interpreter.lifecycle import Transition
+
+    keep = Keep()
+    runtime, session = open_session(tmp_path, keep)
+    lifecycle = session.lifecycle
+    lifecycle.trigger("message_end")
+    runtime.tracer.transition(lifecycle, Transition(
+        lifecycle.name, lifecycle.id, "content", lifecycle.state, lifecycle.state,
+        {"text": "a line of the secret document", "count": 3}, 0.0, 0.25))
+    runtime.conversation.reset()  # a new conversation: a new turn, a new trace
+    lifecycle.trigger("content")
+    runtime.tracer.flush(wait=True)
+    database = tmp_path / ".orion" / DB_NAME
+    events = [event for batch in keep.batches for event in batch]
+    rows = view(database)
+    assert len(rows) == len(events)
+    for row, event in zip(rows, events):
+        same_span(row, event)
+    payload = next(r for r in rows if '"count":3' in r["attributes"])
+    assert "secret" not in payload["attributes"] and "secret" not in payload["name"]
+    with sqlite3.connect(database) as db:
+        cut = db.execute("SELECT count(*) FROM trace_records WHERE kind = 'phase'").fetchone()[0]
+    assert cut == 1  # the phase of the old trace: a row of its own
+    assert len({r["trace_id"] for r in rows if r["trace_id"]}) == 2
+    runtime.close()
+
+
 # -- a database of Orion 0.2.0 -----------------------------------------------------------------
 
 TRACE = "a" * 32
