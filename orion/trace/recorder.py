@@ -175,7 +175,7 @@ class Recorder:
         self._shapes = Shapes(max_text)
         self._resting: dict[int, frozenset[Any]] = {}  # per definition: initial and finals
         self._blobs: dict[str, str] = {}
-        self._batch_started = 0.0  # monotonic time of the batch's first event
+        self._batch_started = 0.0  # perf_counter time of the batch's first event
         self._failures_seen = len(getattr(plugins, "failures", ()))
         self.emitted = 0
         self.turn: Turn | None = None
