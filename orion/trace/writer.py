@@ -1,7 +1,7 @@
 """A trace store's writer thread: batches are stored after the step that made them moved on.
 
 :meth:`TraceWriter.submit` queues a batch and returns; the thread takes everything queued and
-stores it in one transaction (:meth:`orion.trace.store.TraceStore.write`, which retries a
+stores it in one transaction (:meth:`orion.trace.store.TraceStore.write_batches`, which retries a
 busy database and counts what it cannot store). The queue is bounded
 (:data:`MAX_QUEUED` events): a producer that outruns the database waits for room rather than
 losing events.
