@@ -13,7 +13,7 @@ by ``TraceStore`` (same schema, indexes and pragmas: WAL, ``synchronous=NORMAL``
   100 ms flush produces): one transaction per batch, multi-row INSERTs of 100 rows and
   ``executemany`` for the rest. For information, the same with ``executemany`` alone
   (``rows_per_statement=1``).
-- **per-row**: ``db["trace_events"].insert(row)`` for each event, the obvious sqlite-utils
+- **per-row**: ``db["trace_records"].insert(row)`` for each event, the obvious sqlite-utils
   code (each insert its own transaction).
 
 - **recorder**: the runtime's path, ``Recorder.emit`` (encoding) then ``store_traces`` through the
@@ -154,7 +154,7 @@ def run_per_row(tmp: Path, rows: list[dict[str, Any]]) -> float:
     db = sqlite_utils.Database(tmp / "orion.db")
     try:
         db.execute("PRAGMA synchronous = NORMAL")  # the store's setting (per connection)
-        table = db["trace_events"]
+        table = db["trace_records"]  # the table behind the trace_events view
         gc.collect()
         gc.disable()
         try:

@@ -2144,7 +2144,7 @@ mutant("store_warns_every_batch", "WF-4", "orion.trace.store:TraceStore._drop",
        "the trace store warns at every batch it cannot store",
        ("self._warned = True", "pass"))
 
-mutant("store_keeps_only_busy_errors", "WF-4", "orion.trace.store:TraceStore.write",
+mutant("store_keeps_only_busy_errors", "WF-4", "orion.trace.store:TraceStore.write_batches",
        "only a locked or busy database is a batch dropped; a damaged one raises",
        ("except DATABASE_ERRORS as exc:", "except sqlite3.OperationalError as exc:"))
 

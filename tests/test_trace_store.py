@@ -52,22 +52,28 @@ def test_migrations_are_recorded_once_across_opens(tmp_path):
         rows = list(second.db["_sqlite_migrations"].rows)
         assert [(r["migration_set"], r["name"]) for r in rows] == [
             ("orion.traces", "001_trace_tables"), ("orion.traces", "002_span_ids"),
-            ("orion.traces", "003_blob_times")]
+            ("orion.traces", "003_blob_times"), ("orion.traces", "004_folded_phases")]
         assert migrations.pending(second.db) == []
 
 
 def test_schema_tables_columns_and_indexes(store):
     db = store.db
-    assert {"trace_events", "trace_blobs", "trace_counters"} <= set(db.table_names())
-    assert {c.name: c.type for c in db["trace_events"].columns} == {
+    assert {"trace_records", "trace_blobs", "trace_counters"} <= set(db.table_names())
+    assert "trace_events" in db.view_names()
+    assert {c.name: c.type for c in db["trace_records"].columns} == {
         "id": "INTEGER", "kind": "TEXT", "name": "TEXT", "at_ms": "REAL",
         "duration_ms": "REAL", "conversation_id": "TEXT", "session_id": "TEXT",
         "attributes": "TEXT", "trace_id": "TEXT", "span_id": "TEXT", "parent_id": "TEXT",
-        "links": "TEXT"}
-    assert db["trace_events"].pks == ["id"]
-    indexed = {tuple(i.columns) for i in db["trace_events"].indexes}
-    assert {("conversation_id",), ("session_id",), ("kind",), ("at_ms",),
-            ("trace_id",)} <= indexed
+        "links": "TEXT", "phase_span_id": "TEXT", "phase_parent_id": "TEXT",
+        "phase_at_ms": "REAL", "phase_duration_ms": "REAL", "phase_name": "TEXT",
+        "phase_attributes": "TEXT"}
+    assert [c.name for c in db["trace_events"].columns] == [
+        "id", "kind", "name", "at_ms", "duration_ms", "conversation_id", "session_id",
+        "attributes", "trace_id", "span_id", "parent_id", "links"]
+    assert db["trace_records"].pks == ["id"]
+    indexed = {tuple(i.columns) for i in db["trace_records"].indexes}
+    assert {("conversation_id",), ("session_id",), ("at_ms",), ("trace_id",)} <= indexed
+    assert ("kind",) not in indexed
     assert db["trace_blobs"].pks == ["sha256"]
     assert list(db["trace_counters"].rows) == [{"name": "dropped", "value": 0}]
 
@@ -304,7 +310,8 @@ def test_multi_row_statements_and_executemany_store_the_same(tmp_path, per):
     with TraceStore(tmp_path / DB_NAME, rows_per_statement=per) as store:
         assert store.write(events) and store.write(more)
         rows = store.query(limit=None)
-    assert [r["id"] for r in rows] == list(range(253, 0, -1))
+    # A span's id is twice its record's plus one (a folded phase takes the even one).
+    assert [r["id"] for r in rows] == [2 * i + 1 for i in range(253, 0, -1)]
     assert [(r["name"], r["at_ms"], r["conversation_id"], r["attributes"])
             for r in reversed(rows)] == [
         (e.name, e.at_ms, e.conversation_id, dict(e.attributes)) for e in events + more]

@@ -28,11 +28,13 @@ recorded as ending when it is emitted.
 content-free (:func:`orion.trace.content.content_free`) here, before any plugin sees them;
 with ``capture_content`` the texts left out go to the batch's blobs.
 
-**Steps.** A lifecycle step is on the hot path of every write, so the recorder keeps one
-record per transition (the phase it ends folded in) and turns it into its spans when the
-batch is flushed, with the encoding and the content filter of each span's fixed parts done
-once per shape (:mod:`orion.trace.shapes`). The spans are what they were: the transition, and
-the phase it ends.
+**Steps.** A lifecycle step is on the hot path of every write, so the recorder appends one
+tuple per transition (the phase it ends folded in) and nothing else: no dict, no encoding
+(:mod:`orion.trace.batch`). Its spans are built when a plugin reads the batch, with the
+encoding and the content filter of each span's fixed parts done once per shape
+(:mod:`orion.trace.shapes`); the SQLite store makes it one record on its writer thread
+(:mod:`orion.trace.records`). The spans are what they were: the transition, and the phase it
+ends.
 
 A batch is flushed after every model request (the ``trace`` system of the pipeline), when it
 is ``flush_interval_ms`` old at the next event, and when the runtime closes. Plugin failures
@@ -44,6 +46,7 @@ from __future__ import annotations
 import math
 import random
 import re
+from random import getrandbits
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -52,6 +55,8 @@ from pathlib import Path
 from typing import Any
 
 from orion.trace import events as ev
+from orion.trace.batch import (P_ID, P_LIFECYCLE, P_STARTED, P_STATE, Phase, TraceBatch,
+                               phase_event, span_hex)
 from orion.trace.content import capture_from_env, content_free
 from orion.trace.encoding import encode_event
 from orion.trace.events import ERROR_TYPE, Kind, TraceEvent
@@ -69,6 +74,16 @@ MAX_SESSIONS = 1024
 MAX_ENDED = 16
 #: ``trace.keep_days`` counts these.
 DAY_MS = 86_400_000.0
+_INF = math.inf
+#: The payload of a step that had none (never changed: a span's attributes are built anew).
+_NO_PAYLOAD: dict[str, Any] = {}
+
+
+def _duration(value: Any) -> float:
+    """A duration as a step reports it, made a finite number of milliseconds, at least 0."""
+    if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
+        return 0.0
+    return value  # type: ignore[no-any-return]
 
 
 def capture_content(configured: bool, env: Mapping[str, str] | None = None) -> bool:
@@ -120,38 +135,6 @@ class Span:
         self.attributes["orion.error"] = f"{type(exc).__name__}: {exc}"
 
 
-@dataclass(slots=True, eq=False)
-class _Step:
-    """One transition as the step records it: its spans are built at the flush."""
-
-    lifecycle: str
-    lifecycle_id: str
-    trigger: str
-    source: str
-    dest: str | None
-    payload: Any
-    start_ms: float
-    duration_ms: float
-    parent: Span
-    span_id: str
-    links: tuple[str, ...]
-    phase: Span | None  # the phase it ends
-    phase_ms: float
-
-    def events(self, shapes: Shapes, blobs: dict[str, str] | None) -> list[TraceEvent]:
-        parent, out = self.parent, []
-        phase = self.phase
-        if phase is not None:
-            out.append(shapes.event(phase.kind, phase.name, phase.attributes, None,
-                                    phase.at_ms, phase.conversation_id, phase.session_id,
-                                    self.phase_ms, phase.trace_id, phase.span_id,
-                                    phase.parent_id, phase.links, blobs))
-        out.append(shapes.transition(
-            self.lifecycle, self.trigger, self.source, self.dest, self.payload, self.start_ms, parent.conversation_id, self.lifecycle_id, self.duration_ms,
-            parent.trace_id, self.span_id, parent.span_id, self.links, blobs))
-        return out
-
-
 @dataclass(eq=False)
 class Turn:
     root: Span
@@ -187,18 +170,19 @@ class Recorder:
         #: Wall-clock milliseconds since the epoch (tests may fix it).
         self.now_ms = now_ms or (lambda: time.time() * 1000.0)
         self._conversation = conversation or (lambda: "")
-        self._batch: list[TraceEvent | _Step] = []
+        self._batch: list[Any] = []  # TraceEvent or a step (orion.trace.batch.Step)
+        self._spans = 0  # in the batch
         self._shapes = Shapes(max_text)
         self._resting: dict[int, frozenset[Any]] = {}  # per definition: initial and finals
         self._blobs: dict[str, str] = {}
-        self._batch_started = 0.0  # monotonic time of the batch's first event
+        self._batch_started = 0.0  # perf_counter time of the batch's first event
         self._failures_seen = len(getattr(plugins, "failures", ()))
         self.emitted = 0
         self.turn: Turn | None = None
         self.turns = 0
         self._stack: list[Span] = []
-        self._phases: dict[str, Span] = {}  # lifecycle id -> its open phase
-        self._carried: list[Span] = []  # phases cut at a turn's end, to go on in the next
+        self._phases: dict[str, Phase] = {}  # lifecycle id -> its open phase
+        self._carried: list[Phase] = []  # phases cut at a turn's end, to go on in the next
         self._origins: dict[str, str] = {}  # live session id -> the span where it began
         self._ended: dict[str, str] = {}  # the same, for the latest MAX_ENDED ended sessions
 
@@ -246,16 +230,16 @@ class Recorder:
         self.turn = Turn(root, self.turns)
         carried, self._carried = self._carried, []
         for phase in carried:  # still in that state: the phase goes on in this turn
-            self._open_phase(phase.session_id, phase.name, dict(phase.attributes), root)
+            self._open_phase(phase[P_ID], phase[P_LIFECYCLE], phase[P_STATE], root,
+                             self.now_ms(), time.perf_counter())
         return self.turn
 
     def _close_turn(self) -> None:
         turn, self.turn = self.turn, None
         if turn is None:
             return
-        for lifecycle_id, phase in list(self._phases.items()):
-            phase.set("orion.phase.continues", True)
-            self._finish(phase)
+        for phase in list(self._phases.values()):
+            self._finish_phase(phase, continues=True)
             self._carried.append(phase)
         self._phases.clear()
         if not turn.recorded:
@@ -336,33 +320,78 @@ class Recorder:
 
     def transition(self, lifecycle: Any, record: Any) -> None:
         """A lifecycle transition: the phase it ends, the transition, the phase it starts.
-        One record on the step; its spans are built when the batch is flushed."""
+        One tuple on the step (:data:`orion.trace.batch.Step`): its spans are built when the
+        batch is read, its record when it is stored, both off this thread's path."""
         lifecycle_id = str(lifecycle.id)
         duration = record.duration_ms
-        if type(duration) not in (int, float) or not math.isfinite(duration) or duration < 0:
-            duration = 0.0
+        if type(duration) is not float or not 0.0 <= duration < _INF:
+            duration = _duration(duration)
+        perf = time.perf_counter()
         phase = self._phases.pop(lifecycle_id, None)
         phase_ms = 0.0
         if phase is not None:
-            phase_ms = max(0.0, (time.perf_counter() - phase.started) * 1000.0 - duration)
-        turn = self._current_turn(self._conversation())
-        parent = self._stack[-1] if self._stack else turn.root
-        span_id = new_span_id()
-        links = self._links(lifecycle_id, parent.trace_id, span_id)
-        start = self.now_ms() - duration
+            phase_ms = max(0.0, (perf - phase[P_STARTED]) * 1000.0 - duration)
+        turn = self.turn
+        conversation = self._conversation()
+        if turn is None or (conversation and turn.root.conversation_id != conversation):
+            turn = self._current_turn(conversation)
         root = turn.root
+        parent = self._stack[-1] if self._stack else root
+        trace_id = parent.trace_id
+        span_id = getrandbits(64) or 1
+        origin = self._origins.get(lifecycle_id) or self._ended.get(lifecycle_id)
+        if origin is None:  # the session's first span
+            links = self._links(lifecycle_id, trace_id, span_hex(span_id))
+        else:
+            links = () if origin.startswith(trace_id) else (origin,)
+        now = self.now_ms()
+        start = now - duration
         if not turn.recorded and start < root.at_ms:
             root.started -= (root.at_ms - start) / 1000.0  # the turn began with this step
             root.at_ms = start
         payload = record.payload
+        if type(payload) is dict:  # the step's own, as it is now
+            payload = dict(payload) if payload else _NO_PAYLOAD
         dest = record.dest
-        self._add(_Step(lifecycle.name, lifecycle_id, record.trigger, record.source, dest,
-                        dict(payload) if type(payload) is dict else payload, start, duration,
-                        parent, span_id, links, phase, phase_ms), 1 if phase is None else 2)
-        if dest and dest not in self._resting_states(lifecycle) \
-                and not getattr(lifecycle, "finished", False):
-            self._open_phase(lifecycle_id, f"{lifecycle.name} {dest.rsplit('.', 1)[-1]}",
-                             {"orion.lifecycle": lifecycle.name, "orion.phase": dest}, root)
+        name = lifecycle.name
+        spans = 1 if phase is None else 2
+        batch = self._batch
+        if not batch:
+            self._batch_started = perf
+        batch.append((name, lifecycle_id, record.trigger, record.source, dest, payload, start,
+                      duration, trace_id, parent.span_id, parent.conversation_id, span_id,
+                      links, phase, phase_ms))
+        self._spans += spans
+        self.emitted += spans
+        if dest:
+            self._next_phase(lifecycle, lifecycle_id, name, dest, root, now, perf,
+                             links if root.trace_id == trace_id else None)
+        if perf - self._batch_started >= self.flush_interval:
+            self.flush()
+
+    def _next_phase(self, lifecycle: Any, lifecycle_id: str, name: str, dest: str, root: Span,
+                    now: float, perf: float, links: tuple[str, ...] | None) -> None:
+        """The phase a step starts, unless it rests in ``dest`` (initial, final, finished);
+        ``links`` are the step's when it is in the root's trace (then they are the same)."""
+        resting = self._resting.get(id(getattr(lifecycle, "definition", None)))
+        if resting is None:
+            resting = self._resting_states(lifecycle)
+        if dest in resting or getattr(lifecycle, "finished", False):
+            return
+        phase_id = getrandbits(64) or 1
+        trace_id = root.trace_id
+        self._phases[lifecycle_id] = (
+            name, dest, trace_id, phase_id, root.span_id, now, perf, root.conversation_id,
+            self._step_links(lifecycle_id, trace_id, phase_id) if links is None else links,
+            lifecycle_id)
+
+    def _step_links(self, session_id: str, trace_id: str, span_id: int) -> tuple[str, ...]:
+        """:meth:`_links` of a step's span, its id formatted only when it is the session's
+        first."""
+        origin = self._origins.get(session_id) or self._ended.get(session_id)
+        if origin is None:
+            return self._links(session_id, trace_id, span_hex(span_id))
+        return () if origin.startswith(trace_id) else (origin,)
 
     def _resting_states(self, lifecycle: Any) -> frozenset[Any]:
         definition = getattr(lifecycle, "definition", None)
@@ -376,19 +405,28 @@ class Recorder:
         lifecycle_id = str(lifecycle.id)
         phase = self._phases.pop(lifecycle_id, None)
         if phase is not None:
-            self._finish(phase)
-        self._carried = [p for p in self._carried if p.session_id != lifecycle_id]
+            self._finish_phase(phase)
+        self._carried = [p for p in self._carried if p[P_ID] != lifecycle_id]
         origin = self._origins.pop(lifecycle_id, None)
         if origin is not None:  # its last spans (the write's report) may still come
             self._ended[lifecycle_id] = origin
             if len(self._ended) > MAX_ENDED:
                 del self._ended[next(iter(self._ended))]
 
-    def _open_phase(self, lifecycle_id: str, name: str, attributes: dict[str, Any],
-                    root: Span) -> None:
-        attributes.pop("orion.phase.continues", None)
-        self._phases[lifecycle_id] = self.open(Kind.PHASE, name, attributes,
-                                               session_id=lifecycle_id, parent=root)
+    def _open_phase(self, lifecycle_id: str, lifecycle: str, state: str, root: Span,
+                    now: float, perf: float) -> None:
+        span_id = getrandbits(64) or 1
+        self._phases[lifecycle_id] = (
+            lifecycle, state, root.trace_id, span_id, root.span_id, now, perf,
+            root.conversation_id, self._step_links(lifecycle_id, root.trace_id, span_id),
+            lifecycle_id)
+
+    def _finish_phase(self, phase: Phase, continues: bool = False) -> None:
+        """Record a phase that ends without a transition (its turn, its lifecycle or the run
+        ended)."""
+        duration = max(0.0, (time.perf_counter() - phase[P_STARTED]) * 1000.0)
+        blobs = self._blobs if self.capture_content else None
+        self._add(phase_event(phase, duration, self._shapes, blobs, continues), 1)
 
     # -- batches --------------------------------------------------------------------------
 
@@ -397,32 +435,29 @@ class Recorder:
         safe = encode_event(event, max_text=self.max_text, blobs=blobs)
         self._add(content_free(safe, blobs=blobs, max_text=self.max_text), 1)
 
-    def _add(self, item: TraceEvent | _Step, spans: int) -> None:
-        now = time.monotonic()
+    def _add(self, item: TraceEvent, spans: int) -> None:
+        now = time.perf_counter()
         if not self._batch:
             self._batch_started = now
         self._batch.append(item)
+        self._spans += spans
         self.emitted += spans
         if now - self._batch_started >= self.flush_interval:
             self.flush()
 
     def flush(self, *, wait: bool = False) -> None:
-        """Hand the batch to the ``store_traces`` hook. The SQLite store writes it on its
-        writer thread; ``wait`` returns once it has (a reader in this process waits anyway)."""
+        """Hand the batch to the ``store_traces`` hook (a :class:`~orion.trace.batch.
+        TraceBatch`). The SQLite store writes it on its writer thread; ``wait`` returns once
+        it has (a reader in this process waits anyway)."""
         self._note_plugin_failures()
         if not self._batch:
             if wait:
                 _settle_writers()
             return
-        batch, blobs = self._batch, self._blobs
-        self._batch, self._blobs = [], {}
-        events: list[TraceEvent] = []
-        capture = blobs if self.capture_content else None
-        for item in batch:
-            if type(item) is _Step:
-                events.extend(item.events(self._shapes, capture))
-            else:
-                events.append(item)  # type: ignore[arg-type]
+        batch, blobs, spans = self._batch, self._blobs, self._spans
+        self._batch, self._blobs, self._spans = [], {}, 0
+        events = TraceBatch(batch, spans, self._shapes,
+                            blobs if self.capture_content else None)
         self.plugins.hook.store_traces(events=events, blobs=blobs, state_dir=self.state_dir)
         if wait:
             _settle_writers()
@@ -440,8 +475,8 @@ class Recorder:
 
     def close(self) -> None:
         """The end of the run: the open phases and turn are recorded, and the batch flushed."""
-        for lifecycle_id, phase in list(self._phases.items()):
-            self._finish(phase)
+        for phase in list(self._phases.values()):
+            self._finish_phase(phase)
         self._phases.clear()
         self._carried.clear()
         self._close_turn()

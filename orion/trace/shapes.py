@@ -27,7 +27,7 @@ _PAYLOAD_SHAPE = shape_of(_PAYLOAD)
 
 
 @functools.lru_cache(maxsize=CACHED)
-def _plain_id(value: str) -> bool:
+def plain_id(value: str) -> bool:
     """Whether the filter keeps ``value`` as it is (an id under 129 characters)."""
     return type(value) is str and (not value or (len(value) <= 128 and _fits(ID, value)))
 
@@ -70,7 +70,7 @@ class Shapes:
         ``payload`` (``None`` for none) goes under ``orion.payload``. The times and span ids
         are the recorder's own (finite numbers, hex)."""
         known = (self._shape(kind, name, fixed, key)
-                 if _plain_id(conversation_id) and _plain_id(session_id) else None)
+                 if plain_id(conversation_id) and plain_id(session_id) else None)
         if known is not None:
             safe_kind, safe_name, attributes = known
             if payload is None or (not payload and type(payload) is dict):
@@ -92,6 +92,12 @@ class Shapes:
                          duration_ms, trace_id, span_id, parent_id, links)
         return content_free(encode_event(raw, max_text=self.max_text, blobs=blobs),
                             blobs=blobs, max_text=self.max_text)
+
+    def safe(self, kind: str, name: str,
+             fixed: dict[str, Any]) -> tuple[str, str, dict[str, Any]] | None:
+        """The safe kind, name and attributes of a shape whose attributes are all ids (names
+        of states, lifecycles, triggers); ``None`` when one of them is content."""
+        return self._shape(kind, name, fixed, None)
 
     def _shape(self, kind: str, name: str, fixed: dict[str, str | None],
                key: tuple[Any, ...] | None) -> tuple[str, str, dict[str, Any]] | None:

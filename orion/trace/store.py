@@ -8,11 +8,16 @@ database) and a short busy timeout, so a lock is noticed quickly.
 
 Tables:
 
-- ``trace_events``: one row per :class:`~orion.trace.events.TraceEvent` (a span), attributes
-  as compact JSON, ``links`` as space-separated ``<trace_id>-<span_id>``; indexed on
-  ``conversation_id``, ``session_id``, ``kind``, ``at_ms`` and ``trace_id``.
-  A batch is one transaction: multi-row INSERTs of 90 rows, ``executemany`` for the rest
-  (``bench/bench_trace_store.py``: over 100,000 events/s in batches of 100).
+- ``trace_records``: one row per span, except a lifecycle step: its transition's row holds
+  the phase it ends (``phase_*`` columns), so a step is one row (:mod:`orion.trace.records`).
+  Attributes as compact JSON, ``links`` as space-separated ``<trace_id>-<span_id>``; indexed
+  on ``conversation_id``, ``session_id``, ``at_ms`` and ``trace_id``. A batch is one
+  transaction: its records' prepared values in multi-row INSERTs (``executemany`` for the
+  rest), the steps' rows apart from other events' as their columns differ
+  (``bench/bench_trace_store.py``).
+- ``trace_events``: the view readers use, one row per span (:class:`~orion.trace.events.
+  TraceEvent`), the folded phases given back as spans of their own. Databases written before
+  the fold (two rows per step) read the same.
 - ``trace_blobs``: captured full texts by sha256, each stored once.
 - ``trace_counters``: ``dropped``, the number of events the store could not write, so the
   count survives the process.
@@ -48,6 +53,7 @@ import re
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -58,8 +64,9 @@ from sqlite_utils import Database, Migrations
 from orion.clock import countable, countable_moment
 from orion.workspace.statedb import TRACES_DB, setting_up
 
-from orion.trace import ledger
+from orion.trace import ledger, records
 from orion.trace.events import TraceEvent
+from orion.trace.shapes import Shapes
 
 log = logging.getLogger("orion.trace")
 
@@ -141,9 +148,47 @@ def _m003_blob_times(db: Database) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS idx_trace_blobs_last_ms ON trace_blobs (last_ms)")
 
 
+#: The ``trace_events`` view: a record's own span, and the phase folded into it. A span's ``id``
+#: is ``2 * id + 1`` of its record, the folded phase's one less, so ``ORDER BY id`` is the order
+#: they were recorded in (the phase ended as its transition began).
+SPANS_VIEW = """
+    CREATE VIEW IF NOT EXISTS trace_events AS
+    SELECT id * 2 AS id, 'phase' AS kind, phase_name AS name, phase_at_ms AS at_ms,
+           phase_duration_ms AS duration_ms, conversation_id, session_id,
+           phase_attributes AS attributes, trace_id, phase_span_id AS span_id,
+           phase_parent_id AS parent_id, links
+      FROM trace_records WHERE phase_span_id != ''
+    UNION ALL
+    SELECT id * 2 + 1 AS id, kind, name, at_ms, duration_ms, conversation_id, session_id,
+           attributes, trace_id, span_id, parent_id, links
+      FROM trace_records
+"""
+PHASE_COLUMNS = (("phase_span_id", "TEXT NOT NULL DEFAULT ''"),
+                 ("phase_parent_id", "TEXT NOT NULL DEFAULT ''"), ("phase_at_ms", "REAL"),
+                 ("phase_duration_ms", "REAL"), ("phase_name", "TEXT"),
+                 ("phase_attributes", "TEXT"))
+
+
+@migrations(name="004_folded_phases")
+def _m004_folded_phases(db: Database) -> None:
+    # A lifecycle step was two rows (the phase it ends, the transition); it is one record now,
+    # the phase in columns of its own, and ``trace_events`` the view of the spans. Rows of
+    # older versions stay as they are: each is a span, read through the view like any other.
+    if "trace_records" not in db.table_names():
+        db.execute("ALTER TABLE trace_events RENAME TO trace_records")
+    columns = {column.name for column in db["trace_records"].columns}
+    for column, declared in PHASE_COLUMNS:
+        if column not in columns:
+            db.execute(f"ALTER TABLE trace_records ADD COLUMN {column} {declared}")
+    # Of the indexes, the one on ``kind`` served no reader (a kind is one of a dozen, and the
+    # view's phases have none) and cost a tenth of a record's insert.
+    db.execute("DROP INDEX IF EXISTS idx_trace_events_kind")
+    db.execute(SPANS_VIEW)
+
+
 COLUMNS = ("id", "kind", "name", "at_ms", "duration_ms", "conversation_id", "session_id",
            "attributes", "trace_id", "span_id", "parent_id", "links")
-INSERT_EVENT = ("INSERT INTO trace_events (kind, name, at_ms, duration_ms, conversation_id, "
+INSERT_EVENT = ("INSERT INTO trace_records (kind, name, at_ms, duration_ms, conversation_id, "
                 "session_id, attributes, trace_id, span_id, parent_id, links) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 #: A text seen again is stored once; its ``last_ms`` (the newest event of the batch that
@@ -151,6 +196,12 @@ INSERT_EVENT = ("INSERT INTO trace_events (kind, name, at_ms, duration_ms, conve
 INSERT_BLOB = ("INSERT INTO trace_blobs (sha256, length, text, last_ms) VALUES (?, ?, ?, ?) "
                "ON CONFLICT (sha256) DO UPDATE SET "
                "last_ms = coalesce(max(excluded.last_ms, last_ms), excluded.last_ms, last_ms)")
+#: A record with its phase (:mod:`orion.trace.records`): the event's columns, then the phase's.
+INSERT_RECORD = (INSERT_EVENT.partition(") VALUES")[0] + ", "
+                 + ", ".join(name for name, _ in PHASE_COLUMNS) + ") VALUES ("
+                 + ", ".join(["?"] * (11 + len(PHASE_COLUMNS))) + ")")
+#: Values per ``trace_records`` row in :data:`INSERT_RECORD`.
+RECORD_WIDTH = 11 + len(PHASE_COLUMNS)
 ADD_DROPPED = "UPDATE trace_counters SET value = value + ? WHERE name = 'dropped'"
 
 #: Values per ``trace_events`` row in :data:`INSERT_EVENT` (every column but ``id``).
@@ -162,9 +213,9 @@ MAX_ROWS_PER_STATEMENT = 999 // WIDTH
 
 
 @functools.lru_cache(maxsize=8)
-def _multi_insert(rows: int) -> str:
-    head = INSERT_EVENT.partition(" VALUES ")[0]
-    row = f"({', '.join(['?'] * WIDTH)})"
+def _multi_insert(rows: int, width: int = WIDTH, insert: str = INSERT_EVENT) -> str:
+    head = insert.partition(" VALUES ")[0]
+    row = f"({', '.join(['?'] * width)})"
     return f"{head} VALUES {', '.join([row] * rows)}"
 
 
@@ -186,11 +237,17 @@ if _make_encoder is not None:  # pragma: no branch - CPython
     def _dumps_all(values: list[Any]) -> Iterator[str]:
         # map() over the C encoder: no Python frame per event.
         return map("".join, map(_encode, values, itertools.repeat(0)))
+
+    def _dumps(value: Any) -> str:
+        return "".join(_encode(value, 0))
 else:  # pragma: no cover - interpreters without the C accelerator
     _encode_py = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
 
     def _dumps_all(values: list[Any]) -> Iterator[str]:
         return map(_encode_py, values)
+
+    def _dumps(value: Any) -> str:
+        return _encode_py(value)
 
 #: The event fields stored, in :data:`INSERT_EVENT` order; one C call per event.
 _fields = operator.attrgetter("kind", "name", "at_ms", "duration_ms", "conversation_id",
@@ -309,6 +366,8 @@ class TraceStore:
         self._ready = False
         self._closed = False
         self._warned = False
+        self._rows: weakref.WeakKeyDictionary[Shapes, records.StepRows] = \
+            weakref.WeakKeyDictionary()
         #: Events dropped by this store (since it was opened).
         self.dropped = 0
         if isinstance(target, Database):
@@ -408,11 +467,22 @@ class TraceStore:
         """Store a batch in one transaction; ``True`` if stored, ``False`` if dropped.
 
         Never raises for a database problem (see the module docstring)."""
-        values = event_values(events)  # caller bugs raise here, before the database
+        return self.write_batches((events,), blobs)
+
+    def write_batches(self, batches: Sequence[Sequence[TraceEvent]],
+                      blobs: Mapping[str, str] = _NO_BLOBS) -> bool:
+        """Store several batches in one transaction (a writer thread's queue), as
+        :meth:`write` does one. A :class:`~orion.trace.batch.TraceBatch` is stored as its
+        records (:mod:`orion.trace.records`), each step one row."""
+        # Caller bugs raise here, before the database.
+        runs = records.runs(batches, _dumps, event_values, self._step_rows)
+        spans = sum(map(len, batches))
         # The batch's newest event dates its texts.
-        last_ms = max(filter(None, values[_AT_MS::WIDTH]), default=None) if blobs else None
+        last_ms = max((v for steps, values in runs
+                       for v in values[_AT_MS::RECORD_WIDTH if steps else WIDTH] if v),
+                      default=None) if blobs else None
         blob_rows = [(sha, len(text), text, last_ms) for sha, text in blobs.items()]
-        if not values and not blob_rows:
+        if not spans and not blob_rows:
             return True
         with self._lock:
             last: BaseException | None = None
@@ -421,13 +491,13 @@ class TraceStore:
                 try:
                     self._check_open()
                     self._setup()
-                    self._insert(values, blob_rows)
+                    self._insert(runs, blob_rows)
                     return True
                 except UnicodeEncodeError:
                     if sanitized:
                         raise
                     # A lone surrogate in a name, an id or a blob: store it escaped.
-                    values = [_storable(v) for v in values]
+                    runs = [(steps, [_storable(v) for v in values]) for steps, values in runs]
                     blob_rows = [tuple(_storable(v) for v in row) for row in blob_rows]
                     sanitized = True
                     continue
@@ -437,18 +507,28 @@ class TraceStore:
                         break
                 time.sleep(self._backoff_s[attempt])
                 attempt += 1
-            self._drop(len(values) // WIDTH, last)
+            self._drop(spans, last)
             return False
 
-    def _insert(self, values: list[Any], blob_rows: list[tuple[Any, ...]]) -> None:
+    def _step_rows(self, shapes: Shapes) -> records.StepRows:
+        # One per recorder's shapes: the encodings of its steps' shapes, made once.
+        rows = self._rows.get(shapes)
+        if rows is None:
+            rows = self._rows[shapes] = records.StepRows(shapes, _dumps)
+        return rows
+
+    def _insert(self, runs: list[records.Run], blob_rows: list[tuple[Any, ...]]) -> None:
         assert self._db is not None
         conn = self._db.conn
         # A caller's transaction open on a shared Database is not ours to end: BEGIN then
         # fails, and the batch is dropped like any other failure.
         conn.execute("BEGIN IMMEDIATE")
         try:
-            if values:
-                self._insert_events(conn, values)
+            for steps, values in runs:
+                if steps:
+                    self._insert_events(conn, values, RECORD_WIDTH, INSERT_RECORD)
+                elif values:
+                    self._insert_events(conn, values)
             if blob_rows:
                 conn.executemany(INSERT_BLOB, blob_rows)
             pending = self._pending.count
@@ -461,21 +541,23 @@ class TraceStore:
         if pending:
             self._pending.take(pending)
 
-    def _insert_events(self, conn: sqlite3.Connection, values: list[Any]) -> None:
+    def _insert_events(self, conn: sqlite3.Connection, values: list[Any],
+                       width: int = WIDTH, insert: str = INSERT_EVENT) -> None:
         # Whole chunks of ``rows_per_statement`` rows go in multi-row INSERTs (one prepared
         # statement, cached); the rest through executemany. A multi-row INSERT costs about 1 us
-        # less per row than executemany's one execution per row, a sixth of the store's time.
-        per = self.rows_per_statement
-        count = len(values) // WIDTH
-        whole = (count - count % per) * WIDTH if per > 1 else 0
+        # less per row than executemany's one execution per row, a sixth of the store's time
+        # (with the indexes, 2 us of 7 for a step's record).
+        per = min(self.rows_per_statement, 999 // width)
+        count = len(values) // width
+        whole = (count - count % per) * width if per > 1 else 0
         if whole:
-            sql, width = _multi_insert(per), per * WIDTH
-            for start in range(0, whole, width):
-                conn.execute(sql, values[start:start + width])
+            sql, size = _multi_insert(per, width, insert), per * width
+            for start in range(0, whole, size):
+                conn.execute(sql, values[start:start + size])
         if whole < len(values):
             rest = iter(values[whole:])
-            # zip() of one iterator WIDTH times: the rows as tuples, cut in C.
-            conn.executemany(INSERT_EVENT, zip(*[rest] * WIDTH))
+            # zip() of one iterator ``width`` times: the rows as tuples, cut in C.
+            conn.executemany(insert, zip(*[rest] * width))
 
     def _rollback(self) -> None:
         try:
@@ -569,27 +651,31 @@ class TraceStore:
                 "ORDER BY parent_id != '', at_ms, id", (trace_id,))) for trace_id in ids]
 
     def span_ms(self) -> tuple[float | None, float | None]:
-        """When the oldest and the newest event happened (epoch ms); ``None`` for an empty
-        store. Two subqueries, so that each is one lookup in the index on ``at_ms`` (a single
+        """When the oldest and the newest record happened (epoch ms; a transition's, for the
+        phase folded into it); ``None`` for an empty store. Two subqueries, so that each is one lookup in the index on ``at_ms`` (a single
         ``SELECT min(), max()`` scans the table)."""
         self._settle()
         with self._lock:
             oldest, newest = self.db.conn.execute(
-                "SELECT (SELECT min(at_ms) FROM trace_events), "
-                "(SELECT max(at_ms) FROM trace_events)").fetchone()
+                "SELECT (SELECT min(at_ms) FROM trace_records), "
+                "(SELECT max(at_ms) FROM trace_records)").fetchone()
         return oldest, newest
 
     def prune(self, before_ms: float) -> int:
-        """Remove the events that happened before ``before_ms``, and the captured texts no
-        newer event refers to; how many events went. The file keeps its size: SQLite reuses
+        """Remove the records that happened before ``before_ms`` (a phase goes with the
+        transition that ended it), and the captured texts no newer event refers to; how many
+        events (spans) went. The file keeps its size: SQLite reuses
         the freed pages for the next events (``vacuum`` gives them back)."""
         self._settle()
         with self._lock:
             conn = self.db.conn
             conn.execute("BEGIN IMMEDIATE")
             try:
-                removed = conn.execute("DELETE FROM trace_events WHERE at_ms < ?",
-                                       (before_ms,)).rowcount
+                # A record goes with the phase folded into it: both are counted.
+                removed = conn.execute(
+                    "SELECT count(*) + count(nullif(phase_span_id, '')) FROM trace_records "
+                    "WHERE at_ms < ?", (before_ms,)).fetchone()[0]
+                conn.execute("DELETE FROM trace_records WHERE at_ms < ?", (before_ms,))
                 conn.execute("DELETE FROM trace_blobs WHERE last_ms < ?", (before_ms,))
                 conn.execute("COMMIT")
             except BaseException:

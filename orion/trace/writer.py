@@ -1,7 +1,7 @@
 """A trace store's writer thread: batches are stored after the step that made them moved on.
 
 :meth:`TraceWriter.submit` queues a batch and returns; the thread takes everything queued and
-stores it in one transaction (:meth:`orion.trace.store.TraceStore.write`, which retries a
+stores it in one transaction (:meth:`orion.trace.store.TraceStore.write_batches`, which retries a
 busy database and counts what it cannot store). The queue is bounded
 (:data:`MAX_QUEUED` events): a producer that outruns the database waits for room rather than
 losing events.
@@ -92,15 +92,13 @@ class TraceWriter:
                 self._cond.notify_all()
 
     def _store(self, batches: list[tuple[Sequence[TraceEvent], Mapping[str, str]]]) -> None:
-        if len(batches) == 1:
-            events, blobs = batches[0]
-        else:
-            events = [event for batch, _ in batches for event in batch]
-            blobs = {sha: text for _, more in batches for sha, text in more.items()}
+        blobs = batches[0][1] if len(batches) == 1 else {
+            sha: text for _, more in batches for sha, text in more.items()}
+        parts = [events for events, _ in batches]
         try:
-            self.store.write(events, blobs)
+            self.store.write_batches(parts, blobs)
         except Exception as exc:  # a caller's bug (not JSON data): counted, the thread goes on
-            self.store.count_dropped(len(events), exc)
+            self.store.count_dropped(sum(map(len, parts)), exc)
 
     def settle(self) -> None:
         """Wait until every batch submitted so far is stored (or counted as dropped)."""
