@@ -264,7 +264,9 @@ class Journal:
         self._digest = hashlib.sha256()
         self._hashed = 0
         self._lines = 0
-        self._pending_lines = 0
+        #: How many more newlines make the next automatic flush: an attribute, not a property,
+        #: since the session reads it for every chunk of a stream.
+        self.lines_to_flush = flush_lines
         self._flushed = 0
         self._fd: int | None = None
         self._log_fd: int | None = None  # state.log, while checkpoints are written to it
@@ -380,8 +382,8 @@ class Journal:
         n = data.count(b"\n")
         if n:
             self._lines += n
-            self._pending_lines += n
-            if self._pending_lines >= self._flush_lines:
+            self.lines_to_flush -= n
+            if self.lines_to_flush <= 0:
                 self._flush(False)
                 return size
         if self._now_ms() - self._last_flush_ms >= self._interval \
@@ -423,7 +425,7 @@ class Journal:
         # Automatic flushes (from append) always write the content; they write the state only
         # once per flush interval: the content file is the truth after a crash.
         now, real = self._now_ms(), _real_ms()
-        self._pending_lines = 0
+        self.lines_to_flush = self._flush_lines
         self._last_flush_ms, self._last_flush_real = now, real
         if with_state or self._size - self._hashed >= HASH_BATCH:
             self._hash_pending()
@@ -461,7 +463,7 @@ class Journal:
         self._buf.seek(size)
         self._size = size
         self._lines -= removed
-        self._pending_lines = max(0, self._pending_lines - removed)
+        self.lines_to_flush = min(self._flush_lines, self.lines_to_flush + removed)
         if self._hashed > size:  # rare: the running hash already covered the removed bytes
             self._digest, self._hashed = hashlib.sha256(), 0
             self._hash_pending()
@@ -494,7 +496,7 @@ class Journal:
         self._size = len(whole)
         self._flushed = self._size if self._fd is not None else self._flushed
         self._lines = whole.count(b"\n")
-        self._pending_lines = 0
+        self.lines_to_flush = self._flush_lines
         self._digest, self._hashed = hashlib.sha256(), 0
         self._hash_pending()
 
@@ -573,11 +575,6 @@ class Journal:
     def lines(self) -> int:
         """Number of newlines received (a last line without one is not counted)."""
         return self._lines
-
-    @property
-    def lines_to_flush(self) -> int:
-        """How many more newlines make the next automatic flush."""
-        return self._flush_lines - self._pending_lines
 
     @property
     def bytes(self) -> int:
