@@ -106,9 +106,9 @@ class ModelReply(_Strict):
     and a finish reason, in that order."""
 
     text: str | None = None
-    #: A UTF-8 file whose content is the text, read ``chunk_size`` characters at a time as the
-    #: reply streams (never held whole); relative to the script's directory. The loader checks
-    #: it and stores its absolute path.
+    #: A UTF-8 file whose content is the text, streamed ``chunk_size`` characters at a time as
+    #: it is read (a block at a time, never held whole); relative to the script's directory.
+    #: The loader checks it and stores its absolute path.
     text_file: str | None = Field(default=None, min_length=1)
     chunks: list[str] | None = None
     chunk_size: int = Field(DEFAULT_CHUNK_SIZE, ge=1)
