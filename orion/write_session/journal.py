@@ -867,17 +867,17 @@ class Journal:
                 self._flushed = start
 
     def _state_record(self) -> builtins.bytes:
-        """The next state record, one line of JSON without its line break, ending with its
-        ``seq`` and the CRC-32 of the text before ``, "crc"`` (:func:`_ring_record`)."""
+        """The next state record: one line of JSON, ending with its ``seq`` and the CRC-32 of
+        the text before ``, "crc"`` (:func:`_ring_record`), and a line break."""
         self._seq += 1
-        body = _ENCODER.encode({
+        text = _ENCODER.encode({
             "lines": self._lines, "bytes": self._size, "flushed_bytes": self._flushed,
             "last_save_ms": self._last_save_ms, "last_save_boot": self._last_save_boot,
-            "degraded": self._degraded, **self.state}).encode("utf-8")
+            "degraded": self._degraded, **self.state})
         # The caller's state never holds "seq" (read back without it), and JSON readers take
         # the last of two equal keys anyway.
-        body = b"%s, \"seq\": %d" % (body[:-1], self._seq)
-        return b'%s, "crc": "%08x"}' % (body, zlib.crc32(body))
+        body = f'{text[:-1]}, "seq": {self._seq}'.encode("utf-8")
+        return b'%s, "crc": "%08x"}\n' % (body, zlib.crc32(body))
 
     def _write_state(self, record: builtins.bytes | None = None) -> None:
         """``state.json`` rewritten atomically; the checkpoints written to state.log since
@@ -897,11 +897,10 @@ class Journal:
     def _put_state(self) -> None:
         """One checkpoint as one record written in place in state.log's ring (a single
         ``pwrite``: no new file, no rename, no new block once the ring has gone round)."""
-        record = self._state_record()
-        if len(record) >= STATE_RECORD_MAX:
-            self._write_state(record)
+        data = self._state_record()
+        if len(data) > STATE_RECORD_MAX:
+            self._write_state(data)
             return
-        data = record + b"\n"
         pos = self._log_pos
         if pos + len(data) > STATE_LOG_MAX:
             pos = 0
@@ -1045,7 +1044,9 @@ _COUNT_KEYS = frozenset({"lines", "bytes", "flushed_bytes", "last_save_ms", "las
                          "degraded", "seq", "crc"})
 
 #: The state records' encoder, built once (``json.dumps`` with options builds one per call).
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+#: The records are counts and the session's state, JSON data copied from the lifecycle (see
+#: orion.statechart.interpreter.snapshot.take): no reference cycle to look for at every record.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str, check_circular=False)
 #: How a record of the ring ends: its sequence number, then the CRC-32 of the text before
 #: ``, "crc"``.
 _RECORD_END = re.compile(rb', "seq": (\d+), "crc": "([0-9a-f]{8})"\}')
