@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import random
+import signal
 import subprocess
 import sys
 
@@ -332,6 +333,31 @@ while True:
     taken.flush({"n": 0})
     assert read_state(directory)[0]["n"] == 0
     taken.close()
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="needs RLIMIT_FSIZE")
+def test_a_state_record_the_disk_refuses_degrades_the_journal(tmp_path):
+    # A real refusal of a checkpoint's write (the file-size limit: EFBIG), in a process of its
+    # own: the journal says why and goes on in memory, as for any disk failure; the state on
+    # disk is the last whole record.
+    directory = tmp_path / "limited"
+    done = subprocess.run([sys.executable, "-c", f"""
+import resource, signal
+from orion.write_session.journal import Journal
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (3000, 3000))
+j = Journal.create({str(directory)!r}, {{"target_file": "x.md"}}, flush_interval_ms=3_600_000)
+j.append("line\\n")
+n = 0
+while j.degraded is None and n < 100:
+    n += 1
+    j.flush({{"n": n, "text": "x" * 100}})
+print(n, j.degraded)
+"""], capture_output=True, text=True, check=True)
+    n, reason = done.stdout.split(" ", 1)
+    assert reason.startswith("EFBIG"), done.stdout + done.stderr
+    record, problem = read_state(directory)
+    assert record is not None and record["n"] == int(n) - 1, problem
 
 
 def test_close_folds_the_checkpoints_into_state_json_and_a_takeover_goes_on(session, clock):
