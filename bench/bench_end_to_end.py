@@ -45,6 +45,14 @@ a shell runs them:
 7. A one-line write of ``--one-line-megabytes`` (default 256; run once at 2048 for the 2 GiB
    figure) in ``orion run``, the reply read from a file: the peak RSS over ``orion run
    hello``'s, against the content's size. Target: at most 2x.
+8. ``orion run`` of a ``--stream-megabytes`` reply (default 20 MiB of Markdown, read from a file
+   beside the script, ``text_file``) streamed in the scripted model's default 16-character
+   chunks into a write session, against a minimal Python program (``python -c``) that reads the
+   same file 16 characters at a time, writes each piece and fsyncs: the wall clock, best of
+   ``--reps``, the two alternating. Target: at most 5x. Printed beside it: the loop's time in
+   the benchmark's own process (no interpreter start), the CPU time of both (steadier than the
+   wall clock on a busy machine), and the run's peak RSS over ``orion run hello``'s against the
+   content's size (as line 4).
 """
 
 from __future__ import annotations
@@ -292,8 +300,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="how many writes line 6 makes in one orion chat")
     parser.add_argument("--one-line-megabytes", type=float, default=256.0,
                         help="the size of line 7's one-line write (2048: the 2 GiB figure)")
+    parser.add_argument("--stream-megabytes", type=float, default=20.0,
+                        help="the size of line 8's reply, streamed in 16-character chunks")
     parser.add_argument("--only", type=int, nargs="*", default=None,
-                        help="run only these lines (6 and 7 take minutes at full size)")
+                        help="run only these lines: 6, 7 (minutes at full size), 8")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
     args = parser.parse_args(argv)
@@ -307,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
                 ok &= writes_over_time(Path(tmp), args.writes)
             if 7 in args.only:
                 ok &= one_line_write(Path(tmp), args.one_line_megabytes)
+            if 8 in args.only:
+                ok &= streamed_reply(Path(tmp), args.stream_megabytes, args.reps)
         return 1 if args.check and not ok else 0
 
     click_s = best_of(args.reps, [sys.executable, "-c", "import click"])
@@ -369,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         ok &= memory(tmp_path, args.memory_megabytes)
         ok &= writes_over_time(tmp_path, args.writes)
         ok &= one_line_write(tmp_path, args.one_line_megabytes)
+        ok &= streamed_reply(tmp_path, args.stream_megabytes, args.reps)
     return 1 if args.check and not ok else 0
 
 
@@ -451,6 +464,88 @@ def one_line_write(tmp: Path, megabytes: float) -> bool:
           f"content (target <= {MAX_MEMORY_RATIO:g}x)   "
           f"{'OK' if ratio <= MAX_MEMORY_RATIO else 'MISS'}   ({took:.0f} s)")
     return ratio <= MAX_MEMORY_RATIO
+
+
+#: Line 8's target: ``orion run`` of the streamed reply against the minimal loop.
+MAX_STREAM_RATIO = 5.0
+#: Line 8's floor: the least a Python program does with the reply's 16-character pieces (read
+#: them from the file, write each, make the file durable, as Orion says "written" only then).
+PIECES_LOOP = """
+import os, sys
+with open(sys.argv[1], encoding="utf-8", newline="") as src, \\
+        open(sys.argv[2], "w", encoding="utf-8", newline="") as out:
+    while piece := src.read(16):
+        out.write(piece)
+    out.flush()
+    os.fsync(out.fileno())
+"""
+
+
+def children_cpu() -> float:
+    """The CPU time (user and system) of the processes this one has waited for."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def streamed_reply(tmp: Path, megabytes: float, reps: int) -> bool:
+    """Line 8: ``orion run`` of a reply of ``megabytes`` in 16-character chunks, against the
+    minimal loop over the same pieces."""
+    content = markdown(int(megabytes * 1024 * 1024))
+    size = len(content.encode("utf-8"))
+    text_file = tmp / "pieces.reply.md"
+    text_file.write_text(content + "DONE\n", encoding="utf-8", newline="")
+    script = tmp / "pieces.yaml"
+    script.write_text(json.dumps({"description": "a reply in 16-character chunks",
+                                  "conversation": [
+        {"user": "Write the big document to docs/big.md."},
+        {"model": {"tool_calls": [{"name": "WritePlanTool_begin", "arguments": {
+            "intent": "a big document", "target_file": "docs/big.md",
+            "operation": "create"}}]}},
+        {"model": {"text_file": text_file.name}},  # the default chunk size: 16 characters
+        {"model": {"text": "The document is written."}}]}))
+    looped = tmp / "pieces.loop.md"
+    loop = [sys.executable, "-c", PIECES_LOOP, str(text_file), str(looped)]
+    run_s = loop_s = run_cpu = loop_cpu = float("inf")
+    for rep in range(reps):  # alternating, so a busy moment weighs on both
+        workspace = tmp / f"p-{rep}"
+        cpu = children_cpu()
+        run_s = min(run_s, best_of(1, [ORION, "run", str(script), "--workspace",
+                                       str(workspace)]))
+        run_cpu = min(run_cpu, children_cpu() - cpu)
+        written = (workspace / "docs" / "big.md").read_text(encoding="utf-8")
+        assert written == content, "orion run did not write the content it was given"
+        shutil.rmtree(workspace)
+        cpu = children_cpu()
+        loop_s = min(loop_s, best_of(1, loop))
+        loop_cpu = min(loop_cpu, children_cpu() - cpu)
+        assert looped.stat().st_size == size + len("DONE\n")
+    in_process = float("inf")
+    namespace: dict[str, Any] = {}
+    for _ in range(reps):
+        sys.argv[1:] = [str(text_file), str(looped)]
+        started = time.perf_counter()
+        exec(PIECES_LOOP, namespace)
+        in_process = min(in_process, time.perf_counter() - started)
+    env = install_probe(tmp / "probe")
+    hello = ROOT / "examples" / "hello.yaml"
+    base, _ = peaks(run_probed([ORION, "run", str(hello), "--workspace", str(tmp / "p-hello")],
+                               env))
+    whole, _ = peaks(run_probed([ORION, "run", str(script), "--workspace",
+                                 str(tmp / "p-memory")], env))
+    shutil.rmtree(tmp / "p-memory")
+    ratio = run_s / loop_s
+    print(f"[8] orion run, a {megabytes:g} MiB reply in {size // 16:,} 16-character chunks "
+          f"(text_file)  {run_s:6.2f} s   the minimal loop over the same pieces with an fsync "
+          f"(python -c)  {loop_s:6.3f} s   ratio {ratio:5.2f}x (target <= "
+          f"{MAX_STREAM_RATIO:g}x)   {'OK' if ratio <= MAX_STREAM_RATIO else 'MISS'}   (the "
+          f"loop in this process {in_process:.3f} s; CPU time, user and system: orion run "
+          f"{run_cpu:.2f} s, the loop {loop_cpu:.3f} s, {run_cpu / loop_cpu:.2f}x; "
+          f"peak RSS {whole / 2**20:.0f} MB, "
+          f"+{(whole - base) / 2**20:.1f} MB over `orion run hello`'s, "
+          f"{(whole - base) / size:.2f}x content)")
+    return ratio <= MAX_STREAM_RATIO
 
 
 def memory(tmp: Path, megabytes: float) -> bool:

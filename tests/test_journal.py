@@ -7,13 +7,15 @@ import hashlib
 import json
 import logging
 import os
+import random
+import signal
 import subprocess
 import sys
 
 import pytest
 
 from orion.clock import VirtualClock
-from orion.write_session.journal import Journal, JournalLocked, read_state
+from orion.write_session.journal import STATE_LOG_MAX, Journal, JournalLocked, read_state
 
 
 @pytest.fixture
@@ -207,6 +209,155 @@ def test_a_torn_last_checkpoint_leaves_the_one_before(session, clock):
     assert state(session)["n"] == 2 and state(session)["lines"] == 2
     log.write_bytes(whole)
     assert state(session)["n"] == 3
+
+
+#: A flush interval no test outlasts, however slow the machine: state.json is not rewritten.
+HOUR_MS = 3_600_000
+
+
+def test_checkpoints_go_round_the_ring_in_place(session, clock):
+    # A checkpoint is one record written in place: the log never grows past its ring, is never
+    # replaced, and state.json is not rewritten within the flush interval.
+    j = make(session, clock, flush_interval_ms=HOUR_MS)
+    j.append("a\n")
+    j.flush({"status": "active", "n": 0})
+    first = os.stat(session / "state.json").st_ino
+    j.flush({"status": "active", "n": 1})
+    log = os.stat(session / "state.log").st_ino
+    for n in range(2, 1000):
+        j.flush({"status": "active", "n": n, "padding": "x" * (n % 300)})
+        if n % 97 == 0:
+            assert state(session)["n"] == n
+    assert os.stat(session / "state.json").st_ino == first
+    assert os.stat(session / "state.log").st_ino == log
+    assert os.stat(session / "state.log").st_size <= STATE_LOG_MAX
+    assert state(session)["n"] == 999
+
+
+def test_a_torn_record_anywhere_in_the_ring_leaves_the_one_before(session, clock):
+    # A kill can cut a write short anywhere (at a page boundary, say): the bytes of the
+    # record being written lie over the oldest records of the ring, never over the newest.
+    j = make(session, clock, flush_interval_ms=HOUR_MS)
+    j.append("a\n")
+    j.flush({"n": 0})
+    path = session / "state.log"
+    rng = random.Random(7)
+    for n in range(1, 600):
+        before = path.read_bytes() if path.exists() else b""
+        j.flush({"n": n, "status": "active" * (n % 11)})
+        after = path.read_bytes()
+        if n % 7 and n < 590:
+            continue
+        changed = [i for i in range(len(after)) if i >= len(before) or before[i] != after[i]]
+        start, end = changed[0], changed[-1] + 1
+        # Cut before the record's line break (a record that lacks only that is whole).
+        for cut in {start, end - 2, *rng.sample(range(start, end - 1), 3)}:
+            path.write_bytes(after[:cut] + before[cut:])
+            assert state(session)["n"] == n - 1, (n, cut)
+        path.write_bytes(after)
+        assert state(session)["n"] == n
+
+
+def test_a_state_too_large_for_the_ring_replaces_state_json(session, clock):
+    j = make(session, clock, flush_interval_ms=HOUR_MS)
+    j.append("a\n")
+    j.flush({"n": 1})
+    j.flush({"n": 2})
+    large = "é" * STATE_LOG_MAX
+    j.flush({"n": 3, "held": [large]})
+    assert not (session / "state.log").exists()
+    assert state(session) == {**state(session), "n": 3, "held": [large]}
+    j.flush({"n": 4})
+    assert state(session)["n"] == 4
+
+
+def test_a_log_appended_by_an_earlier_version_is_read_and_folded(session, clock):
+    # Records without a CRC, one appended line each: the last complete one counts.
+    j = make(session, clock, flush_interval_ms=HOUR_MS)
+    j.append("a\nb\n")
+    j.flush({"n": 1})
+    j.close()
+    (session / "state.log").write_bytes(
+        b'{"lines": 2, "bytes": 4, "n": 2, "seq": 5}\n{"lines": 2, "bytes": 4, "n": 3, "seq": 6}\n'
+        b'{"lines": 2, "bytes": 4, "n": 4, "se')
+    assert state(session)["n"] == 3
+    taken = Journal.open(session, now_ms=clock.now_ms)
+    assert taken.state == {"n": 3}
+    taken.flush({"n": 5})  # folded into state.json, never written over in place
+    assert not (session / "state.log").exists()
+    assert state(session)["n"] == 5
+    taken.flush({"n": 6})
+    assert state(session)["n"] == 6
+
+
+def test_a_dead_process_s_ring_is_folded_before_it_is_written_again(session, clock):
+    j = make(session, clock, flush_interval_ms=HOUR_MS)
+    j.append("a\n")
+    for n in range(300):  # round the ring: its newest record is somewhere inside
+        j.flush({"n": n})
+    j._release_lock()  # as a killed process leaves it
+    taken = Journal.open(session, now_ms=clock.now_ms)
+    assert taken.state == {"n": 299}
+    taken.flush({"n": 300})
+    assert state(session)["n"] == 300 and not (session / "state.log").exists()
+
+
+def test_checkpoints_survive_sigkill_at_any_moment(tmp_path):
+    # A real process checkpointing as fast as it can, killed once its ring has gone round a
+    # few times: the newest state on disk is whole, names its own checkpoint, and is at least
+    # the last one the process reported having made.
+    directory = tmp_path / "killed"
+    child = subprocess.Popen([sys.executable, "-c", f"""
+import sys
+from orion.write_session.journal import Journal
+j = Journal.create({str(directory)!r}, {{"target_file": "x.md"}})
+j.append("line\\n")
+n = 0
+while True:
+    n += 1
+    j.flush({{"n": n, "text": "é" * (n % 97)}})
+    if n % 500 == 0:
+        print(n, flush=True)
+"""], stdout=subprocess.PIPE, text=True)
+    try:
+        reported = [int(child.stdout.readline()) for _ in range(8)]
+    finally:
+        child.kill()
+        child.wait()
+    record, problem = read_state(directory)
+    assert record is not None, problem
+    assert record["n"] >= reported[-1] and record["text"] == "é" * (record["n"] % 97)
+    assert record["lines"] == 1 and "crc" not in record
+    taken = Journal.open(directory)
+    assert taken.state["n"] == record["n"]
+    taken.flush({"n": 0})
+    assert read_state(directory)[0]["n"] == 0
+    taken.close()
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="needs RLIMIT_FSIZE")
+def test_a_state_record_the_disk_refuses_degrades_the_journal(tmp_path):
+    # A real refusal of a checkpoint's write (the file-size limit: EFBIG), in a process of its
+    # own: the journal says why and goes on in memory, as for any disk failure; the state on
+    # disk is the last whole record.
+    directory = tmp_path / "limited"
+    done = subprocess.run([sys.executable, "-c", f"""
+import resource, signal
+from orion.write_session.journal import Journal
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (3000, 3000))
+j = Journal.create({str(directory)!r}, {{"target_file": "x.md"}}, flush_interval_ms=3_600_000)
+j.append("line\\n")
+n = 0
+while j.degraded is None and n < 100:
+    n += 1
+    j.flush({{"n": n, "text": "x" * 100}})
+print(n, j.degraded)
+"""], capture_output=True, text=True, check=True)
+    n, reason = done.stdout.split(" ", 1)
+    assert reason.startswith("EFBIG"), done.stdout + done.stderr
+    record, problem = read_state(directory)
+    assert record is not None and record["n"] == int(n) - 1, problem
 
 
 def test_close_folds_the_checkpoints_into_state_json_and_a_takeover_goes_on(session, clock):

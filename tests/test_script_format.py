@@ -21,6 +21,7 @@ from orion.models.script import (
     UserEntry,
     WaitEntry,
     load_script,
+    read_chunks,
     split_chunks,
 )
 
@@ -528,6 +529,16 @@ def test_split_chunks():
     assert list(split_chunks("ab", 100)) == ["ab"]
     with pytest.raises(ValueError):
         split_chunks("ab", 0)
+
+
+@pytest.mark.parametrize("size", [1, 7, 16, 4096, 65_537, 300_000])
+def test_a_text_file_streams_the_same_chunks_as_the_same_text(tmp_path, size):
+    # Read a block at a time, cut into chunks: the chunks are the text's, character for
+    # character (not byte for byte), whatever the chunk size, line breaks as they are.
+    text = "".join(f"line {n}: é€😀 \r\n{'x' * (n % 50)}\r" for n in range(6_000))
+    path = tmp_path / "reply.md"
+    path.write_bytes(text.encode("utf-8"))
+    assert list(read_chunks(path, size)) == list(split_chunks(text, size))
 
 
 # -- the cursor ----------------------------------------------------------------------------

@@ -106,9 +106,9 @@ class ModelReply(_Strict):
     and a finish reason, in that order."""
 
     text: str | None = None
-    #: A UTF-8 file whose content is the text, read ``chunk_size`` characters at a time as the
-    #: reply streams (never held whole); relative to the script's directory. The loader checks
-    #: it and stores its absolute path.
+    #: A UTF-8 file whose content is the text, streamed ``chunk_size`` characters at a time as
+    #: it is read (a block at a time, never held whole); relative to the script's directory.
+    #: The loader checks it and stores its absolute path.
     text_file: str | None = Field(default=None, min_length=1)
     chunks: list[str] | None = None
     chunk_size: int = Field(DEFAULT_CHUNK_SIZE, ge=1)
@@ -196,12 +196,22 @@ def _unreadable_text(path: Path) -> str | None:
     return None
 
 
+#: About how many characters of a ``text_file`` are read at a time (a whole number of chunks).
+_READ_BLOCK = 1 << 16
+
+
 def read_chunks(path: Path, size: int) -> Iterator[str]:
     """The text of the UTF-8 file ``path``, ``size`` characters at a time, as it is read (line
-    breaks as they are in the file)."""
+    breaks as they are in the file). Read a block of whole chunks at a time: a read costs
+    more than the 16 characters a chunk holds."""
+    block = size * max(1, _READ_BLOCK // size)
     with io.TextIOWrapper(open_regular(path), encoding="utf-8", newline="") as handle:
-        while chunk := handle.read(size):
-            yield chunk
+        while text := handle.read(block):  # ``block`` characters unless the file ends
+            if len(text) <= size:
+                yield text
+                continue
+            for start in range(0, len(text), size):
+                yield text[start:start + size]
 
 
 def split_chunks(text: str, size: int) -> Iterator[str]:

@@ -8,7 +8,7 @@ message), then exactly one ``model`` entry, whose reply it streams as normalized
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 
 from orion.models.base import ModelRequest, ScriptError
@@ -77,12 +77,15 @@ class ScriptedModel:
         #: The requests served so far, in order (for diagnostics).
         self.log: list[ServedRequest] = []
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        """Check the expectations at the cursor, then stream the next ``model`` entry."""
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Check the expectations at the cursor, then stream the next ``model`` entry (both
+        when the stream is first read, as for any model)."""
+        return _play(lambda: self._serve(request), request.number)
+
+    def _serve(self, request: ModelRequest) -> ModelReply:
         entry, expects = self._take(request)
         self.log.append(ServedRequest(request.number, entry.index, entry.line, expects, request))
-        async for event in stream_reply(entry.model, request.number):
-            yield event
+        return entry.model
 
     def _take(self, request: ModelRequest) -> tuple[ModelEntry, tuple[int, ...]]:
         """Consume the expectations and the ``model`` entry for ``request``, or raise."""
@@ -128,38 +131,65 @@ class ScriptedModel:
             expected=entry.expect, actual=actual, entry=entry, request=request.number)
 
 
-async def stream_reply(reply: ModelReply, number: int) -> AsyncIterator[ModelEvent]:
+def stream_reply(reply: ModelReply, number: int) -> AsyncIterator[ModelEvent]:
     """The events of one scripted reply to request ``number``: reasoning, text in chunks, tool
     calls, usage and the finish, with ``chunk_delay_ms`` of real time between pieces."""
-    delay = reply.chunk_delay_ms / 1000.0
-    started = False
+    return _play(lambda: reply, number)
 
-    async def pause() -> None:
-        nonlocal started
+
+async def _play(take: Callable[[], ModelReply], number: int) -> AsyncIterator[ModelEvent]:
+    """:func:`stream_reply` of the reply ``take`` gives when the stream is first read. One
+    generator for the whole reply, with a loop of its own for the text once its start is
+    read: a reply of megabytes is streamed in 16-character chunks, each a pass of that loop."""
+    reply = take()
+    delay = reply.chunk_delay_ms / 1000.0
+    think, chunks = LeadingThink(), reply.text_chunks()
+    started = False  # no pause before the first piece
+    for events in _start(reply, think, chunks):
         if started and delay > 0:
             await asyncio.sleep(delay)
         started = True
-
-    for chunk in reply.reasoning_chunks():
-        await pause()
-        yield ReasoningDelta(chunk)
-    # Text is read as a server's content is: a leading <think> block is reasoning.
-    think = LeadingThink()
-    for chunk in reply.text_chunks():
-        await pause()
-        if think.phase == "text":
-            yield TextDelta(chunk)
-            continue
-        for event in think.feed(chunk):
+        for event in events:
             yield event
-    for event in think.end():
-        yield event
+    if delay > 0:
+        for chunk in chunks:
+            await asyncio.sleep(delay)
+            yield TextDelta(chunk)
+    else:
+        for chunk in chunks:
+            yield TextDelta(chunk)
+    for paced, events in _end(reply, think, number):
+        if paced and started and delay > 0:
+            await asyncio.sleep(delay)
+        started = started or paced
+        for event in events:
+            yield event
+
+
+def _start(reply: ModelReply, think: LeadingThink,
+           chunks: Iterator[str]) -> Iterator[list[ModelEvent]]:
+    """The events of each piece up to where the text is plain text: the reasoning, then the
+    text's chunks until ``think`` has read whether it starts with a ``<think>`` block (a
+    server's content is read so too)."""
+    for chunk in reply.reasoning_chunks():
+        yield [ReasoningDelta(chunk)]
+    for chunk in chunks:
+        yield think.feed(chunk)
+        if think.phase == "text":
+            return
+
+
+def _end(reply: ModelReply, think: LeadingThink,
+         number: int) -> Iterator[tuple[bool, list[ModelEvent]]]:
+    """The events after the text, each with whether a pause comes before it: what ``think``
+    still holds, the tool calls (paced), usage and the finish."""
+    yield False, think.end()
     for n, call in enumerate(reply.tool_calls, start=1):
-        await pause()
-        yield ToolCall(call.id or f"call_{number}_{n}", call.name, call.arguments_text())
-    if reply.usage is not None:
-        yield Usage(reply.usage.prompt_tokens, reply.usage.completion_tokens, reply.usage.total)
-    yield normalize_finish(reply.raw_finish_reason(), bool(reply.tool_calls))
+        yield True, [ToolCall(call.id or f"call_{number}_{n}", call.name, call.arguments_text())]
+    usage = reply.usage
+    yield False, [*([Usage(usage.prompt_tokens, usage.completion_tokens, usage.total)]
+                    if usage is not None else []),
+                  normalize_finish(reply.raw_finish_reason(), bool(reply.tool_calls))]
 
 
 def _number(value: float) -> str:

@@ -13,11 +13,16 @@ A session directory holds::
     state.json      counts, time of the last save, degradation, plus the caller's state dict,
                     rewritten atomically (temp file + os.replace) at most once per flush
                     interval and when the journal closes
-    state.log       every checkpoint in between (flush() with a state) as one appended JSON
-                    line: a rename per checkpoint would cost several times the transition
-                    it records. Each record has a ``seq``; the newest complete one of the
-                    two files is the state (:func:`read_state`). Removed when state.json is
-                    rewritten.
+    state.log       every checkpoint in between (flush() with a state) as one JSON line,
+                    written in place: a ring of at most STATE_LOG_MAX bytes that starts
+                    over at its beginning when the next record would not fit, so a
+                    checkpoint is one ``pwrite`` (a rename, or a new file, per checkpoint
+                    would cost several times the transition it records). Each record ends
+                    with its ``seq`` and a CRC-32 of what precedes it; the complete record
+                    with the highest ``seq`` of the two files is the state
+                    (:func:`read_state`), so a write torn by a kill, which can only damage
+                    the oldest records of the ring, leaves the one before it. Removed when
+                    state.json is rewritten.
     degraded        1 KiB of spaces reserved at creation; when the disk fails, why (JSON),
                     overwritten in place so that even a full disk takes it
     lock            the owning process: its pid, and on Linux its start time (see is_live)
@@ -56,8 +61,10 @@ import io
 import json
 import logging
 import os
+import re
 import shutil
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -78,8 +85,11 @@ METADATA = "metadata.json"
 CONTENT = "content.txt"
 STATE = "state.json"
 STATE_LOG = "state.log"
-#: Past this size the state log is folded into state.json at the next checkpoint.
+#: The size of the state log's ring: a record that would end past it is written at its start.
 STATE_LOG_MAX = 64 * 1024
+#: A record larger than this replaces state.json instead: the ring always holds the record
+#: before the one being written (a record at most a third of the ring never reaches it).
+STATE_RECORD_MAX = STATE_LOG_MAX // 3
 LOCK = "lock"
 
 STATUS = "degraded"
@@ -254,11 +264,14 @@ class Journal:
         self._digest = hashlib.sha256()
         self._hashed = 0
         self._lines = 0
-        self._pending_lines = 0
+        #: How many more newlines make the next automatic flush: an attribute, not a property,
+        #: since the session reads it for every chunk of a stream.
+        self.lines_to_flush = flush_lines
         self._flushed = 0
         self._fd: int | None = None
-        self._log_fd: int | None = None  # state.log, while checkpoints are appended to it
-        self._log_bytes = 0
+        self._log_fd: int | None = None  # state.log, while checkpoints are written to it
+        self._log_pos = 0  # where the next record goes in state.log's ring
+        self._log_stale = False  # a dead process's state.log: folded before any write to it
         self._seq = 0  # of the last state record written
         self._degraded: str | None = None
         self._closed = False
@@ -337,10 +350,9 @@ class Journal:
         except FileNotFoundError:
             pass
         saved, _ = read_state(d)
-        try:  # the dead process's checkpoints: folded into state.json at the next one
-            journal._log_bytes = (d / STATE_LOG).stat().st_size
-        except OSError:
-            pass
+        # The dead process's checkpoints: folded into state.json at the next one, never
+        # overwritten in place (where its newest record is in the ring is not known here).
+        journal._log_stale = os.path.lexists(d / STATE_LOG)
         if saved is not None:
             journal._last_save_ms = saved.get("last_save_ms")
             journal._last_save_boot = BootTime.from_json(saved.get("last_save_boot"))
@@ -370,8 +382,8 @@ class Journal:
         n = data.count(b"\n")
         if n:
             self._lines += n
-            self._pending_lines += n
-            if self._pending_lines >= self._flush_lines:
+            self.lines_to_flush -= n
+            if self.lines_to_flush <= 0:
                 self._flush(False)
                 return size
         if self._now_ms() - self._last_flush_ms >= self._interval \
@@ -413,7 +425,7 @@ class Journal:
         # Automatic flushes (from append) always write the content; they write the state only
         # once per flush interval: the content file is the truth after a crash.
         now, real = self._now_ms(), _real_ms()
-        self._pending_lines = 0
+        self.lines_to_flush = self._flush_lines
         self._last_flush_ms, self._last_flush_real = now, real
         if with_state or self._size - self._hashed >= HASH_BATCH:
             self._hash_pending()
@@ -431,11 +443,11 @@ class Journal:
         if not (with_state or due):
             return
         try:
-            if due or self._log_bytes >= STATE_LOG_MAX:
+            if due or self._log_stale:
                 self._last_state_ms, self._last_state_real = now, real
                 self._write_state()
             else:
-                self._append_state()
+                self._put_state()
         except OSError as exc:
             self._state_failed(exc)
 
@@ -451,7 +463,7 @@ class Journal:
         self._buf.seek(size)
         self._size = size
         self._lines -= removed
-        self._pending_lines = max(0, self._pending_lines - removed)
+        self.lines_to_flush = min(self._flush_lines, self.lines_to_flush + removed)
         if self._hashed > size:  # rare: the running hash already covered the removed bytes
             self._digest, self._hashed = hashlib.sha256(), 0
             self._hash_pending()
@@ -484,7 +496,7 @@ class Journal:
         self._size = len(whole)
         self._flushed = self._size if self._fd is not None else self._flushed
         self._lines = whole.count(b"\n")
-        self._pending_lines = 0
+        self.lines_to_flush = self._flush_lines
         self._digest, self._hashed = hashlib.sha256(), 0
         self._hash_pending()
 
@@ -563,11 +575,6 @@ class Journal:
     def lines(self) -> int:
         """Number of newlines received (a last line without one is not counted)."""
         return self._lines
-
-    @property
-    def lines_to_flush(self) -> int:
-        """How many more newlines make the next automatic flush."""
-        return self._flush_lines - self._pending_lines
 
     @property
     def bytes(self) -> int:
@@ -860,37 +867,52 @@ class Journal:
                 self._flushed = start
 
     def _state_record(self) -> builtins.bytes:
+        """The next state record: one line of JSON, ending with its ``seq`` and the CRC-32 of
+        the text before ``, "crc"`` (:func:`_ring_record`), and a line break."""
         self._seq += 1
-        record = {"lines": self._lines, "bytes": self._size, "flushed_bytes": self._flushed,
-                  "last_save_ms": self._last_save_ms,
-                  "last_save_boot": self._last_save_boot, "degraded": self._degraded,
-                  **self.state, "seq": self._seq}
-        return json.dumps(record, ensure_ascii=False, default=str).encode("utf-8")
+        text = _ENCODER.encode({
+            "lines": self._lines, "bytes": self._size, "flushed_bytes": self._flushed,
+            "last_save_ms": self._last_save_ms, "last_save_boot": self._last_save_boot,
+            "degraded": self._degraded, **self.state})
+        # The caller's state never holds "seq" (read back without it), and JSON readers take
+        # the last of two equal keys anyway.
+        body = f'{text[:-1]}, "seq": {self._seq}'.encode("utf-8")
+        return b'%s, "crc": "%08x"}\n' % (body, zlib.crc32(body))
 
-    def _write_state(self) -> None:
-        """``state.json`` rewritten atomically; the checkpoints appended since are now in it."""
-        self._replace(self.directory / STATE, self._state_record())
+    def _write_state(self, record: builtins.bytes | None = None) -> None:
+        """``state.json`` rewritten atomically; the checkpoints written to state.log since
+        are now in it."""
+        self._replace(self.directory / STATE, record or self._state_record())
         log_fd, self._log_fd = self._log_fd, None
         if log_fd is not None:
             os.close(log_fd)
-        if self._log_bytes or log_fd is not None:
-            self._log_bytes = 0
+        if self._log_pos or self._log_stale or log_fd is not None:
+            self._log_pos = 0
+            self._log_stale = False
             try:
                 os.unlink(self.directory / STATE_LOG)
             except FileNotFoundError:
                 pass
 
-    def _append_state(self) -> None:
-        """One checkpoint as one appended line: a single write, so a kill leaves the previous
-        lines whole (a torn last line is skipped by :func:`read_state`)."""
-        data = self._state_record() + b"\n"
+    def _put_state(self) -> None:
+        """One checkpoint as one record written in place in state.log's ring (a single
+        ``pwrite``: no new file, no rename, no new block once the ring has gone round)."""
+        data = self._state_record()
+        if len(data) > STATE_RECORD_MAX:
+            self._write_state(data)
+            return
+        pos = self._log_pos
+        if pos + len(data) > STATE_LOG_MAX:
+            pos = 0
         if self._log_fd is None:
             self._log_fd = open_private(self.directory / STATE_LOG,
-                                        os.O_WRONLY | os.O_CREAT | os.O_APPEND, self._mode)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self._log_fd, view):]
-        self._log_bytes += len(data)
+                                        os.O_WRONLY | os.O_CREAT, self._mode)
+            os.set_blocking(self._log_fd, True)
+        pwrite = _PWRITE[0] if _PWRITE else _pwrite_function()
+        start = pos
+        while pos - start < len(data):
+            pos += pwrite(self._log_fd, data[pos - start:] if pos > start else data, pos)
+        self._log_pos = pos
 
     def _replace(self, path: Path, data: builtins.bytes) -> None:
         """``path`` replaced by ``data`` atomically (a temp file made anew, then renamed: a
@@ -1007,6 +1029,48 @@ class Journal:
             self._on_degraded(self._degraded)
 
 
+#: The ``pwrite`` of the state records, once chosen (:func:`_pwrite_function`).
+_PWRITE: list[Callable[[int, bytes, int], int]] = []
+
+
+def _pwrite_function() -> Callable[[int, bytes, int], int]:
+    """The C library's ``pwrite``, called without letting the GIL go, or ``os.pwrite`` where it
+    cannot be had.
+
+    ``os.pwrite`` lets the GIL go for the call, as every system call does, and a thread that
+    waits for it (the trace writer, storing the step's events) takes it: the checkpoint then
+    waits for the GIL back, about 15 us on a two-core machine, ten times what writing a record
+    to the page cache takes. Holding the GIL for that microsecond costs the other threads
+    nothing they would notice. Errors are ``OSError`` s with the call's errno, as from
+    ``os.pwrite``; an interrupted call is made again."""
+    chosen: Callable[[int, bytes, int], int] = os.pwrite
+    try:
+        import ctypes
+
+        call = ctypes.PyDLL(None, use_errno=True).pwrite
+    except (ImportError, OSError, AttributeError):
+        pass
+    else:
+        # The symbol ``pwrite`` takes a C long for the offset where it is not 64 bits wide
+        # (a 32-bit build without large-file offsets): the ring's offsets fit either way.
+        call.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_long)
+        call.restype = ctypes.c_ssize_t
+        get_errno = ctypes.get_errno
+
+        def pwrite(fd: int, data: bytes, offset: int) -> int:
+            while True:
+                written: int = call(fd, data, len(data), offset)
+                if written >= 0:
+                    return written
+                code = get_errno()
+                if code != errno.EINTR:
+                    raise OSError(code, os.strerror(code))
+
+        chosen = pwrite
+    _PWRITE.append(chosen)
+    return chosen
+
+
 def _write_new(path: Path, data: bytes, mode: int) -> None:
     """A new journal file holding ``data`` (:class:`FileExistsError` when the name is taken,
     by a link too)."""
@@ -1020,7 +1084,27 @@ def _write_new(path: Path, data: bytes, mode: int) -> None:
 
 
 _COUNT_KEYS = frozenset({"lines", "bytes", "flushed_bytes", "last_save_ms", "last_save_boot",
-                         "degraded", "seq"})
+                         "degraded", "seq", "crc"})
+
+#: The state records' encoder, built once (``json.dumps`` with options builds one per call).
+#: The records are counts and the session's state, JSON data copied from the lifecycle (see
+#: orion.statechart.interpreter.snapshot.take): no reference cycle to look for at every record.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str, check_circular=False)
+#: How a record of the ring ends: its sequence number, then the CRC-32 of the text before
+#: ``, "crc"``.
+_RECORD_END = re.compile(rb', "seq": (\d+), "crc": "([0-9a-f]{8})"\}')
+
+
+def _ring_record(line: bytes) -> int | None:
+    """The ``seq`` of a whole record of the state log's ring, None for anything else: a
+    record torn by a kill, the tail of one partly overwritten, a line of another form."""
+    at = line.rfind(b', "seq": ')
+    if at < 0:
+        return None
+    end = _RECORD_END.fullmatch(line, at)
+    if end is None or zlib.crc32(line[:end.end(1)]) != int(end.group(2), 16):
+        return None
+    return int(end.group(1))
 
 
 # Each way a state file can be unreadable has its own branch and its own words for the user.
@@ -1049,20 +1133,44 @@ def read_state(directory: str | os.PathLike[str]  # noqa: C901
                 best = record
             else:
                 problem = f"{STATE} is not a JSON object"
+    logged = _newest_logged(d / STATE_LOG, _seq(best) if best is not None else -1)
+    if logged is not None:
+        best = logged
+    if best is not None:
+        best.pop("crc", None)
+    return (best, None) if best is not None else (None, problem)
+
+
+def _newest_logged(path: Path, above: int) -> dict[str, Any] | None:
+    """The newest record of ``state.log`` if its ``seq`` is above ``above``: of the ring, the
+    whole record with the highest ``seq``, wherever it is; of a log an earlier version
+    appended to (records without a CRC), the last line that parses (a torn tail does not)."""
     try:
-        lines = read_private(d / STATE_LOG).splitlines()
+        lines = read_private(path).split(b"\n")
     except OSError:
-        lines = []
-    for line in reversed(lines):  # the last complete record; a torn tail does not parse
+        return None
+    newest: bytes | None = None
+    ringed = False
+    for line in lines:
+        seq = _ring_record(line)
+        if seq is not None:
+            ringed = True
+            if seq > above:
+                newest, above = line, seq
+    if ringed:
+        try:  # whole, by its CRC, unless it was made to look so
+            record = json.loads(newest) if newest is not None else None
+        except ValueError:
+            return None
+        return record if isinstance(record, dict) else None
+    for line in reversed(lines):
         try:
-            record = json.loads(line)
+            record = json.loads(line) if line else None
         except ValueError:
             continue
         if isinstance(record, dict):
-            if best is None or _seq(record) > _seq(best):
-                best = record
-            break
-    return (best, None) if best is not None else (None, problem)
+            return record if _seq(record) > above else None
+    return None
 
 
 def _seq(record: Mapping[str, Any]) -> int:
