@@ -147,7 +147,7 @@ def bare_machine_like(yaml_path: Path) -> HierarchicalMachine:
         dest = _bare_path(t["dest"]) if t.get("dest") else None
         trans.append({"trigger": t["trigger"], "source": source, "dest": dest})
 
-    def timers(prefix: str, states: dict[str, Any]) -> None:
+    def timers(prefix: str, states: dict[str, Any] | None) -> None:
         for name, spec in (states or {}).items():
             spec = spec or {}
             path = f"{prefix}{name}"
@@ -215,7 +215,7 @@ def measure_instances(reps: int, batch_s: float) -> dict[str, Any]:
     machine = bare_machine_like(WRITE_SESSION)
 
     class BareModel:
-        pass
+        state: str
 
     sample = BareModel()
     machine.add_model(sample)
@@ -258,7 +258,7 @@ def open_write_session_and_its_bare_twin(tmp: Path) -> tuple[Any, Any, Any, Any]
     assert session.lifecycle.has_tag("receiving"), session.lifecycle.state
 
     class BareModel:
-        pass
+        state: str
 
     model = BareModel()
     HierarchicalMachine(model=model, states=["receiving", "paused"], initial="receiving",

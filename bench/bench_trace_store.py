@@ -154,7 +154,7 @@ def run_per_row(tmp: Path, rows: list[dict[str, Any]]) -> float:
     db = sqlite_utils.Database(tmp / "orion.db")
     try:
         db.execute("PRAGMA synchronous = NORMAL")  # the store's setting (per connection)
-        table = db["trace_records"]  # the table behind the trace_events view
+        table = db.table("trace_records")  # the table behind the trace_events view
         gc.collect()
         gc.disable()
         try:

@@ -65,7 +65,7 @@ from orion.runtime.conversation import Message  # noqa: E402
 from orion.statechart.interpreter.definition import load_definition  # noqa: E402
 from orion.validation import PIECE_BYTES, StreamedLines, ValidationRequest  # noqa: E402
 from orion.write_session.operations import execute  # noqa: E402
-from orion.write_session.plan import WritePlan, check_plan  # noqa: E402
+from orion.write_session.plan import Operation, WritePlan, check_plan  # noqa: E402
 from orion.write_session.session import validate_write  # noqa: E402
 
 MAX_RATIO = 2.0
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def plan(path: Path):
         return check_plan(WritePlan(intent="Write the handbook", target_file=path.name,
-                                    operation="create"), workspace=ws, state_dir=state)
+                                    operation=Operation.CREATE), workspace=ws, state_dir=state)
 
     def from_scratch(path: Path) -> None:
         # What `orion sessions recover --finalize` does with the journal: nothing was checked.
@@ -248,13 +248,18 @@ def main(argv: list[str] | None = None) -> int:
     # Line 4: the parts on their own (the hook implementations in calling order).
     request = ValidationRequest("handbook.md", data, settings)
     parts: dict[str, Callable[[Path], object]] = {}
+
+    def _normalizes(hook: Callable[..., object]) -> Callable[[Path], object]:
+        return lambda _p: hook(path="handbook.md", content=data)
+
+    def _validates(hook: Callable[..., object]) -> Callable[[Path], object]:
+        return lambda _p: hook(request=request)
+
     for hook in ("normalize_content", "validate_lines", "validate_content"):
         for impl in reversed(getattr(pm.hook, hook).get_hookimpls()):
             name = impl.plugin_name.removeprefix("orion_plugins.")
-            parts[name] = (
-                (lambda _p, f=impl.function: f(path="handbook.md", content=data))
-                if hook == "normalize_content" else
-                (lambda _p, f=impl.function: f(request=request)))
+            parts[name] = (_normalizes(impl.function) if hook == "normalize_content"
+                           else _validates(impl.function))
     parts["line checks in pieces"] = line_checks_in_pieces
     parts["execute"] = lambda p: execute(plan(p), data, state_dir=state,
                                          session_id=f"bench{next(counter)}")

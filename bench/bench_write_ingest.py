@@ -48,7 +48,7 @@ from orion.models.events import Finish, TextDelta  # noqa: E402
 from orion.hooks.manager import make_plugin_manager  # noqa: E402
 from orion.runtime.runtime import Runtime  # noqa: E402
 from orion.write_session.manager import manager_for  # noqa: E402
-from orion.write_session.plan import WritePlan  # noqa: E402
+from orion.write_session.plan import Operation, WritePlan  # noqa: E402
 
 CHUNK = 64
 FLUSH_LINES = 50
@@ -160,7 +160,7 @@ def open_session(directory: Path, target: str = "doc.md", plugins=None, model=No
     runtime = Runtime(model=model or _NoModel(), plugins=plugins or make_plugin_manager(env={}),
                       workspace=directory, clock=VirtualClock(), env={})
     manager = manager_for(runtime)
-    manager.begin(WritePlan(intent="benchmark", target_file=target, operation="create"))
+    manager.begin(WritePlan(intent="benchmark", target_file=target, operation=Operation.CREATE))
     return runtime, manager.active
 
 
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
             if rep % 2:
                 pair.reverse()
             for fn, side in pair:
-                elapsed = timed(fn, 1) if side == "bare" else run_orion()
+                elapsed = timed(run_bare, 1) if side == "bare" else run_orion()
                 if side == "bare":
                     best_bare = min(best_bare, elapsed)
                 else:

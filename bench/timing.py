@@ -9,7 +9,7 @@ from collections.abc import Callable
 Clock = Callable[[], float]
 
 
-def timed(fn: Callable[[int], None], n: int, clock: Clock = time.perf_counter) -> float:
+def timed(fn: Callable[[int], object], n: int, clock: Clock = time.perf_counter) -> float:
     gc.collect()
     gc.disable()
     try:
