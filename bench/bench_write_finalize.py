@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         runtime, session = open_session(ws, path.name, pm)
         for chunk in chunks:
             session.feed(chunk)
-        assert session.marker.done, "DONE was not seen"
+        assert session.intake.marker.done, "DONE was not seen"
         runtime.tracer.flush()  # as after every model request: the trace store is open
         message = Message("assistant", None)
         return runtime, session, lambda: session.end_message(Finish("stop", "stop"), message)

@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from typing import Any
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -49,6 +50,7 @@ from orion.hooks.manager import make_plugin_manager  # noqa: E402
 from orion.runtime.runtime import Runtime  # noqa: E402
 from orion.write_session.manager import manager_for  # noqa: E402
 from orion.write_session.plan import Operation, WritePlan  # noqa: E402
+from orion.write_session.session import WriteSession  # noqa: E402
 
 CHUNK = 64
 FLUSH_LINES = 50
@@ -153,7 +155,8 @@ class ChunkModel:
         yield Finish("stop", "stop")
 
 
-def open_session(directory: Path, target: str = "doc.md", plugins=None, model=None):
+def open_session(directory: Path, target: str = "doc.md", plugins: Any = None,
+                 model: Any = None) -> tuple[Runtime, WriteSession]:
     """A real write session (runtime, lifecycle, journal with the default flush policy) for
     a create of ``target`` in ``directory``, opened by ``WritePlanTool_begin``'s code path,
     ready for streamed text. (bench_write_finalize.py opens its sessions here too.)"""
@@ -161,6 +164,7 @@ def open_session(directory: Path, target: str = "doc.md", plugins=None, model=No
                       workspace=directory, clock=VirtualClock(), env={})
     manager = manager_for(runtime)
     manager.begin(WritePlan(intent="benchmark", target_file=target, operation=Operation.CREATE))
+    assert manager.active is not None
     return runtime, manager.active
 
 
