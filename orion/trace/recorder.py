@@ -339,11 +339,7 @@ class Recorder:
         parent = self._stack[-1] if self._stack else root
         trace_id = parent.trace_id
         span_id = getrandbits(64) or 1
-        origin = self._origins.get(lifecycle_id) or self._ended.get(lifecycle_id)
-        if origin is None:  # the session's first span
-            links = self._links(lifecycle_id, trace_id, span_hex(span_id))
-        else:
-            links = () if origin.startswith(trace_id) else (origin,)
+        links = self._step_links(lifecycle_id, trace_id, span_id)
         now = self.now_ms()
         start = now - duration
         if not turn.recorded and start < root.at_ms:
