@@ -974,7 +974,7 @@ mutant("abandoned_journal_kept", "SR-3", "orion.write_session.session:WriteSessi
 
 mutant("flush_lines_off_by_one", "SR-4", "orion.write_session.journal:Journal.append",
        "the journal reaches the disk after 51 lines, not 50",
-       ("self._pending_lines >= self._flush_lines", "self._pending_lines > self._flush_lines"),
+       ("self.lines_to_flush <= 0", "self.lines_to_flush < 0"),
        keyword="every_50_lines")
 
 mutant("flush_interval_off_by_one", "SR-4", "orion.write_session.journal:Journal.flush_wait_ms",
@@ -1029,10 +1029,10 @@ mutant("abandoned_directory_left_behind", "SR-3", "orion.write_session.session:W
        "an abandoned session's directory is left behind (only a written one is removed)",
        ("    self.journal.remove()\n", ""), keyword="abandoned_sessions_journal")
 
-mutant("flush_one_line_late", "SR-4", "orion.write_session.journal:Journal.append",
-       "the journal reaches the disk one line after flush_lines (> for >=)",
-       ("if self._pending_lines >= self._flush_lines:",
-        "if self._pending_lines > self._flush_lines:"),
+mutant("flush_one_line_late", "SR-4", "orion.write_session.journal:Journal._flush",
+       "after each flush the journal counts one line more before the next (the 100th line "
+       "reaches the disk with the 101st)",
+       ("self.lines_to_flush = self._flush_lines", "self.lines_to_flush = self._flush_lines + 1"),
        keyword="every_50_lines")
 
 mutant("takeover_saves_the_content_again", "SR-5", "orion.write_session.journal:Journal.open",
