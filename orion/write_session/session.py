@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import sys
-import tempfile
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -40,10 +39,11 @@ from orion.write_session.context import WriteContext
 from orion.write_session.decision import (AFTER_DONE, BESIDE_A_TOOL_CALL, CUT_LINE, REASONING,
                                           RESTART, SET_ASIDE_KINDS, End, Next, decide_end)
 from orion.write_session.edit_validation import validate_write
-from orion.write_session.finalize import (UNREAD_REPLY, Finalizer, Written, blocked_message,
-                                          failure_message, set_aside_report, unsaved)
+from orion.write_session.endings import (Ending, Endings, Held, Remains, holds_content,
+                                         keep_content, unsaved)
+from orion.write_session.finalize import UNREAD_REPLY, Finalizer, Written
 from orion.write_session.intake import Intake, Mode
-from orion.write_session.journal import Journal, read_private
+from orion.write_session.journal import Journal
 from orion.write_session.operations import WriteResult
 from orion.write_session.plan import CheckedPlan, Operation
 from orion.write_session.progress import Progress
@@ -67,7 +67,7 @@ class SessionSummary:
     id: str
     target_file: str
     operation: str
-    status: str
+    status: WriteStatus
     continuations: int
     corrections: int
     lines: int = 0
@@ -164,6 +164,7 @@ class WriteSession:
                              self._new_streamed)
         self.finalizer = Finalizer(journal, checked, runtime.plugins, lifecycle.settings,
                                    _tracer(runtime, self.id))
+        self.endings = Endings(self.id, checked.relative, journal, self.aside)
         # A journal that cannot write to disk (full, read-only) goes on in memory: say so once.
         if journal.degraded is not None:
             self._degraded(journal.degraded)
@@ -579,119 +580,39 @@ class WriteSession:
                 f"write session {self.id[:8]}: the text set aside could not be kept in "
                 f"{self.runtime.state_dir / 'set_aside'}; it is in this conversation's history")
 
-    def _set_aside_report(self) -> str:
-        return set_aside_report(self.aside, self.id, self.plan.relative)
-
-    # -- endings without a write ---------------------------------------------------------------
+    # -- endings without a write: what each tells is in orion.write_session.endings ----------
 
     def _failed(self, cause: BaseException) -> None:
-        self.status = WriteStatus.FAILED
-        message = failure_message(cause, self._keep_content(), session_id=self.id,
-                                  relative=self.plan.relative, journal=self.journal)
-        self.runtime.reporter.notice(message)
-        self._trace(Kind.ERROR, "write failed", {"orion.where": "write session",
-                                                 "orion.error": str(cause)})
-        self._end_without_write(message)
+        ending = self.endings.failed(cause, self._keep_content())
+        self._end(ending)
 
     def _blocked(self, blocking: list[Issue], rounds: int) -> None:
-        """Issues that block the write remain after the last correction round: the target is
-        not written, the content stays in the journal (``orion sessions`` lists the session as
-        ``blocked``, with the issues), and the model and the user are told why."""
+        """Issues that block the write remain after the last correction round: the journal
+        keeps them with the content (``orion sessions`` shows them)."""
         self.status = WriteStatus.BLOCKED
         self.journal.flush({**self._journal_state(), "blocked": [str(i) for i in blocking]})
-        message = blocked_message(blocking, rounds, self._keep_content(), session_id=self.id,
-                                  relative=self.plan.relative, journal=self.journal)
-        if self.aside.pending:
-            message += self._set_aside_report()
-        self.runtime.reporter.notice(message)
-        self._trace(Kind.WRITE_REPORT, f"blocked {self.plan.relative}", {
-            "orion.target": self.plan.relative, "orion.status": "blocked",
-            "orion.issues": len(blocking), "orion.code": blocking[0].code})
-        self._end_without_write(message)
-
-    def _end_without_write(self, message: str) -> None:
-        """A failed or blocked write: the model is told, the journal is closed (it keeps the
-        content for ``orion sessions recover``)."""
-        self.runtime.inject(self._with_news(message))
-        self._deliver_held()
-        self.journal.close()
-        self._detach()
-
-    def _keep_content(self) -> str | None:
-        """Make sure the content survives the failed write: None when the journal holds all
-        of it on disk; else the path of a rescue file it was written to, or (no path) why
-        nothing could hold it."""
-        if self.journal.secure():
-            return None
-        places = [self.runtime.state_dir / "rescued", Path(tempfile.gettempdir()),
-                  Path.home()]
-        try:
-            rescued = self.journal.rescue(places, f"{self.id[:8]}-{self.plan.target.name}")
-        except OSError as exc:
-            return f"{exc.strerror or exc}"
-        return str(rescued)
+        self._end(self.endings.blocked(blocking, rounds, self._keep_content()))
 
     def _abandon_unless_held(self, why: str) -> None:
         """Orion itself found that no content arrived (FS-14): that is read from the journal,
         never from the last message alone, and a journal that holds content is kept."""
-        if self._journal_holds_something():
+        if holds_content(self.journal):
             self._keep_instead(why)
         else:
             self._abandon(why)
 
     def _abandon(self, why: str) -> None:
-        """The chart ended the session without a write because a plugin or the user asked (a
-        team's ``/reject``): their decision stands, and the journal goes."""
-        self.status = WriteStatus.ABANDONED
-        message = f"The write session for {self.plan.relative} was abandoned: {why}."
-        if self.aside.pending:
-            message += self._set_aside_report()
-        self.runtime.reporter.notice(message)
-        self._trace(Kind.WRITE_REPORT, f"abandoned {self.plan.relative}", {
-            "orion.target": self.plan.relative, "orion.status": "abandoned", "orion.why": why})
-        self.runtime.inject(self._with_news(message))
-        self._deliver_held()
-        self._archive_set_aside()
-        self.journal.remove()
-        self._detach()
-
-    def _journal_holds_something(self) -> bool:
-        """Whether the session's content holds anything but blanks (FS-13), counted from the
-        journal (its file once it is closed), never from the last message alone. (Text set
-        aside goes to the archive and held messages to the conversation when a session is
-        abandoned: neither is lost.)"""
-        if not self.journal.closed:
-            return bool(self.journal.content().strip())
-        try:
-            return bool(read_private(self.journal.content_path).strip())
-        except OSError:
-            return self.journal.bytes > 0
+        self._end(self.endings.abandoned(why))
 
     def _keep_instead(self, why: str) -> None:
-        """The statechart ended the session without a write, but its journal holds content:
-        it is kept as an orphan with its recover line, never removed."""
+        """Abandoned, but the journal holds content: it is saved as set aside (an orphan with
+        its recover line), then the session reads as abandoned."""
         self.status = WriteStatus.SET_ASIDE
         self.runtime.reporter.progress_done()
         if not self.journal.closed:
             self.checkpoint()
             self.journal.close()
-        short = self.id[:8]
-        aside = f", {self.aside.lines} lines set aside" if self.aside.pending else ""
-        self.runtime.reporter.notice(
-            f"write session {short} for {self.plan.relative} ended without a write ({why}), "
-            f"but its journal holds {self.journal.lines} lines{aside}: it is kept, "
-            f"`orion sessions recover {short} --continue` lets the next orion run or orion "
-            "chat finish it, `--finalize` writes what was saved")
-        self._trace(Kind.WRITE_REPORT, f"kept {self.plan.relative}", {
-            "orion.target": self.plan.relative, "orion.status": "set_aside", "orion.why": why,
-            "orion.lines": self.journal.lines, "orion.bytes": self.journal.bytes})
-        # The chart's decision stands (a user's /reject, a plugin's abandon): the model is told
-        # and the session reads as abandoned; only its journal outlives it, for recovery.
-        self.status = WriteStatus.ABANDONED
-        self.runtime.inject(self._with_news(
-            f"The write session for {self.plan.relative} was abandoned: {why}. Nothing was "
-            f"written; its {self.journal.lines} saved lines are kept for the user to recover."))
-        self._detach()
+        self._end(self.endings.kept(why))
 
     def set_aside(self, why: str) -> None:
         """Stop listening without writing or deleting anything (``/reset``: the new
@@ -705,23 +626,30 @@ class WriteSession:
         kept = self._keep_content()
         self.journal.close()  # its saved state keeps the snapshot of the open session
         self.lifecycle.trigger("discard", reason="set aside")  # ends it here: no timer fires
-        self._trace(Kind.WRITE_REPORT, f"set aside {self.plan.relative}", {
-            "orion.target": self.plan.relative, "orion.status": "set_aside", "orion.why": why,
-            "orion.lines": self.journal.lines, "orion.bytes": self.journal.bytes})
-        held = len(self.held_messages)
-        kept_too = (f"; {held} message(s) you typed meanwhile are kept with it and sent once "
-                    "it is continued with --continue" if held else "")
-        if kept is None:
-            self.runtime.reporter.notice(
-                f"write session {self.id[:8]} for {self.plan.relative} was set aside ({why}); "
-                f"its {self.journal.lines} lines are kept: `orion sessions recover "
-                f"{self.id[:8]} --finalize` writes them, `--continue` lets the next run go on "
-                "with the model" + kept_too)
+        self._end(self.endings.set_aside(why, kept, len(self.held_messages)))
+
+    def _end(self, ending: Ending) -> None:
+        """Carry out an ending without a write: the status, the notice and trace event, the
+        model told, the held messages and the journal seen to, and the session let go."""
+        self.status = ending.status
+        self.runtime.reporter.notice(ending.notice)
+        self._trace(ending.kind, ending.name, ending.figures)
+        if ending.told is not None:
+            self.runtime.inject(self._with_news(ending.told))
+        if ending.held is Held.SENT:
+            self._deliver_held()
+        elif ending.held is Held.LEFT:
+            self.held_messages = []  # they belong to the conversation that was reset
+        if ending.remains is Remains.REMOVED:
+            self._archive_set_aside()
+            self.journal.remove()
         else:
-            self.runtime.reporter.notice(self._unsaved(f"was set aside ({why})", kept)
-                                         + kept_too)
-        self.held_messages = []  # they belong to the conversation that was reset
+            self.journal.close()  # it keeps the content for orion sessions recover
         self._detach()
+
+    def _keep_content(self) -> str | None:
+        return keep_content(self.journal, self.runtime.state_dir,
+                            f"{self.id[:8]}-{self.plan.target.name}")
 
     def _keep_unread_start(self) -> None:
         """The process ends while the start of a reply to Orion's prompt is held unread (it
