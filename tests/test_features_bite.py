@@ -1471,10 +1471,10 @@ def held_messages_unsaved(p: Patcher) -> None:
     p.wrap("orion.write_session.session:WriteSession._journal_state", make)
 
 
-@variant("WS-18", "orion.write_session.session:WriteSession._after_done",
+@variant("WS-18", "orion.write_session.asides:Asides.after_done",
          "what follows DONE is dropped without a word")
 def after_done_silent(p: Patcher) -> None:
-    p.wrap("orion.write_session.session:WriteSession._after_done",
+    p.wrap("orion.write_session.asides:Asides.after_done",
            lambda original: lambda self: None)
 
 
@@ -1904,7 +1904,7 @@ mutant("alike_rows_taken_for_a_restart", "AC-6", "orion.write_session.decision:r
        (" and tuple(head[:len(tail)]) != tuple(tail):", ":"),
        keyword="all_alike")
 
-mutant("keep_puts_the_part_at_the_end", "WS-22", "orion.write_session.session:WriteSession.keep",
+mutant("keep_puts_the_part_at_the_end", "WS-22", "orion.write_session.asides:Asides.put_back",
        "a part put back after more content streamed goes to the end, not where it was",
        ("at = min(part.at, self.journal.bytes)", "at = self.journal.bytes"),
        keyword="keep_after_more")

@@ -30,9 +30,6 @@ if TYPE_CHECKING:
     from orion.write_session.plan import CheckedPlan
     from orion.write_session.set_aside import SetAside
 
-#: Why a part was set aside when the process ended before the reply's start was read.
-UNREAD_REPLY = "the start of a reply Orion had not read when it ended"
-
 Trace = Callable[[str, str, dict[str, Any]], None]
 
 

@@ -35,13 +35,13 @@ from orion.errors import ActionError, GuardError, OrionError, PluginFailed
 from orion.trace.events import Kind, TraceEvent
 from orion.validation import Issue, StreamedLines
 from orion.write_session import message_end as said
+from orion.write_session.asides import Asides, KeepRefused
 from orion.write_session.context import WriteContext
-from orion.write_session.decision import (AFTER_DONE, BESIDE_A_TOOL_CALL, CUT_LINE, REASONING,
-                                          RESTART, SET_ASIDE_KINDS, End, Next, decide_end)
+from orion.write_session.decision import REASONING, End, Next, decide_end
 from orion.write_session.edit_validation import validate_write
 from orion.write_session.endings import (Ending, Endings, Held, Remains, holds_content,
                                          keep_content, unsaved)
-from orion.write_session.finalize import UNREAD_REPLY, Finalizer, Written
+from orion.write_session.finalize import Finalizer, Written
 from orion.write_session.intake import Intake, Mode
 from orion.write_session.journal import Journal
 from orion.write_session.operations import WriteResult
@@ -90,12 +90,6 @@ class SessionSummary:
         return replace(self, target_file=sys.intern(self.target_file), report="", issues=())
 
 
-class KeepRefused(OrionError):
-    """``WritePlanTool_keep`` for a part that is not there to put back."""
-
-    refusal = True  # the model is told the message, not the class name
-
-
 def _weakly(method: Callable[[str], None]) -> Callable[[str], None]:
     """``method``, called while its object lives. The journal keeps its session's callback: a
     bound method there would make the two a reference cycle, which only the cyclic collector
@@ -124,7 +118,7 @@ class _Outlet:
         return session
 
     def set_aside(self, why: str, data: bytes, at: int) -> Part:
-        return self._get()._set_aside(why, data, at)
+        return self._get().asides.put(why, data, at)
 
     def trigger(self, trigger: str) -> None:
         self._get()._trigger(trigger)
@@ -165,6 +159,9 @@ class WriteSession:
         self.finalizer = Finalizer(journal, checked, runtime.plugins, lifecycle.settings,
                                    _tracer(runtime, self.id))
         self.endings = Endings(self.id, checked.relative, journal, self.aside)
+        self.asides = Asides(self.aside, journal, self.intake, self.context, session_id=self.id,
+                             relative=checked.relative, terminator=self.terminator,
+                             notice=_notice(runtime), trace=_tracer(runtime, self.id))
         # A journal that cannot write to disk (full, read-only) goes on in memory: say so once.
         if journal.degraded is not None:
             self._degraded(journal.degraded)
@@ -254,7 +251,7 @@ class WriteSession:
         if not intake.open_for_end(tool_calls=tool_calls, thought=thought):
             return
         if thought and intake.takes_thought:
-            self._set_aside(REASONING, thought.encode("utf-8", "surrogateescape"),
+            self.asides.put(REASONING, thought.encode("utf-8", "surrogateescape"),
                             intake.bytes_at_start)
         self.context.asked = False  # the reply to a prompt (if any) has ended
         if intake.mode is Mode.CORRECTIONS:
@@ -303,7 +300,7 @@ class WriteSession:
             self.context.asked_at_lines = None
         if end.next is Next.FINALIZE:
             self._commentary_message = message
-            self._after_done()
+            self.asides.after_done()
             self.runtime.reporter.progress_done()
             self._trigger("done")
             self.finalize()
@@ -321,57 +318,15 @@ class WriteSession:
 
     def _beside_a_tool_call(self, message: Message | None, end: End) -> None:
         """The message calls a tool: what it added is set aside (the begin result says so)
-        and the session goes on as it was. The history keeps what the model said."""
-        intake = self.intake
-        start = intake.bytes_at_start
-        if intake.claimed_from >= 0 and message is not None:
-            message.content = intake.sent_text(message.content, intake.claimed_from,
-                                               self.journal.bytes, done=False)
-        data = intake.take_back_message()
-        if end.set_aside is not None and data.strip():
-            names = sorted({call["function"]["name"] for call in
-                            (message.tool_calls if message is not None else None) or []})
-            part = self._set_aside(BESIDE_A_TOOL_CALL, data, start, tools=names)
-            self._tell_now(said.beside_a_tool_call(part, names, self.id, self.plan.relative))
+        and the session goes on as it was."""
+        told = self.asides.beside_a_tool_call(message, end)
+        if told is not None:
+            self._tell_now(told)
         self.checkpoint()
 
-    def _after_done(self) -> None:
-        """Text after the terminator line is set aside (see :meth:`Intake.after_done
-        <orion.write_session.intake.Intake.after_done>`)."""
-        text = self.intake.after_done()
-        if text:
-            self._set_aside(AFTER_DONE, text, self.journal.bytes)
-
-    def _set_aside(self, why: str, data: bytes, at: int, *,
-                   tools: list[str] | None = None) -> Part:
-        """Keep ``data`` beside the content as a part, and tell the user at once."""
-        part = self.aside.add(why, data, at, tail=why == CUT_LINE)
-        short, target = self.id[:8], self.plan.relative
-        what, later = said.set_aside(why, part, tools=tools, terminator=self.terminator,
-                                     target=target, line=self.journal.lines + 1)
-        if later is not None:
-            self._tell_later(later)
-        self.runtime.reporter.notice(
-            f"write session {short}: {what} was set aside, not written to {target} (part "
-            f"{part.number}); `orion sessions show {short}` prints it")
-        self._trace(Kind.WRITE_REPORT, "text set aside", {
-            "orion.target": target, "orion.set_aside.kind": SET_ASIDE_KINDS[why],
-            "orion.part": part.number,
-            "orion.lines": part.lines, "orion.bytes": part.bytes})
-        return part
-
     def _restarted(self, text: str) -> None:
-        """The reply started the file over (it repeats the content's first lines): it is set
-        aside, announced and told, and the session goes on; the model puts the part back with
-        WritePlanTool_keep when the file repeats its start on purpose."""
-        lines = self.journal.lines
-        text = self.intake.without_terminator(text)
-        if self.intake.quoted_at_start is not None:
-            self.context.quoted = self.intake.quoted_at_start  # still to be answered
-        if text.strip():
-            part = self._set_aside(RESTART, text.encode("utf-8", "surrogateescape"),
-                                   self.journal.bytes)
-            self._tell_later(said.restarted(part, self.plan.relative, lines, self.terminator))
+        """The reply started the file over: it is set aside, and the session goes on."""
+        self.asides.restarted(text)
         self.checkpoint()
         self._pause(grew=False)
 
@@ -539,7 +494,7 @@ class WriteSession:
         self.runtime.inject(self._with_news(self.report))
         self._deliver_held()
         self._record_undo(result)
-        self._archive_set_aside()
+        self.asides.archive(self.runtime.state_dir)
         self.journal.remove()
         self._detach()
 
@@ -571,14 +526,6 @@ class WriteSession:
             self.runtime.reporter.notice(
                 f"{result.relative} is written, but its undo record could not be saved "
                 f"({exc.strerror or exc}); orion sessions undo cannot undo this write")
-
-    def _archive_set_aside(self) -> None:
-        """The journal goes: its text set aside stays where ``orion sessions show`` finds it."""
-        if self.aside.parts and self.aside.archive(self.runtime.state_dir, self.id,
-                                                   self.plan.relative) is None:
-            self.runtime.reporter.notice(
-                f"write session {self.id[:8]}: the text set aside could not be kept in "
-                f"{self.runtime.state_dir / 'set_aside'}; it is in this conversation's history")
 
     # -- endings without a write: what each tells is in orion.write_session.endings ----------
 
@@ -641,7 +588,7 @@ class WriteSession:
         elif ending.held is Held.LEFT:
             self.held_messages = []  # they belong to the conversation that was reset
         if ending.remains is Remains.REMOVED:
-            self._archive_set_aside()
+            self.asides.archive(self.runtime.state_dir)
             self.journal.remove()
         else:
             self.journal.close()  # it keeps the content for orion sessions recover
@@ -651,15 +598,6 @@ class WriteSession:
         return keep_content(self.journal, self.runtime.state_dir,
                             f"{self.id[:8]}-{self.plan.target.name}")
 
-    def _keep_unread_start(self) -> None:
-        """The process ends while the start of a reply to Orion's prompt is held unread (it
-        was not yet known whether it goes on from the saved content or starts the file
-        over): it is set aside as a part, so every line that arrived is kept and counted."""
-        text = self.intake.unread_start()
-        if text.strip():
-            self.aside.add(UNREAD_REPLY, text.encode("utf-8", "surrogateescape"),
-                           self.journal.bytes)
-
     def release(self) -> None:
         """The process ends with the session open: close the journal, so the next start sees
         an orphan; content the journal could not save goes to a rescue file, and the user is
@@ -667,7 +605,7 @@ class WriteSession:
         try:
             self.intake.take_batch()
             if self.status is WriteStatus.ACTIVE:
-                self._keep_unread_start()
+                self.asides.keep_unread_start()
                 self.checkpoint()  # with the held messages
                 if self.journal.degraded is not None:
                     kept = self._keep_content()
@@ -716,7 +654,7 @@ class WriteSession:
     def open_notice(self) -> str:
         """What an open session means for a user who leaves now (``/quit``, the end of a
         script): where its content is, what the user typed meanwhile, how to go on."""
-        self._keep_unread_start()
+        self.asides.keep_unread_start()
         self.checkpoint()
         short = self.id[:8]
         aside = f", {self.aside.lines} lines set aside" if self.aside.pending else ""
@@ -732,29 +670,9 @@ class WriteSession:
     def keep(self, number: int) -> str:
         """``WritePlanTool_keep``: put part ``number`` of the text set aside back where it
         was in the content. Returns what the model is told."""
-        part = self.aside.get(number)
-        if part is None or part.kept:
-            pending = ", ".join(str(p.number) for p in self.aside.pending) or "none"
-            raise KeepRefused(f"write session {self.id[:8]} has no part {number} set aside to "
-                              f"put back (parts set aside: {pending})")
-        self.intake.take_batch()
-        at = min(part.at, self.journal.bytes)
-        # The content first, then the index: a kill in between leaves the part both in the
-        # content and in its file, never in neither.
-        self.journal.insert(at, self.aside.read(number))
-        self.aside.put_back(number)
-        self.intake.restart_streamed_checks(at)
-        line = self.journal.content()[:at].count(b"\n") + 1
-        self.runtime.reporter.notice(
-            f"write session {self.id[:8]}: part {number} ({part.lines} lines) is back in "
-            f"{self.plan.relative}, at line {line}")
-        self._trace(Kind.WRITE_REPORT, "text put back", {
-            "orion.target": self.plan.relative, "orion.part": number,
-            "orion.lines": part.lines, "orion.bytes": part.bytes})
+        told = self.asides.put_back(number)
         self.checkpoint()
-        return (f"Part {number} ({part.lines} lines) is back in {self.plan.relative} at line "
-                f"{line}; {self.journal.lines} lines are saved. Go on with the content where "
-                f"it stopped and end it with a line {self.terminator}.")
+        return told
 
     # -- for the states a team adds to the statechart -------------------------------------------
 
@@ -878,6 +796,13 @@ class WriteSession:
     def _trace(self, kind: str, name: str, attributes: dict[str, Any]) -> None:
         self.runtime.tracer.emit(TraceEvent(kind, name, self.runtime.clock.now_ms(),
                                             self.runtime.conversation.id, self.id, attributes))
+
+
+def _notice(runtime: Runtime) -> Callable[[str], None]:
+    """The user's notices, for the session's parts (the runtime's reporter of the moment)."""
+    def notice(text: str) -> None:
+        runtime.reporter.notice(text)
+    return notice
 
 
 def _tracer(runtime: Runtime, session_id: str) -> Callable[[str, str, dict[str, Any]], None]:
