@@ -9,6 +9,7 @@ out. What a session that ends without a write tells is in :mod:`orion.write_sess
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -123,7 +124,8 @@ class Finalizer:
     def write(self, content: bytes, *, state: dict[str, Any], state_dir: Path,
               session_id: str, context: WriteContext, aside: SetAside) -> Written:
         """The plan, executed once, atomically: a crash from the mark on is repaired at start
-        with ``state`` (the journal's state, with what the write is to make)."""
+        with ``state`` (the journal's state) and what the write is to make."""
+        state = {**state, "finalizing": self._finalizing()}
         mark(self.journal.directory, "finalizing")
         self.journal.flush(state)
         result = execute(self.plan, content, state_dir=state_dir, session_id=session_id)
@@ -146,6 +148,19 @@ class Finalizer:
                        f"{self.settings['max_corrections']} correction rounds: {shown}"
                        + (f" (and {more} more)" if more > 0 else ""))
         return Written(result, status, report)
+
+
+    def _finalizing(self) -> dict[str, str | None]:
+        """Enough to finish the job idempotently after a crash during the write: the target
+        still has its pre-image (write it), or it has what this content makes of the
+        pre-image (only clean up)."""
+        target = self.plan.target
+        before = target.read_bytes() if target.is_file() else None
+        fixed = self.fixed
+        return {"content_sha256": self.journal.sha256() if fixed is None
+                else hashlib.sha256(fixed).hexdigest(),
+                "before_sha256": hashlib.sha256(before).hexdigest() if before is not None
+                else None}
 
 
 def set_aside_report(aside: SetAside, session_id: str, relative: str) -> str:

@@ -10,10 +10,14 @@ The session coordinates parts that each own one thing:
   the held start of a reply, the end marker), which returns the facts of a message's end;
 - the pure decision of :mod:`orion.write_session.decision`: what a message's end means;
 - the :class:`~orion.write_session.finalize.Finalizer`: checks, corrections and the write,
-  each returning what it found;
-- the text set aside beside the content.
+  each returning what it found (a :class:`~orion.write_session.finalize.Written`);
+- the :class:`~orion.write_session.asides.Asides`: the text set aside beside the content,
+  announced, and put back;
+- the :class:`~orion.write_session.endings.Endings`: how the session ends without a write,
+  each returning an :class:`~orion.write_session.endings.Ending`.
 
-The session carries out what they return: a trigger, a notice, a prompt, the ending. Its public
+The session carries out what they return: a trigger, a notice, a prompt, the ending (a write's
+in :meth:`WriteSession.after_write`, any other in one place, ``WriteSession._end``). Its public
 calls: what the user types while the session is open (:meth:`WriteSession.hold`), putting text
 set aside back (:meth:`WriteSession.keep`), and the calls a team's statechart uses
 (:meth:`WriteSession.fire`, :meth:`WriteSession.checkpoint`). Only message boundaries become
@@ -23,7 +27,6 @@ triggers: ``content``, ``message_end``, ``truncated``, ``unfinished``, ``done``,
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import weakref
 from collections.abc import Callable
@@ -466,7 +469,7 @@ class WriteSession:
         """Run by the ``finalize`` action: the plan, executed once, atomically."""
         content = self.content()
         written = self.finalizer.write(
-            content, state=self._journal_state(finalizing=True),
+            content, state=self._journal_state(),
             state_dir=self.runtime.state_dir, session_id=self.id, context=self.context,
             aside=self.aside)
         self._apply(written)
@@ -750,29 +753,15 @@ class WriteSession:
     def _with_news(self, text: str) -> str:
         return self.context.with_news(text)
 
-    def _journal_state(self, *, finalizing: bool = False) -> dict[str, Any]:
-        state: dict[str, Any] = {"snapshot": self.lifecycle.snapshot(),
-                                 "continuations": self.context.continuations,
-                                 "corrections": self.context.corrections,
-                                 "status": self.status,
-                                 "held": list(self.held_messages),
-                                 "set_aside_lines": self.aside.lines,
-                                 # what recovery asks of a session without its statechart
-                                 "tags": sorted(self.lifecycle.definition.tags.get(
-                                     self.lifecycle.state, ()))}
-        if finalizing:
-            # Enough to finish the job idempotently after a crash during the write: the target
-            # still has its pre-image (write it), or it has what this content makes of the
-            # pre-image (only clean up).
-            target = self.plan.target
-            before = target.read_bytes() if target.is_file() else None
-            fixed = self.finalizer.fixed
-            state["finalizing"] = {
-                "content_sha256": self.journal.sha256() if fixed is None
-                else hashlib.sha256(fixed).hexdigest(),
-                "before_sha256": hashlib.sha256(before).hexdigest() if before is not None
-                else None}
-        return state
+    def _journal_state(self) -> dict[str, Any]:
+        return {"snapshot": self.lifecycle.snapshot(),
+                "continuations": self.context.continuations,
+                "corrections": self.context.corrections,
+                "status": self.status,
+                "held": list(self.held_messages),
+                "set_aside_lines": self.aside.lines,
+                # what recovery asks of a session without its statechart
+                "tags": sorted(self.lifecycle.definition.tags.get(self.lifecycle.state, ()))}
 
     def _detach(self) -> None:
         """The session has ended (written, failed, abandoned, set aside): it stops listening,
