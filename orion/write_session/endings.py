@@ -3,7 +3,9 @@
 A session that does not write ends one of five ways: the write *failed* (a plugin or the disk
 refused it), it was *blocked* (a validator's blocking issue outlived the correction rounds),
 the statechart *abandoned* it (nothing to keep), it was abandoned but *kept* (its journal holds
-content, so it stays for ``orion sessions recover``), or it was *set aside* (``/reset``).
+content, so it stays for ``orion sessions recover``), or it was *set aside* (``/reset``). A
+session still open when the process ends is left for the next one to finish
+(:meth:`Endings.left_open`).
 
 :class:`Endings` makes each one an :class:`Ending`: the status the session reaches, what the
 user and the model are told, the trace event with the figures the user was told, and what
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from orion.errors import GuardError
 from orion.trace.events import Kind
+from orion.write_session import message_end as said
 from orion.write_session.finalize import set_aside_report
 from orion.write_session.journal import CONTENT, Journal, read_private
 from orion.write_session.operations import TargetChanged
@@ -153,6 +156,25 @@ class Endings:
         return Ending(WriteStatus.SET_ASIDE, notice + kept_too, None, Kind.WRITE_REPORT,
                       f"set aside {self.relative}", self._sizes("set_aside", why),
                       held=Held.LEFT)
+
+    def left_open(self, held: list[str]) -> str:
+        """What an open session means for a user who leaves now (``/quit``, the end of a
+        script): where its content is, the ``held`` messages the user typed meanwhile, how to
+        go on."""
+        short = self.session_id[:8]
+        aside = f", {self.aside.lines} lines set aside" if self.aside.pending else ""
+        text = (f"write session {short} for {self.relative} is still open "
+                f"({self.journal.lines} lines saved{aside})")
+        if held:
+            text += said.held(held)
+        return (text + f": `orion sessions recover {short} --continue` lets the next orion "
+                f"run or orion chat finish it, `--finalize` writes what was saved")
+
+    def unsaved_at_exit(self, kept: str) -> str:
+        """The process ends with the session open and its journal could not be saved (``kept``:
+        see :func:`unsaved`)."""
+        return unsaved("is still open as Orion ends", kept, session_id=self.session_id,
+                       relative=self.relative, journal=self.journal)
 
     def _sizes(self, status: str, why: str) -> dict[str, Any]:
         return {"orion.target": self.relative, "orion.status": status, "orion.why": why,

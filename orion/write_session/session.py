@@ -43,7 +43,7 @@ from orion.write_session.context import WriteContext
 from orion.write_session.decision import REASONING, End, Next, decide_end
 from orion.write_session.edit_validation import validate_write
 from orion.write_session.endings import (Ending, Endings, Held, Remains, holds_content,
-                                         keep_content, unsaved)
+                                         keep_content)
 from orion.write_session.finalize import Finalizer, Written
 from orion.write_session.intake import Intake, Mode
 from orion.write_session.journal import Journal
@@ -613,17 +613,12 @@ class WriteSession:
                 if self.journal.degraded is not None:
                     kept = self._keep_content()
                     if kept is not None:
-                        self.runtime.reporter.notice(
-                            self._unsaved("is still open as Orion ends", kept))
+                        self.runtime.reporter.notice(self.endings.unsaved_at_exit(kept))
         finally:
             self.journal.close()
             # The process ends: nothing that comes after (a reply still streaming) may act on
             # a session whose journal is closed (end_message checks it too).
             self._stop_listening()
-
-    def _unsaved(self, what: str, kept: str) -> str:
-        return unsaved(what, kept, session_id=self.id, relative=self.plan.relative,
-                       journal=self.journal)
 
     # -- the user's messages while the session is open -----------------------------------------
 
@@ -659,14 +654,7 @@ class WriteSession:
         script): where its content is, what the user typed meanwhile, how to go on."""
         self.asides.keep_unread_start()
         self.checkpoint()
-        short = self.id[:8]
-        aside = f", {self.aside.lines} lines set aside" if self.aside.pending else ""
-        text = (f"write session {short} for {self.plan.relative} is still open "
-                f"({self.journal.lines} lines saved{aside})")
-        if self.held_messages:
-            text += said.held(self.held_messages)
-        return (text + f": `orion sessions recover {short} --continue` lets the next orion "
-                f"run or orion chat finish it, `--finalize` writes what was saved")
+        return self.endings.left_open(self.held_messages)
 
     # -- putting text set aside back -------------------------------------------------------------
 
