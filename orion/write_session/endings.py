@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 from orion.errors import GuardError
 from orion.trace.events import Kind
-from orion.write_session import message_end as said
 from orion.write_session.finalize import set_aside_report
 from orion.write_session.journal import CONTENT, Journal, read_private
 from orion.write_session.operations import TargetChanged
@@ -33,6 +32,7 @@ from orion.write_session.view import WriteStatus
 
 if TYPE_CHECKING:
     from orion.validation import Issue
+    from orion.write_session.held import HeldMessages
     from orion.write_session.set_aside import SetAside
 
 __all__ = ["Ending", "Endings", "Held", "Remains", "blocked_message", "failure_message",
@@ -157,7 +157,7 @@ class Endings:
                       f"set aside {self.relative}", self._sizes("set_aside", why),
                       held=Held.LEFT)
 
-    def left_open(self, held: list[str]) -> str:
+    def left_open(self, held: HeldMessages) -> str:
         """What an open session means for a user who leaves now (``/quit``, the end of a
         script): where its content is, the ``held`` messages the user typed meanwhile, how to
         go on."""
@@ -165,8 +165,7 @@ class Endings:
         aside = f", {self.aside.lines} lines set aside" if self.aside.pending else ""
         text = (f"write session {short} for {self.relative} is still open "
                 f"({self.journal.lines} lines saved{aside})")
-        if held:
-            text += said.held(held)
+        text += held.described()
         return (text + f": `orion sessions recover {short} --continue` lets the next orion "
                 f"run or orion chat finish it, `--finalize` writes what was saved")
 

@@ -45,6 +45,7 @@ from orion.write_session.edit_validation import validate_write
 from orion.write_session.endings import (Ending, Endings, Held, Remains, holds_content,
                                          keep_content)
 from orion.write_session.finalize import Finalizer, Written
+from orion.write_session.held import HeldMessages
 from orion.write_session.intake import Intake, Mode
 from orion.write_session.journal import Journal
 from orion.write_session.operations import WriteResult
@@ -155,7 +156,7 @@ class WriteSession:
         self._commentary_message: Message | None = None  # the message whose DONE ended it
         #: Messages the user typed while the session was open: sent once it ends, saved in the
         #: journal meanwhile (an adopted session brings its own back).
-        self.held_messages: list[str] = [str(m) for m in journal.state.get("held") or []]
+        self.held_messages = HeldMessages.of_state(journal.state)
         self.report = ""
         self.intake = Intake(journal, lifecycle, runtime.clock, self.terminator, _Outlet(self),
                              self._new_streamed)
@@ -589,7 +590,7 @@ class WriteSession:
         if ending.held is Held.SENT:
             self._deliver_held()
         elif ending.held is Held.LEFT:
-            self.held_messages = []  # they belong to the conversation that was reset
+            self.held_messages.clear()  # they belong to the conversation that was reset
         if ending.remains is Remains.REMOVED:
             self.asides.archive(self.runtime.state_dir)
             self.journal.remove()
@@ -631,11 +632,8 @@ class WriteSession:
             return False
         self.held_messages.append(line)
         asks = "user_message" in self.lifecycle.allowed_triggers()
-        self.runtime.reporter.notice(
-            f"write session {self.id[:8]} for {self.plan.relative} is open: your message is "
-            "held and sent to the model once the file is written"
-            + ("; the model is asked now whether it is finished" if asks else "")
-            + " (/reset sets the session aside)")
+        self.runtime.reporter.notice(self.held_messages.notice(self.id, self.plan.relative,
+                                                               asks=asks))
         self._trace(Kind.WRITE_REPORT, "user message held", {
             "orion.target": self.plan.relative, "orion.held": len(self.held_messages)})
         if asks:
@@ -645,9 +643,7 @@ class WriteSession:
         return True
 
     def _deliver_held(self) -> None:
-        held, self.held_messages = self.held_messages, []
-        for line in held:
-            self.runtime.conversation.add_user(line)
+        self.held_messages.send(self.runtime.conversation)
 
     def open_notice(self) -> str:
         """What an open session means for a user who leaves now (``/quit``, the end of a
