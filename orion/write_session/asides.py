@@ -66,7 +66,7 @@ class Asides:
         short, target = self.session_id[:8], self.relative
         what, later = said.set_aside(why, part, tools=tools, terminator=self.terminator,
                                      target=target, line=self.journal.lines + 1)
-        if later is not None:
+        if later is not None:  # with the next prompt Orion sends (no request of its own)
             self.context.add_news(later)
         self._notice(
             f"write session {short}: {what} was set aside, not written to {target} (part "

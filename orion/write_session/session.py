@@ -136,6 +136,8 @@ class _Outlet:
 
 
 class WriteSession:
+    """One write session (see the module docstring)."""
+
     def __init__(self, runtime: Runtime, checked: CheckedPlan, lifecycle: Lifecycle,
                  journal: Journal, *, wrote: Callable[[WriteResult], None],
                  ended: Callable[[WriteSession], None]):
@@ -333,6 +335,13 @@ class WriteSession:
         self.asides.restarted(text)
         self.checkpoint()
         self._pause(grew=False)
+
+    def keep(self, number: int) -> str:
+        """``WritePlanTool_keep``: put part ``number`` of the text set aside back where it
+        was in the content. Returns what the model is told."""
+        told = self.asides.put_back(number)
+        self.checkpoint()
+        return told
 
     # -- waiting, continuing, asking -----------------------------------------------------------
 
@@ -602,6 +611,8 @@ class WriteSession:
         return keep_content(self.journal, self.runtime.state_dir,
                             f"{self.id[:8]}-{self.plan.target.name}")
 
+    # -- the process ends with the session open -------------------------------------------------
+
     def release(self) -> None:
         """The process ends with the session open: close the journal, so the next start sees
         an orphan; content the journal could not save goes to a rescue file, and the user is
@@ -620,6 +631,13 @@ class WriteSession:
             # The process ends: nothing that comes after (a reply still streaming) may act on
             # a session whose journal is closed (end_message checks it too).
             self._stop_listening()
+
+    def open_notice(self) -> str:
+        """What an open session means for a user who leaves now (``/quit``, the end of a
+        script): where its content is, what the user typed meanwhile, how to go on."""
+        self.asides.keep_unread_start()
+        self.checkpoint()
+        return self.endings.left_open(self.held_messages)
 
     # -- the user's messages while the session is open -----------------------------------------
 
@@ -644,22 +662,6 @@ class WriteSession:
 
     def _deliver_held(self) -> None:
         self.held_messages.send(self.runtime.conversation)
-
-    def open_notice(self) -> str:
-        """What an open session means for a user who leaves now (``/quit``, the end of a
-        script): where its content is, what the user typed meanwhile, how to go on."""
-        self.asides.keep_unread_start()
-        self.checkpoint()
-        return self.endings.left_open(self.held_messages)
-
-    # -- putting text set aside back -------------------------------------------------------------
-
-    def keep(self, number: int) -> str:
-        """``WritePlanTool_keep``: put part ``number`` of the text set aside back where it
-        was in the content. Returns what the model is told."""
-        told = self.asides.put_back(number)
-        self.checkpoint()
-        return told
 
     # -- for the states a team adds to the statechart -------------------------------------------
 
@@ -728,11 +730,6 @@ class WriteSession:
         results of the message that ended): the lifecycle's prompt, which the runtime
         delivers after the tool results."""
         self.lifecycle.prompt(self._with_news(text))
-
-    def _tell_later(self, text: str) -> None:
-        """A message for the model with the next prompt Orion sends it (the idle prompt, the
-        continuation request, the report): no request of its own."""
-        self.context.add_news(text)
 
     def _with_news(self, text: str) -> str:
         return self.context.with_news(text)
