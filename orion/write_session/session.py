@@ -388,13 +388,10 @@ class WriteSession:
             self.runtime.reporter.progress(self.progress())
         elif self.lifecycle.has_tag("finalizing"):
             self.runtime.reporter.progress_done()
-            self.runtime.reporter.notice(
-                f"continuations used up ({before}/{self.lifecycle.settings['max_continuations']})"
-                f": writing {self.plan.relative} as incomplete ({lines} lines)")
-            self._trace(Kind.ERROR, "write incomplete", {
-                "orion.where": "write session", "orion.error": "output still cut off after "
-                f"{before} continuations; the file is written incomplete"})
-            self.finalize()
+            self._write_incomplete(
+                f"continuations used up ({before}/{self.lifecycle.settings['max_continuations']})",
+                f"output still cut off after {before} continuations; the file is written "
+                "incomplete", lines)
         elif self.lifecycle.has_tag("abandoned"):
             self.runtime.reporter.progress_done()
             self._abandon_unless_held("no content arrived before the output was cut off")
@@ -421,14 +418,19 @@ class WriteSession:
                       blank=not self.journal.content().strip())
         self.runtime.reporter.progress_done()
         if self.lifecycle.has_tag("finalizing"):
-            self.runtime.reporter.notice(
-                f"{reason}: writing {self.plan.relative} as incomplete ({lines} lines)")
-            self._trace(Kind.ERROR, "write incomplete", {
-                "orion.where": "write session", "orion.error": f"{reason}; the file is "
-                f"written incomplete ({lines} lines)"})
-            self.finalize()
+            self._write_incomplete(
+                reason, f"{reason}; the file is written incomplete ({lines} lines)", lines)
         elif self.lifecycle.has_tag("abandoned"):
             self._abandon_unless_held(f"no content arrived and {reason}")
+
+    def _write_incomplete(self, why: str, error: str, lines: int) -> None:
+        """No more content comes (``why``): the ``lines`` saved are written, marked
+        incomplete; the trace says so as an error."""
+        self.runtime.reporter.notice(
+            f"{why}: writing {self.plan.relative} as incomplete ({lines} lines)")
+        self._trace(Kind.ERROR, "write incomplete", {
+            "orion.where": "write session", "orion.error": error})
+        self.finalize()
 
     # -- validation, corrections, the write ----------------------------------------------------
 
