@@ -968,7 +968,7 @@ mutant("begin_names_the_parent_directory", "SR-2",
        ('"session_dir": str(journal.directory)', '"session_dir": str(journal.directory.parent)'),
        keyword="valid_begin_returns")
 
-mutant("abandoned_journal_kept", "SR-3", "orion.write_session.session:WriteSession._abandon",
+mutant("abandoned_journal_kept", "SR-3", "orion.write_session.session:WriteSession._end",
        "an abandoned session's journal is closed instead of removed",
        ("self.journal.remove()", "self.journal.close()"), keyword="no_content")
 
@@ -1025,9 +1025,9 @@ mutant("session_dir_names_the_content_file", "SR-2",
        ('"session_dir": str(journal.directory)', '"session_dir": str(journal.content_path)'),
        keyword="valid_begin_returns")
 
-mutant("abandoned_directory_left_behind", "SR-3", "orion.write_session.session:WriteSession._abandon",
+mutant("abandoned_directory_left_behind", "SR-3", "orion.write_session.session:WriteSession._end",
        "an abandoned session's directory is left behind (only a written one is removed)",
-       ("    self.journal.remove()\n", ""), keyword="abandoned_sessions_journal")
+       ("        self.journal.remove()\n", "        pass\n"), keyword="abandoned_sessions_journal")
 
 mutant("flush_one_line_late", "SR-4", "orion.write_session.journal:Journal._flush",
        "after each flush the journal counts one line more before the next (the 100th line "
@@ -1216,8 +1216,7 @@ mutant("continuation_count_lags", "AC-8", "orion.write_session.session:WriteSess
 
 mutant("failed_write_removes_journal", "AC-9", "orion.write_session.session:WriteSession._failed",
        "a failed write removes the journal instead of closing it",
-       ("    self._end_without_write(message)\n",
-        "    self.journal.remove()\n    self._end_without_write(message)\n"),
+       ("    self._end(ending)\n", "    self.journal.remove()\n    self._end(ending)\n"),
        keyword="write_that_fails")
 
 # Partial breaks of auto-continue's rules.
@@ -1472,10 +1471,10 @@ def held_messages_unsaved(p: Patcher) -> None:
     p.wrap("orion.write_session.session:WriteSession._journal_state", make)
 
 
-@variant("WS-18", "orion.write_session.session:WriteSession._after_done",
+@variant("WS-18", "orion.write_session.asides:Asides.after_done",
          "what follows DONE is dropped without a word")
 def after_done_silent(p: Patcher) -> None:
-    p.wrap("orion.write_session.session:WriteSession._after_done",
+    p.wrap("orion.write_session.asides:Asides.after_done",
            lambda original: lambda self: None)
 
 
@@ -1905,7 +1904,7 @@ mutant("alike_rows_taken_for_a_restart", "AC-6", "orion.write_session.decision:r
        (" and tuple(head[:len(tail)]) != tuple(tail):", ":"),
        keyword="all_alike")
 
-mutant("keep_puts_the_part_at_the_end", "WS-22", "orion.write_session.session:WriteSession.keep",
+mutant("keep_puts_the_part_at_the_end", "WS-22", "orion.write_session.asides:Asides.put_back",
        "a part put back after more content streamed goes to the end, not where it was",
        ("at = min(part.at, self.journal.bytes)", "at = self.journal.bytes"),
        keyword="keep_after_more")
@@ -2125,12 +2124,12 @@ mutant("missing_attribute_guard_says_no", "CU-5",
 
 # WF: faults of a write -----------------------------------------------------------------------
 
-mutant("saved_once_anything_saved", "WF-1", "orion.write_session.session:WriteSession._keep_content",
+mutant("saved_once_anything_saved", "WF-1", "orion.write_session.endings:keep_content",
        "a journal that saved any of the content is taken for one that holds all of it",
-       ("if self.journal.secure():", "if self.journal.flushed_bytes or self.journal.secure():"))
+       ("if journal.secure():", "if journal.flushed_bytes or journal.secure():"))
 
 mutant("rescued_only_in_the_state_directory", "WF-2",
-       "orion.write_session.session:WriteSession._keep_content",
+       "orion.write_session.endings:keep_content",
        "the content is rescued only into .orion/rescued, not the temp or home directory",
        ("Path(tempfile.gettempdir()),", ""), ("Path.home()]", "]"))
 

@@ -4,21 +4,20 @@
 The :class:`Finalizer` owns the content as the checks and corrections leave it (normalized
 once, corrected, repaired by the safe replacement) and its issues; each of its steps returns
 what it found (the issues, a :class:`Verdict`, a :class:`Written`), and the session carries it
-out. The texts the user and the model are told when a session ends without a write are here
-too (:func:`failure_message`, :func:`blocked_message`), next to the report of a write.
+out. What a session that ends without a write tells is in :mod:`orion.write_session.endings`.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from orion.errors import GuardError
 from orion.trace.events import Kind
 from orion.write_session.edit_validation import validate_write
-from orion.write_session.journal import CONTENT, Journal, mark
-from orion.write_session.operations import TargetChanged, WriteResult, execute
+from orion.write_session.journal import Journal, mark
+from orion.write_session.operations import WriteResult, execute
 from orion.write_session.repair import (apply_corrections, correction_prompt, parse_corrections,
                                         safe_replacement)
 from orion.write_session.view import WriteStatus
@@ -31,9 +30,6 @@ if TYPE_CHECKING:
     from orion.write_session.context import WriteContext
     from orion.write_session.plan import CheckedPlan
     from orion.write_session.set_aside import SetAside
-
-#: Why a part was set aside when the process ended before the reply's start was read.
-UNREAD_REPLY = "the start of a reply Orion had not read when it ended"
 
 Trace = Callable[[str, str, dict[str, Any]], None]
 
@@ -128,7 +124,8 @@ class Finalizer:
     def write(self, content: bytes, *, state: dict[str, Any], state_dir: Path,
               session_id: str, context: WriteContext, aside: SetAside) -> Written:
         """The plan, executed once, atomically: a crash from the mark on is repaired at start
-        with ``state`` (the journal's state, with what the write is to make)."""
+        with ``state`` (the journal's state) and what the write is to make."""
+        state = {**state, "finalizing": self._finalizing()}
         mark(self.journal.directory, "finalizing")
         self.journal.flush(state)
         result = execute(self.plan, content, state_dir=state_dir, session_id=session_id)
@@ -153,6 +150,19 @@ class Finalizer:
         return Written(result, status, report)
 
 
+    def _finalizing(self) -> dict[str, str | None]:
+        """Enough to finish the job idempotently after a crash during the write: the target
+        still has its pre-image (write it), or it has what this content makes of the
+        pre-image (only clean up)."""
+        target = self.plan.target
+        before = target.read_bytes() if target.is_file() else None
+        fixed = self.fixed
+        return {"content_sha256": self.journal.sha256() if fixed is None
+                else hashlib.sha256(fixed).hexdigest(),
+                "before_sha256": hashlib.sha256(before).hexdigest() if before is not None
+                else None}
+
+
 def set_aside_report(aside: SetAside, session_id: str, relative: str) -> str:
     """``; 3 lines set aside, not written: part 1 (...) after DONE; ...``: what the report
     says of the text set aside, with the figures the user saw, and how to get it."""
@@ -165,53 +175,3 @@ def set_aside_report(aside: SetAside, session_id: str, relative: str) -> str:
             f"`orion sessions show {session_id[:8]}` prints them; if they belong in "
             f"{relative}, write them with WritePlanTool_begin")
 
-
-def unsaved(what: str, kept: str, *, session_id: str, relative: str, journal: Journal) -> str:
-    """A session's journal could not be saved: where its content went instead (``kept``: a
-    rescue file's path, or why nothing could hold it)."""
-    where = (f"its content ({journal.lines} lines) was written to {kept}"
-             if kept.startswith("/") else
-             f"its content ({journal.lines} lines) could not be saved anywhere ({kept})")
-    return (f"write session {session_id[:8]} for {relative} {what}; its journal could not be "
-            f"saved ({journal.degraded}), so {where}")
-
-
-def failure_message(cause: BaseException, kept: str | None, *, session_id: str,
-                    relative: str, journal: Journal) -> str:
-    """What the user and the model are told of a write that failed (``kept``: see
-    :func:`unsaved`; ``None`` when the journal holds the content)."""
-    reason = str(cause).rstrip().rstrip(".")
-    short = session_id[:8]
-    if kept is None:
-        saved = (f"The content is saved in write session {short}; "
-                 f"`orion sessions recover {short} --finalize` writes it")
-        saved += (" onto the file as it is now" if isinstance(cause, TargetChanged)
-                  else " once the problem is fixed")
-    elif kept.startswith("/"):
-        saved = (f"The write session's journal could not be saved ({journal.degraded}), so "
-                 f"the content ({journal.lines} lines) was written to {kept} instead; copy it "
-                 "from there")
-    else:
-        saved = (f"The content ({journal.lines} lines) could not be saved anywhere ({kept}); "
-                 "it is lost when this process ends")
-    retry = (" To retry, read the file again and call WritePlanTool_begin with a new plan."
-             if isinstance(cause, TargetChanged) else "")
-    if isinstance(cause, GuardError):
-        return f"{relative} is held, not written: {reason}. {saved}."
-    return f"Could not write {relative}: {reason}. {saved}.{retry}"
-
-
-def blocked_message(blocking: list[Issue], rounds: int, kept: str | None, *, session_id: str,
-                    relative: str, journal: Journal) -> str:
-    """What the user and the model are told of a write blocked by issues that remain after
-    the last correction round."""
-    short = session_id[:8]
-    shown = "; ".join(f"line {i.line}: {i.message} [{i.code}]" for i in blocking[:3])
-    more = f" (and {len(blocking) - 3} more)" if len(blocking) > 3 else ""
-    where = (f"its content stays in write session {short} (`orion sessions list` shows it; "
-             f"fix {journal.directory / CONTENT} and `orion sessions recover {short} "
-             f"--finalize` writes it, or `orion sessions discard {short}`)") if kept is None \
-        else unsaved("was blocked", kept, session_id=session_id, relative=relative,
-                     journal=journal)
-    return (f"{relative} was not written: {len(blocking)} issue(s) that block a write remain "
-            f"after {rounds} correction rounds: {shown}{more}. The file is as it was; {where}.")

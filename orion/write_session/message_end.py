@@ -120,16 +120,6 @@ def restarted(part: Part, target: str, lines: int, terminator: str) -> str:
             f"{lines}, and end with {terminator} on its own line.")
 
 
-def held(messages: list[str]) -> str:
-    """``; 2 messages you typed are held with it (...)``, for the notice of an open session."""
-    first = messages[0]
-    first = first if len(first) <= 60 else first[:60] + "…"
-    count = len(messages)
-    return (f"; {count} message{'s' if count != 1 else ''} you typed "
-            f"{'are' if count != 1 else 'is'} held with it ({first!r}) and sent once "
-            "the file is written")
-
-
 def _figures(part: Part) -> str:
     """``3 lines, first line 'Task B'``: the same figures for the user and the model."""
     count = f"{part.lines} line{'s' if part.lines != 1 else ''}"

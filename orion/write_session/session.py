@@ -10,10 +10,14 @@ The session coordinates parts that each own one thing:
   the held start of a reply, the end marker), which returns the facts of a message's end;
 - the pure decision of :mod:`orion.write_session.decision`: what a message's end means;
 - the :class:`~orion.write_session.finalize.Finalizer`: checks, corrections and the write,
-  each returning what it found;
-- the text set aside beside the content.
+  each returning what it found (a :class:`~orion.write_session.finalize.Written`);
+- the :class:`~orion.write_session.asides.Asides`: the text set aside beside the content,
+  announced, and put back;
+- the :class:`~orion.write_session.endings.Endings`: how the session ends without a write,
+  each returning an :class:`~orion.write_session.endings.Ending`.
 
-The session carries out what they return: a trigger, a notice, a prompt, the ending. Its public
+The session carries out what they return: a trigger, a notice, a prompt, the ending (a write's
+in :meth:`WriteSession.after_write`, any other in one place, ``WriteSession._end``). Its public
 calls: what the user types while the session is open (:meth:`WriteSession.hold`), putting text
 set aside back (:meth:`WriteSession.keep`), and the calls a team's statechart uses
 (:meth:`WriteSession.fire`, :meth:`WriteSession.checkpoint`). Only message boundaries become
@@ -23,9 +27,7 @@ triggers: ``content``, ``message_end``, ``truncated``, ``unfinished``, ``done``,
 
 from __future__ import annotations
 
-import hashlib
 import sys
-import tempfile
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -36,14 +38,16 @@ from orion.errors import ActionError, GuardError, OrionError, PluginFailed
 from orion.trace.events import Kind, TraceEvent
 from orion.validation import Issue, StreamedLines
 from orion.write_session import message_end as said
+from orion.write_session.asides import Asides, KeepRefused
 from orion.write_session.context import WriteContext
-from orion.write_session.decision import (AFTER_DONE, BESIDE_A_TOOL_CALL, CUT_LINE, REASONING,
-                                          RESTART, SET_ASIDE_KINDS, End, Next, decide_end)
+from orion.write_session.decision import REASONING, End, Next, decide_end
 from orion.write_session.edit_validation import validate_write
-from orion.write_session.finalize import (UNREAD_REPLY, Finalizer, Written, blocked_message,
-                                          failure_message, set_aside_report, unsaved)
+from orion.write_session.endings import (Ending, Endings, Held, Remains, holds_content,
+                                         keep_content)
+from orion.write_session.finalize import Finalizer, Written
+from orion.write_session.held import HeldMessages
 from orion.write_session.intake import Intake, Mode
-from orion.write_session.journal import Journal, read_private
+from orion.write_session.journal import Journal
 from orion.write_session.operations import WriteResult
 from orion.write_session.plan import CheckedPlan, Operation
 from orion.write_session.progress import Progress
@@ -67,7 +71,7 @@ class SessionSummary:
     id: str
     target_file: str
     operation: str
-    status: str
+    status: WriteStatus
     continuations: int
     corrections: int
     lines: int = 0
@@ -88,12 +92,6 @@ class SessionSummary:
         its ``write_report`` trace event; a chat that writes all day keeps one of these per
         write, so the file's name is shared with the other writes to it."""
         return replace(self, target_file=sys.intern(self.target_file), report="", issues=())
-
-
-class KeepRefused(OrionError):
-    """``WritePlanTool_keep`` for a part that is not there to put back."""
-
-    refusal = True  # the model is told the message, not the class name
 
 
 def _weakly(method: Callable[[str], None]) -> Callable[[str], None]:
@@ -124,7 +122,7 @@ class _Outlet:
         return session
 
     def set_aside(self, why: str, data: bytes, at: int) -> Part:
-        return self._get()._set_aside(why, data, at)
+        return self._get().asides.put(why, data, at)
 
     def trigger(self, trigger: str) -> None:
         self._get()._trigger(trigger)
@@ -138,6 +136,8 @@ class _Outlet:
 
 
 class WriteSession:
+    """One write session (see the module docstring)."""
+
     def __init__(self, runtime: Runtime, checked: CheckedPlan, lifecycle: Lifecycle,
                  journal: Journal, *, wrote: Callable[[WriteResult], None],
                  ended: Callable[[WriteSession], None]):
@@ -158,12 +158,16 @@ class WriteSession:
         self._commentary_message: Message | None = None  # the message whose DONE ended it
         #: Messages the user typed while the session was open: sent once it ends, saved in the
         #: journal meanwhile (an adopted session brings its own back).
-        self.held_messages: list[str] = [str(m) for m in journal.state.get("held") or []]
+        self.held_messages = HeldMessages.of_state(journal.state)
         self.report = ""
         self.intake = Intake(journal, lifecycle, runtime.clock, self.terminator, _Outlet(self),
                              self._new_streamed)
         self.finalizer = Finalizer(journal, checked, runtime.plugins, lifecycle.settings,
                                    _tracer(runtime, self.id))
+        self.endings = Endings(self.id, checked.relative, journal, self.aside)
+        self.asides = Asides(self.aside, journal, self.intake, self.context, session_id=self.id,
+                             relative=checked.relative, terminator=self.terminator,
+                             notice=_notice(runtime), trace=_tracer(runtime, self.id))
         # A journal that cannot write to disk (full, read-only) goes on in memory: say so once.
         if journal.degraded is not None:
             self._degraded(journal.degraded)
@@ -253,7 +257,7 @@ class WriteSession:
         if not intake.open_for_end(tool_calls=tool_calls, thought=thought):
             return
         if thought and intake.takes_thought:
-            self._set_aside(REASONING, thought.encode("utf-8", "surrogateescape"),
+            self.asides.put(REASONING, thought.encode("utf-8", "surrogateescape"),
                             intake.bytes_at_start)
         self.context.asked = False  # the reply to a prompt (if any) has ended
         if intake.mode is Mode.CORRECTIONS:
@@ -302,7 +306,7 @@ class WriteSession:
             self.context.asked_at_lines = None
         if end.next is Next.FINALIZE:
             self._commentary_message = message
-            self._after_done()
+            self.asides.after_done()
             self.runtime.reporter.progress_done()
             self._trigger("done")
             self.finalize()
@@ -320,59 +324,24 @@ class WriteSession:
 
     def _beside_a_tool_call(self, message: Message | None, end: End) -> None:
         """The message calls a tool: what it added is set aside (the begin result says so)
-        and the session goes on as it was. The history keeps what the model said."""
-        intake = self.intake
-        start = intake.bytes_at_start
-        if intake.claimed_from >= 0 and message is not None:
-            message.content = intake.sent_text(message.content, intake.claimed_from,
-                                               self.journal.bytes, done=False)
-        data = intake.take_back_message()
-        if end.set_aside is not None and data.strip():
-            names = sorted({call["function"]["name"] for call in
-                            (message.tool_calls if message is not None else None) or []})
-            part = self._set_aside(BESIDE_A_TOOL_CALL, data, start, tools=names)
-            self._tell_now(said.beside_a_tool_call(part, names, self.id, self.plan.relative))
+        and the session goes on as it was."""
+        told = self.asides.beside_a_tool_call(message, end)
+        if told is not None:
+            self._tell_now(told)
         self.checkpoint()
-
-    def _after_done(self) -> None:
-        """Text after the terminator line is set aside (see :meth:`Intake.after_done
-        <orion.write_session.intake.Intake.after_done>`)."""
-        text = self.intake.after_done()
-        if text:
-            self._set_aside(AFTER_DONE, text, self.journal.bytes)
-
-    def _set_aside(self, why: str, data: bytes, at: int, *,
-                   tools: list[str] | None = None) -> Part:
-        """Keep ``data`` beside the content as a part, and tell the user at once."""
-        part = self.aside.add(why, data, at, tail=why == CUT_LINE)
-        short, target = self.id[:8], self.plan.relative
-        what, later = said.set_aside(why, part, tools=tools, terminator=self.terminator,
-                                     target=target, line=self.journal.lines + 1)
-        if later is not None:
-            self._tell_later(later)
-        self.runtime.reporter.notice(
-            f"write session {short}: {what} was set aside, not written to {target} (part "
-            f"{part.number}); `orion sessions show {short}` prints it")
-        self._trace(Kind.WRITE_REPORT, "text set aside", {
-            "orion.target": target, "orion.set_aside.kind": SET_ASIDE_KINDS[why],
-            "orion.part": part.number,
-            "orion.lines": part.lines, "orion.bytes": part.bytes})
-        return part
 
     def _restarted(self, text: str) -> None:
-        """The reply started the file over (it repeats the content's first lines): it is set
-        aside, announced and told, and the session goes on; the model puts the part back with
-        WritePlanTool_keep when the file repeats its start on purpose."""
-        lines = self.journal.lines
-        text = self.intake.without_terminator(text)
-        if self.intake.quoted_at_start is not None:
-            self.context.quoted = self.intake.quoted_at_start  # still to be answered
-        if text.strip():
-            part = self._set_aside(RESTART, text.encode("utf-8", "surrogateescape"),
-                                   self.journal.bytes)
-            self._tell_later(said.restarted(part, self.plan.relative, lines, self.terminator))
+        """The reply started the file over: it is set aside, and the session goes on."""
+        self.asides.restarted(text)
         self.checkpoint()
         self._pause(grew=False)
+
+    def keep(self, number: int) -> str:
+        """``WritePlanTool_keep``: put part ``number`` of the text set aside back where it
+        was in the content. Returns what the model is told."""
+        told = self.asides.put_back(number)
+        self.checkpoint()
+        return told
 
     # -- waiting, continuing, asking -----------------------------------------------------------
 
@@ -419,13 +388,10 @@ class WriteSession:
             self.runtime.reporter.progress(self.progress())
         elif self.lifecycle.has_tag("finalizing"):
             self.runtime.reporter.progress_done()
-            self.runtime.reporter.notice(
-                f"continuations used up ({before}/{self.lifecycle.settings['max_continuations']})"
-                f": writing {self.plan.relative} as incomplete ({lines} lines)")
-            self._trace(Kind.ERROR, "write incomplete", {
-                "orion.where": "write session", "orion.error": "output still cut off after "
-                f"{before} continuations; the file is written incomplete"})
-            self.finalize()
+            self._write_incomplete(
+                f"continuations used up ({before}/{self.lifecycle.settings['max_continuations']})",
+                f"output still cut off after {before} continuations; the file is written "
+                "incomplete", lines)
         elif self.lifecycle.has_tag("abandoned"):
             self.runtime.reporter.progress_done()
             self._abandon_unless_held("no content arrived before the output was cut off")
@@ -452,14 +418,19 @@ class WriteSession:
                       blank=not self.journal.content().strip())
         self.runtime.reporter.progress_done()
         if self.lifecycle.has_tag("finalizing"):
-            self.runtime.reporter.notice(
-                f"{reason}: writing {self.plan.relative} as incomplete ({lines} lines)")
-            self._trace(Kind.ERROR, "write incomplete", {
-                "orion.where": "write session", "orion.error": f"{reason}; the file is "
-                f"written incomplete ({lines} lines)"})
-            self.finalize()
+            self._write_incomplete(
+                reason, f"{reason}; the file is written incomplete ({lines} lines)", lines)
         elif self.lifecycle.has_tag("abandoned"):
             self._abandon_unless_held(f"no content arrived and {reason}")
+
+    def _write_incomplete(self, why: str, error: str, lines: int) -> None:
+        """No more content comes (``why``): the ``lines`` saved are written, marked
+        incomplete; the trace says so as an error."""
+        self.runtime.reporter.notice(
+            f"{why}: writing {self.plan.relative} as incomplete ({lines} lines)")
+        self._trace(Kind.ERROR, "write incomplete", {
+            "orion.where": "write session", "orion.error": error})
+        self.finalize()
 
     # -- validation, corrections, the write ----------------------------------------------------
 
@@ -510,7 +481,7 @@ class WriteSession:
         """Run by the ``finalize`` action: the plan, executed once, atomically."""
         content = self.content()
         written = self.finalizer.write(
-            content, state=self._journal_state(finalizing=True),
+            content, state=self._journal_state(),
             state_dir=self.runtime.state_dir, session_id=self.id, context=self.context,
             aside=self.aside)
         self._apply(written)
@@ -538,7 +509,7 @@ class WriteSession:
         self.runtime.inject(self._with_news(self.report))
         self._deliver_held()
         self._record_undo(result)
-        self._archive_set_aside()
+        self.asides.archive(self.runtime.state_dir)
         self.journal.remove()
         self._detach()
 
@@ -571,127 +542,39 @@ class WriteSession:
                 f"{result.relative} is written, but its undo record could not be saved "
                 f"({exc.strerror or exc}); orion sessions undo cannot undo this write")
 
-    def _archive_set_aside(self) -> None:
-        """The journal goes: its text set aside stays where ``orion sessions show`` finds it."""
-        if self.aside.parts and self.aside.archive(self.runtime.state_dir, self.id,
-                                                   self.plan.relative) is None:
-            self.runtime.reporter.notice(
-                f"write session {self.id[:8]}: the text set aside could not be kept in "
-                f"{self.runtime.state_dir / 'set_aside'}; it is in this conversation's history")
-
-    def _set_aside_report(self) -> str:
-        return set_aside_report(self.aside, self.id, self.plan.relative)
-
-    # -- endings without a write ---------------------------------------------------------------
+    # -- endings without a write: what each tells is in orion.write_session.endings ----------
 
     def _failed(self, cause: BaseException) -> None:
-        self.status = WriteStatus.FAILED
-        message = failure_message(cause, self._keep_content(), session_id=self.id,
-                                  relative=self.plan.relative, journal=self.journal)
-        self.runtime.reporter.notice(message)
-        self._trace(Kind.ERROR, "write failed", {"orion.where": "write session",
-                                                 "orion.error": str(cause)})
-        self._end_without_write(message)
+        ending = self.endings.failed(cause, self._keep_content())
+        self._end(ending)
 
     def _blocked(self, blocking: list[Issue], rounds: int) -> None:
-        """Issues that block the write remain after the last correction round: the target is
-        not written, the content stays in the journal (``orion sessions`` lists the session as
-        ``blocked``, with the issues), and the model and the user are told why."""
+        """Issues that block the write remain after the last correction round: the journal
+        keeps them with the content (``orion sessions`` shows them)."""
         self.status = WriteStatus.BLOCKED
         self.journal.flush({**self._journal_state(), "blocked": [str(i) for i in blocking]})
-        message = blocked_message(blocking, rounds, self._keep_content(), session_id=self.id,
-                                  relative=self.plan.relative, journal=self.journal)
-        if self.aside.pending:
-            message += self._set_aside_report()
-        self.runtime.reporter.notice(message)
-        self._trace(Kind.WRITE_REPORT, f"blocked {self.plan.relative}", {
-            "orion.target": self.plan.relative, "orion.status": "blocked",
-            "orion.issues": len(blocking), "orion.code": blocking[0].code})
-        self._end_without_write(message)
-
-    def _end_without_write(self, message: str) -> None:
-        """A failed or blocked write: the model is told, the journal is closed (it keeps the
-        content for ``orion sessions recover``)."""
-        self.runtime.inject(self._with_news(message))
-        self._deliver_held()
-        self.journal.close()
-        self._detach()
-
-    def _keep_content(self) -> str | None:
-        """Make sure the content survives the failed write: None when the journal holds all
-        of it on disk; else the path of a rescue file it was written to, or (no path) why
-        nothing could hold it."""
-        if self.journal.secure():
-            return None
-        places = [self.runtime.state_dir / "rescued", Path(tempfile.gettempdir()),
-                  Path.home()]
-        try:
-            rescued = self.journal.rescue(places, f"{self.id[:8]}-{self.plan.target.name}")
-        except OSError as exc:
-            return f"{exc.strerror or exc}"
-        return str(rescued)
+        self._end(self.endings.blocked(blocking, rounds, self._keep_content()))
 
     def _abandon_unless_held(self, why: str) -> None:
         """Orion itself found that no content arrived (FS-14): that is read from the journal,
         never from the last message alone, and a journal that holds content is kept."""
-        if self._journal_holds_something():
+        if holds_content(self.journal):
             self._keep_instead(why)
         else:
             self._abandon(why)
 
     def _abandon(self, why: str) -> None:
-        """The chart ended the session without a write because a plugin or the user asked (a
-        team's ``/reject``): their decision stands, and the journal goes."""
-        self.status = WriteStatus.ABANDONED
-        message = f"The write session for {self.plan.relative} was abandoned: {why}."
-        if self.aside.pending:
-            message += self._set_aside_report()
-        self.runtime.reporter.notice(message)
-        self._trace(Kind.WRITE_REPORT, f"abandoned {self.plan.relative}", {
-            "orion.target": self.plan.relative, "orion.status": "abandoned", "orion.why": why})
-        self.runtime.inject(self._with_news(message))
-        self._deliver_held()
-        self._archive_set_aside()
-        self.journal.remove()
-        self._detach()
-
-    def _journal_holds_something(self) -> bool:
-        """Whether the session's content holds anything but blanks (FS-13), counted from the
-        journal (its file once it is closed), never from the last message alone. (Text set
-        aside goes to the archive and held messages to the conversation when a session is
-        abandoned: neither is lost.)"""
-        if not self.journal.closed:
-            return bool(self.journal.content().strip())
-        try:
-            return bool(read_private(self.journal.content_path).strip())
-        except OSError:
-            return self.journal.bytes > 0
+        self._end(self.endings.abandoned(why))
 
     def _keep_instead(self, why: str) -> None:
-        """The statechart ended the session without a write, but its journal holds content:
-        it is kept as an orphan with its recover line, never removed."""
+        """Abandoned, but the journal holds content: it is saved as set aside (an orphan with
+        its recover line), then the session reads as abandoned."""
         self.status = WriteStatus.SET_ASIDE
         self.runtime.reporter.progress_done()
         if not self.journal.closed:
             self.checkpoint()
             self.journal.close()
-        short = self.id[:8]
-        aside = f", {self.aside.lines} lines set aside" if self.aside.pending else ""
-        self.runtime.reporter.notice(
-            f"write session {short} for {self.plan.relative} ended without a write ({why}), "
-            f"but its journal holds {self.journal.lines} lines{aside}: it is kept, "
-            f"`orion sessions recover {short} --continue` lets the next orion run or orion "
-            "chat finish it, `--finalize` writes what was saved")
-        self._trace(Kind.WRITE_REPORT, f"kept {self.plan.relative}", {
-            "orion.target": self.plan.relative, "orion.status": "set_aside", "orion.why": why,
-            "orion.lines": self.journal.lines, "orion.bytes": self.journal.bytes})
-        # The chart's decision stands (a user's /reject, a plugin's abandon): the model is told
-        # and the session reads as abandoned; only its journal outlives it, for recovery.
-        self.status = WriteStatus.ABANDONED
-        self.runtime.inject(self._with_news(
-            f"The write session for {self.plan.relative} was abandoned: {why}. Nothing was "
-            f"written; its {self.journal.lines} saved lines are kept for the user to recover."))
-        self._detach()
+        self._end(self.endings.kept(why))
 
     def set_aside(self, why: str) -> None:
         """Stop listening without writing or deleting anything (``/reset``: the new
@@ -705,32 +588,32 @@ class WriteSession:
         kept = self._keep_content()
         self.journal.close()  # its saved state keeps the snapshot of the open session
         self.lifecycle.trigger("discard", reason="set aside")  # ends it here: no timer fires
-        self._trace(Kind.WRITE_REPORT, f"set aside {self.plan.relative}", {
-            "orion.target": self.plan.relative, "orion.status": "set_aside", "orion.why": why,
-            "orion.lines": self.journal.lines, "orion.bytes": self.journal.bytes})
-        held = len(self.held_messages)
-        kept_too = (f"; {held} message(s) you typed meanwhile are kept with it and sent once "
-                    "it is continued with --continue" if held else "")
-        if kept is None:
-            self.runtime.reporter.notice(
-                f"write session {self.id[:8]} for {self.plan.relative} was set aside ({why}); "
-                f"its {self.journal.lines} lines are kept: `orion sessions recover "
-                f"{self.id[:8]} --finalize` writes them, `--continue` lets the next run go on "
-                "with the model" + kept_too)
+        self._end(self.endings.set_aside(why, kept, len(self.held_messages)))
+
+    def _end(self, ending: Ending) -> None:
+        """Carry out an ending without a write: the status, the notice and trace event, the
+        model told, the held messages and the journal seen to, and the session let go."""
+        self.status = ending.status
+        self.runtime.reporter.notice(ending.notice)
+        self._trace(ending.kind, ending.name, ending.figures)
+        if ending.told is not None:
+            self.runtime.inject(self._with_news(ending.told))
+        if ending.held is Held.SENT:
+            self._deliver_held()
+        elif ending.held is Held.LEFT:
+            self.held_messages.clear()  # they belong to the conversation that was reset
+        if ending.remains is Remains.REMOVED:
+            self.asides.archive(self.runtime.state_dir)
+            self.journal.remove()
         else:
-            self.runtime.reporter.notice(self._unsaved(f"was set aside ({why})", kept)
-                                         + kept_too)
-        self.held_messages = []  # they belong to the conversation that was reset
+            self.journal.close()  # it keeps the content for orion sessions recover
         self._detach()
 
-    def _keep_unread_start(self) -> None:
-        """The process ends while the start of a reply to Orion's prompt is held unread (it
-        was not yet known whether it goes on from the saved content or starts the file
-        over): it is set aside as a part, so every line that arrived is kept and counted."""
-        text = self.intake.unread_start()
-        if text.strip():
-            self.aside.add(UNREAD_REPLY, text.encode("utf-8", "surrogateescape"),
-                           self.journal.bytes)
+    def _keep_content(self) -> str | None:
+        return keep_content(self.journal, self.runtime.state_dir,
+                            f"{self.id[:8]}-{self.plan.target.name}")
+
+    # -- the process ends with the session open -------------------------------------------------
 
     def release(self) -> None:
         """The process ends with the session open: close the journal, so the next start sees
@@ -739,22 +622,24 @@ class WriteSession:
         try:
             self.intake.take_batch()
             if self.status is WriteStatus.ACTIVE:
-                self._keep_unread_start()
+                self.asides.keep_unread_start()
                 self.checkpoint()  # with the held messages
                 if self.journal.degraded is not None:
                     kept = self._keep_content()
                     if kept is not None:
-                        self.runtime.reporter.notice(
-                            self._unsaved("is still open as Orion ends", kept))
+                        self.runtime.reporter.notice(self.endings.unsaved_at_exit(kept))
         finally:
             self.journal.close()
             # The process ends: nothing that comes after (a reply still streaming) may act on
             # a session whose journal is closed (end_message checks it too).
             self._stop_listening()
 
-    def _unsaved(self, what: str, kept: str) -> str:
-        return unsaved(what, kept, session_id=self.id, relative=self.plan.relative,
-                       journal=self.journal)
+    def open_notice(self) -> str:
+        """What an open session means for a user who leaves now (``/quit``, the end of a
+        script): where its content is, what the user typed meanwhile, how to go on."""
+        self.asides.keep_unread_start()
+        self.checkpoint()
+        return self.endings.left_open(self.held_messages)
 
     # -- the user's messages while the session is open -----------------------------------------
 
@@ -767,11 +652,8 @@ class WriteSession:
             return False
         self.held_messages.append(line)
         asks = "user_message" in self.lifecycle.allowed_triggers()
-        self.runtime.reporter.notice(
-            f"write session {self.id[:8]} for {self.plan.relative} is open: your message is "
-            "held and sent to the model once the file is written"
-            + ("; the model is asked now whether it is finished" if asks else "")
-            + " (/reset sets the session aside)")
+        self.runtime.reporter.notice(self.held_messages.notice(self.id, self.plan.relative,
+                                                               asks=asks))
         self._trace(Kind.WRITE_REPORT, "user message held", {
             "orion.target": self.plan.relative, "orion.held": len(self.held_messages)})
         if asks:
@@ -781,52 +663,7 @@ class WriteSession:
         return True
 
     def _deliver_held(self) -> None:
-        held, self.held_messages = self.held_messages, []
-        for line in held:
-            self.runtime.conversation.add_user(line)
-
-    def open_notice(self) -> str:
-        """What an open session means for a user who leaves now (``/quit``, the end of a
-        script): where its content is, what the user typed meanwhile, how to go on."""
-        self._keep_unread_start()
-        self.checkpoint()
-        short = self.id[:8]
-        aside = f", {self.aside.lines} lines set aside" if self.aside.pending else ""
-        text = (f"write session {short} for {self.plan.relative} is still open "
-                f"({self.journal.lines} lines saved{aside})")
-        if self.held_messages:
-            text += said.held(self.held_messages)
-        return (text + f": `orion sessions recover {short} --continue` lets the next orion "
-                f"run or orion chat finish it, `--finalize` writes what was saved")
-
-    # -- putting text set aside back -------------------------------------------------------------
-
-    def keep(self, number: int) -> str:
-        """``WritePlanTool_keep``: put part ``number`` of the text set aside back where it
-        was in the content. Returns what the model is told."""
-        part = self.aside.get(number)
-        if part is None or part.kept:
-            pending = ", ".join(str(p.number) for p in self.aside.pending) or "none"
-            raise KeepRefused(f"write session {self.id[:8]} has no part {number} set aside to "
-                              f"put back (parts set aside: {pending})")
-        self.intake.take_batch()
-        at = min(part.at, self.journal.bytes)
-        # The content first, then the index: a kill in between leaves the part both in the
-        # content and in its file, never in neither.
-        self.journal.insert(at, self.aside.read(number))
-        self.aside.put_back(number)
-        self.intake.restart_streamed_checks(at)
-        line = self.journal.content()[:at].count(b"\n") + 1
-        self.runtime.reporter.notice(
-            f"write session {self.id[:8]}: part {number} ({part.lines} lines) is back in "
-            f"{self.plan.relative}, at line {line}")
-        self._trace(Kind.WRITE_REPORT, "text put back", {
-            "orion.target": self.plan.relative, "orion.part": number,
-            "orion.lines": part.lines, "orion.bytes": part.bytes})
-        self.checkpoint()
-        return (f"Part {number} ({part.lines} lines) is back in {self.plan.relative} at line "
-                f"{line}; {self.journal.lines} lines are saved. Go on with the content where "
-                f"it stopped and end it with a line {self.terminator}.")
+        self.held_messages.send(self.runtime.conversation)
 
     # -- for the states a team adds to the statechart -------------------------------------------
 
@@ -896,37 +733,18 @@ class WriteSession:
         delivers after the tool results."""
         self.lifecycle.prompt(self._with_news(text))
 
-    def _tell_later(self, text: str) -> None:
-        """A message for the model with the next prompt Orion sends it (the idle prompt, the
-        continuation request, the report): no request of its own."""
-        self.context.add_news(text)
-
     def _with_news(self, text: str) -> str:
         return self.context.with_news(text)
 
-    def _journal_state(self, *, finalizing: bool = False) -> dict[str, Any]:
-        state: dict[str, Any] = {"snapshot": self.lifecycle.snapshot(),
-                                 "continuations": self.context.continuations,
-                                 "corrections": self.context.corrections,
-                                 "status": self.status,
-                                 "held": list(self.held_messages),
-                                 "set_aside_lines": self.aside.lines,
-                                 # what recovery asks of a session without its statechart
-                                 "tags": sorted(self.lifecycle.definition.tags.get(
-                                     self.lifecycle.state, ()))}
-        if finalizing:
-            # Enough to finish the job idempotently after a crash during the write: the target
-            # still has its pre-image (write it), or it has what this content makes of the
-            # pre-image (only clean up).
-            target = self.plan.target
-            before = target.read_bytes() if target.is_file() else None
-            fixed = self.finalizer.fixed
-            state["finalizing"] = {
-                "content_sha256": self.journal.sha256() if fixed is None
-                else hashlib.sha256(fixed).hexdigest(),
-                "before_sha256": hashlib.sha256(before).hexdigest() if before is not None
-                else None}
-        return state
+    def _journal_state(self) -> dict[str, Any]:
+        return {"snapshot": self.lifecycle.snapshot(),
+                "continuations": self.context.continuations,
+                "corrections": self.context.corrections,
+                "status": self.status,
+                "held": list(self.held_messages),
+                "set_aside_lines": self.aside.lines,
+                # what recovery asks of a session without its statechart
+                "tags": sorted(self.lifecycle.definition.tags.get(self.lifecycle.state, ()))}
 
     def _detach(self) -> None:
         """The session has ended (written, failed, abandoned, set aside): it stops listening,
@@ -950,6 +768,13 @@ class WriteSession:
     def _trace(self, kind: str, name: str, attributes: dict[str, Any]) -> None:
         self.runtime.tracer.emit(TraceEvent(kind, name, self.runtime.clock.now_ms(),
                                             self.runtime.conversation.id, self.id, attributes))
+
+
+def _notice(runtime: Runtime) -> Callable[[str], None]:
+    """The user's notices, for the session's parts (the runtime's reporter of the moment)."""
+    def notice(text: str) -> None:
+        runtime.reporter.notice(text)
+    return notice
 
 
 def _tracer(runtime: Runtime, session_id: str) -> Callable[[str, str, dict[str, Any]], None]:
