@@ -413,7 +413,7 @@ class Intake:
             rest = self.marker.end_message(cut=cut is not Cut.CLEAN)
             if rest:
                 self.journal.append(rest)
-            fixed = self._done_in_open_fence(content)
+            fixed = self._done_in_open_fence(content, cut)
             if fixed is not None:
                 self.marker.done = True
         grew = self.journal.bytes > self.bytes_at_start
@@ -423,7 +423,7 @@ class Intake:
             text=any(chunk.strip() for chunk in self.text), receiving=receiving),
             self.claimed_from, fixed)
 
-    def _done_in_open_fence(self, content: Callable[[], bytes]) -> bytes | None:
+    def _done_in_open_fence(self, content: Callable[[], bytes], cut: Cut) -> bytes | None:
         """A message whose last line is the terminator, but which ends inside a fenced block:
         the content without that line, else ``None``.
 
@@ -432,8 +432,12 @@ class Intake:
         line falls inside a block. A message that ends with the terminator line inside an open
         fence meant the end: the line is taken off the content (it was journaled as content)
         and the session ends as with DONE. The content keeps the fences; ``unwrap_fence``
-        reads them."""
+        reads them. A message cut off (``max_tokens``, a lost connection) in the middle of its
+        last line did not end it: that line may go on (``DONE not alone``), and the
+        continuation sends it again, so it is not a terminator line."""
         if self.marker.done or not self.marker.in_fence:
+            return None
+        if cut is not Cut.CLEAN and not (self.text and self.text[-1].endswith("\n")):
             return None
         if _last_line(self.text, self.cut).rstrip(" \t\r") != self.terminator:
             return None
