@@ -1129,8 +1129,10 @@ def split(text: str, cuts: list[int]) -> list[str]:
 @example(first=[], second=[], near_done=[], cut=DOCUMENT.index("```") + 1)
 # A cut right after "DONE" of the line "DONE not alone": the line is unfinished, not the end.
 @example(first=[], second=[], near_done=[], cut=DOCUMENT.index("DONE not") + 4)
-# A cut right after the "DONE" inside the fence: the fence is open, but the line is unfinished.
+# A cut right after the "DONE" inside the fence, or after its line: the fence is open, but the
+# model did not end the message, so the line is no terminator.
 @example(first=[], second=[], near_done=[], cut=DOCUMENT.index("```\nDONE") + 8)
+@example(first=[], second=[], near_done=[], cut=DOCUMENT.index("```\nDONE") + 9)
 def test_any_chunking_writes_the_same_file(run, first, second, near_done, cut):
     """The same two messages (a part cut anywhere, then a continuation that sends the cut line
     again, as it is asked to, and ends with DONE and a remark), split into chunks anywhere,

@@ -432,12 +432,12 @@ class Intake:
         line falls inside a block. A message that ends with the terminator line inside an open
         fence meant the end: the line is taken off the content (it was journaled as content)
         and the session ends as with DONE. The content keeps the fences; ``unwrap_fence``
-        reads them. A message cut off (``max_tokens``, a lost connection) in the middle of its
-        last line did not end it: that line may go on (``DONE not alone``), and the
-        continuation sends it again, so it is not a terminator line."""
+        reads them. A message cut off (``max_tokens``, a lost connection) was not ended by the
+        model: its last line is where it was stopped, maybe in the middle (``DONE not
+        alone``), so it says nothing about the end; the continuation goes on from it."""
         if self.marker.done or not self.marker.in_fence:
             return None
-        if cut is not Cut.CLEAN and not (self.text and self.text[-1].endswith("\n")):
+        if cut is not Cut.CLEAN:
             return None
         if _last_line(self.text, self.cut).rstrip(" \t\r") != self.terminator:
             return None
