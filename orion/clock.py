@@ -16,6 +16,7 @@ import asyncio
 import heapq
 import itertools
 import math
+import re
 import time
 from collections.abc import Callable
 from typing import NamedTuple, Protocol
@@ -37,6 +38,22 @@ def countable(ms: float, text: str) -> float:
         shown = text if len(text) <= 40 else text[:20] + "..." + text[-8:]
         raise ValueError(f"{shown!r} is longer than Orion counts: at most {MAX_DURATION}")
     return ms
+
+
+#: The units of a duration as people type it (``1h30m``, ``500ms``), in milliseconds.
+_UNITS_MS = {"ms": 1.0, "s": 1000.0, "m": 60_000.0, "h": 3_600_000.0, "d": 86_400_000.0,
+             "w": 604_800_000.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h|d|w))+")
+
+
+def typed_duration_ms(compact: str, text: str) -> float | None:
+    """``compact`` (what the user typed as ``text``, lower case and without spaces: ``1h30m``,
+    ``500ms``, ``2d``) as milliseconds; None when it is no duration, ValueError when it is one
+    too long to count (see :func:`countable`)."""
+    if not compact or not _DURATION.fullmatch(compact):
+        return None
+    return countable(sum(float(n) * _UNITS_MS[unit] for n, unit in _PART.findall(compact)), text)
 
 
 def countable_moment(ms: float, text: str) -> float:

@@ -49,7 +49,6 @@ import json
 import logging
 import operator
 import os
-import re
 import sqlite3
 import threading
 import time
@@ -61,7 +60,7 @@ from typing import Any
 
 from sqlite_utils import Database, Migrations
 
-from orion.clock import countable, countable_moment
+from orion.clock import countable_moment, typed_duration_ms
 from orion.workspace.statedb import TRACES_DB, setting_up
 
 from orion.trace import ledger, records
@@ -802,11 +801,6 @@ def _decoded(rows: Iterator[tuple[Any, ...]]) -> list[dict[str, Any]]:
 
 # -- the CLI's --since ---------------------------------------------------------------------
 
-_UNITS_MS = {"ms": 1.0, "s": 1000.0, "m": 60_000.0, "h": 3_600_000.0, "d": 86_400_000.0,
-             "w": 604_800_000.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
-_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h|d|w))+")
-
 
 def parse_since(text: str, now_ms: float) -> float:
     """``--since`` as milliseconds since the epoch.
@@ -816,11 +810,10 @@ def parse_since(text: str, now_ms: float) -> float:
     ``2024-05-01T12:30``, ``2024-05-01 12:30:00+02:00``, ``...Z``); a date or datetime without
     an offset is local time. Raises ``ValueError`` otherwise."""
     value = text.strip() if isinstance(text, str) else ""
-    compact = value.replace(" ", "").lower()
-    if compact and _DURATION.fullmatch(compact):
+    back = typed_duration_ms(value.replace(" ", "").lower(), text)
+    if back is not None:
         # Further back than the epoch is the epoch: no event is older.
-        return max(0.0, now_ms - countable(sum(
-            float(n) * _UNITS_MS[unit] for n, unit in _PART.findall(compact)), text))
+        return max(0.0, now_ms - back)
     if value:
         try:
             moment = _dt.datetime.fromisoformat(value)

@@ -2,19 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
-from orion.clock import countable
-
-
-
+from orion.clock import typed_duration_ms
 
 # -- durations ----------------------------------------------------------------------------------
-
-_UNITS_MS = {"ms": 1.0, "s": 1000.0, "m": 60_000.0, "h": 3_600_000.0, "d": 86_400_000.0,
-             "w": 604_800_000.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
-_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h|d|w))+")
 
 
 def parse_duration(text: str) -> float:
@@ -23,9 +13,9 @@ def parse_duration(text: str) -> float:
     compact = text.replace(" ", "").lower() if isinstance(text, str) else ""
     if compact in ("0", "0.0"):
         return 0.0
-    if compact and _DURATION.fullmatch(compact):
-        return countable(sum(float(n) * _UNITS_MS[unit] for n, unit in _PART.findall(compact)),
-                         text)
+    ms = typed_duration_ms(compact, text)
+    if ms is not None:
+        return ms
     raise ValueError(f"invalid duration {text!r}: expected e.g. 30m, 1h, 2d, 1h30m or 0")
 
 
