@@ -24,7 +24,7 @@ import pytest
 from click.testing import CliRunner
 
 from orion.cli import cli
-from write_harness import Played, begin, dump, make_runner, say
+from write_harness import Played, begin, dump, make_runner, say, show, status
 
 DONE_PROMPT = "If you're finished, reply with DONE on its own line; otherwise continue."
 CUT_PROMPT = "Your output was cut off"
@@ -40,18 +40,6 @@ def run(tmp_path, monkeypatch):
             script["files"] = files
         return play_script(script)
     return _run
-
-
-def status(played: Played) -> str:
-    [session] = played.result.sessions
-    return session["status"]
-
-
-def show(played: Played, *args: str) -> str:
-    result = CliRunner().invoke(cli, ["sessions", "show", played.result.sessions[0]["id"][:8],
-                                      "--workspace", str(played.workspace), *args])
-    assert result.exit_code == 0, result.output
-    return result.output
 
 
 def keep(part: int) -> dict:

@@ -29,12 +29,10 @@ import time
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from orion.cli import cli
 from orion.write_session.orphan_commands import mark_resume
 from orion.write_session.orphans import scan
-from write_harness import Played, begin, dump, make_runner, say
+from write_harness import Played, begin, dump, make_runner, say, show, status
 
 DONE_PROMPT = "If you're finished, reply with DONE on its own line; otherwise continue."
 CUT_PROMPT = "Your output was cut off."
@@ -58,18 +56,6 @@ def run(tmp_path, monkeypatch):
 
 def ok(played: Played) -> None:
     assert played.result.ok, played.result.errors
-
-
-def status(played: Played) -> str:
-    [session] = played.result.sessions
-    return session["status"]
-
-
-def show(played: Played, *args: str) -> str:
-    result = CliRunner().invoke(cli, ["sessions", "show", played.result.sessions[0]["id"][:8],
-                                      "--workspace", str(played.workspace), *args])
-    assert result.exit_code == 0, result.output
-    return result.output
 
 
 # -- 1. content after the idle prompt ----------------------------------------------------------

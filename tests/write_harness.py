@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 import yaml
+from click.testing import CliRunner
 
+from orion.cli import cli
 from orion.workspace import confined
 from orion.models.events import TextDelta
 from orion.models.script import load_script
@@ -177,3 +179,17 @@ def say(text: str | None = None, **reply: Any) -> dict:
     if text is not None:
         reply["text"] = text
     return {"model": reply}
+
+
+def status(played: Played) -> str:
+    """The status of the one write session ``played`` had."""
+    [session] = played.result.sessions
+    return session["status"]
+
+
+def show(played: Played, *args: str) -> str:
+    """What ``orion sessions show`` prints of that session."""
+    result = CliRunner().invoke(cli, ["sessions", "show", played.result.sessions[0]["id"][:8],
+                                      "--workspace", str(played.workspace), *args])
+    assert result.exit_code == 0, result.output
+    return result.output
