@@ -90,17 +90,25 @@ def test_a_damaged_append_record_never_makes_undo_write_its_bytes_into_the_file(
     assert played.text("log.txt") == "old entry\nnew entry\n"
 
 
-def test_a_forged_backup_path_in_an_undo_record_is_neither_printed_nor_followed(run, tmp_path):
+def _undo_record_with_a_forged_backup(run, tmp_path, text: str):
+    """A real overwrite's undo record, edited to name a backup outside the workspace (holding
+    ``text``): what was played, the record's path and the forged backup's."""
     played = run({"conversation": [
         {"user": "Rewrite it."}, begin("config.txt", "overwrite"), say("mode = fast\nDONE\n"),
         say("Done."),
     ], "files": {"config.txt": "mode = slow\n"}})
     [record] = list((played.state_dir / "undo").glob("*.json"))
     forged = tmp_path / "elsewhere.txt"
-    forged.write_text("not the user's file\n")
+    forged.write_text(text)
     data = json.loads(record.read_text())
     data["backup"] = str(forged)
     record.write_text(json.dumps(data))
+    return played, record, forged
+
+
+def test_a_forged_backup_path_in_an_undo_record_is_neither_printed_nor_followed(run, tmp_path):
+    played, record, forged = _undo_record_with_a_forged_backup(run, tmp_path,
+                                                                "not the user's file\n")
     history = CliRunner().invoke(cli, ["sessions", "history", "--json", "--workspace",
                                        str(played.workspace)])
     assert str(forged) not in history.output
@@ -140,16 +148,8 @@ def test_an_orphan_holding_only_text_set_aside_without_its_state_is_kept_and_lis
 
 
 def test_a_forged_backup_path_is_not_what_sessions_diff_compares_with(run, tmp_path):
-    played = run({"conversation": [
-        {"user": "Rewrite it."}, begin("config.txt", "overwrite"), say("mode = fast\nDONE\n"),
-        say("Done."),
-    ], "files": {"config.txt": "mode = slow\n"}})
-    [record] = list((played.state_dir / "undo").glob("*.json"))
-    forged = tmp_path / "elsewhere.txt"
-    forged.write_text("a secret\noutside\nthe workspace\n")
-    data = json.loads(record.read_text())
-    data["backup"] = str(forged)
-    record.write_text(json.dumps(data))
+    played, record, forged = _undo_record_with_a_forged_backup(
+        run, tmp_path, "a secret\noutside\nthe workspace\n")
     diff = CliRunner().invoke(cli, ["sessions", "diff", record.stem[:8], "--workspace",
                                     str(played.workspace)])
     assert diff.exit_code == 0, diff.output
