@@ -343,13 +343,12 @@ def test_the_sessions_command_lists_this_conversations_write_sessions(tmp_path):
                             "written  1 lines")
 
 
-def test_a_text_sink_that_returns_true_takes_the_text_over_and_any_other_value_does_not(
-        tmp_path):
-    # A runtime text sink sees every delta; only one that returns True (a write session does,
-    # for content its journal keeps) takes it out of the turn's text and the history.
-    script = load_script(script_file(tmp_path, """
+def sinks_see(tmp_path, reply: str) -> tuple[list[str], list[str]]:
+    """What a text sink that keeps nothing, and one that takes deltas saying "take", see of
+    ``reply``; and the conversation after it."""
+    script = load_script(script_file(tmp_path, f"""
         conversation:
-          - model: {text: "keep this, take that", chunk_size: 10}
+          - model: {reply}
     """))
     runtime = Runtime(model=ScriptedModel(script), workspace=tmp_path, clock=VirtualClock(),
                       plugins=make_plugin_manager(entrypoints=False, env={}), env={})
@@ -358,8 +357,30 @@ def test_a_text_sink_that_returns_true_takes_the_text_over_and_any_other_value_d
     runtime.text_sinks.append(lambda text: "take" in text)
     asyncio.run(runtime.handle("hello"))
     runtime.close()
+    return seen, [m.content for m in runtime.conversation.messages]
+
+
+def test_a_text_sink_that_returns_true_takes_the_text_over_and_any_other_value_does_not(
+        tmp_path):
+    # Deltas that trickle (the loop goes round between them) reach a sink one by one; only a
+    # sink that returns True (a write session does, for content its journal keeps) takes one
+    # out of the turn's text and the history.
+    seen, messages = sinks_see(
+        tmp_path, '{text: "keep this, take that", chunk_size: 10, chunk_delay_ms: 1}')
     assert seen == ["keep this,", " take that"]
-    assert [m.content for m in runtime.conversation.messages] == ["hello", "keep this,"]
+    assert messages == ["hello", "keep this,"]
+
+
+def test_deltas_that_arrive_in_a_burst_reach_the_sinks_joined(tmp_path):
+    # Three deltas before the loop goes round: one call of each sink, with the three.
+    seen, messages = sinks_see(tmp_path, '{text: "keep this, take that", chunk_size: 7}')
+    assert seen == ["keep this, take that"]
+    assert messages == ["hello", ""]  # taken whole: the sink gives the message its content
+
+
+def test_a_burst_is_handed_on_every_4096_characters(tmp_path):
+    seen, _ = sinks_see(tmp_path, f'{{text: "{"x" * 10_000}", chunk_size: 1000}}')
+    assert [len(text) for text in seen] == [5000, 5000]
 
 
 def test_a_scripted_reply_read_from_a_file_is_written_by_a_write_session(tmp_path):

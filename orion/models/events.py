@@ -25,9 +25,18 @@ STREAM_ERROR = "error"
 CONTENT_FILTER = "content_filter"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class TextDelta:
     text: str
+
+    def __init__(self, text: str) -> None:
+        # The dataclass's own __init__ of a frozen class looks object.__setattr__ up on every
+        # call; a stream makes one of these per chunk (a long reply: millions), so the field's
+        # slot is set directly. Still frozen, hashable and compared by value.
+        _set_text(self, text)
+
+
+_set_text = vars(TextDelta)["text"].__set__  # the slot's descriptor
 
 
 @dataclass(frozen=True, slots=True)

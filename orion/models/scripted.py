@@ -143,15 +143,19 @@ async def _play(take: Callable[[], ModelReply], number: int) -> AsyncIterator[Mo
     read: a reply of megabytes is streamed in 16-character chunks, each a pass of that loop."""
     reply = take()
     delay = reply.chunk_delay_ms / 1000.0
+    # Explicit chunks arrive a pass of the event loop apart, as separate reads from a network
+    # do, so the runtime's listeners see each on its own; a text cut every chunk_size
+    # characters arrives in a burst (joined for them) unless chunk_delay_ms paces it.
+    paced = delay > 0 or reply.chunks is not None
     think, chunks = LeadingThink(), reply.text_chunks()
     started = False  # no pause before the first piece
     for events in _start(reply, think, chunks):
-        if started and delay > 0:
+        if started and paced:
             await asyncio.sleep(delay)
         started = True
         for event in events:
             yield event
-    if delay > 0:
+    if paced:
         for chunk in chunks:
             await asyncio.sleep(delay)
             yield TextDelta(chunk)

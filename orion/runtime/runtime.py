@@ -115,6 +115,11 @@ class Runtime:
         #: model system does not keep it in ``turn.text``; that sink sets the message's
         #: content when the message ends.
         self.text_sinks: list[Callable[[str], bool | None]] = []
+        #: How many more lines of text a sink takes before it wants them handed on, asked at
+        #: the start of each burst (the model system joins deltas that arrive together): a
+        #: write session's lines until its journal saves, so it saves at the same lines however
+        #: the text is chunked.
+        self.text_lines_due: list[Callable[[], int]] = []
         #: Called with every message the user types, before it joins the conversation; a gate
         #: that returns True holds the message itself (an open write session does, since the
         #: model's answer would stream into the file).

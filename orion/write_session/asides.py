@@ -131,7 +131,6 @@ class Asides:
             pending = ", ".join(str(p.number) for p in self.aside.pending) or "none"
             raise KeepRefused(f"write session {self.session_id[:8]} has no part {number} set "
                               f"aside to put back (parts set aside: {pending})")
-        self.intake.take_batch()
         at = min(part.at, self.journal.bytes)
         # The content first, then the index: a kill in between leaves the part both in the
         # content and in its file, never in neither.

@@ -2,15 +2,15 @@
 
 Every text delta of the model's reply reaches :meth:`Intake.feed` (through the session, a
 runtime text sink): plain code, no statechart trigger per chunk. Content goes through the end
-marker into the journal, in batches inside an event loop. A reply to a prompt of Orion's (the
+marker into the journal as it arrives (the model system hands on a burst of deltas
+joined, see ``plugins.turn_systems.Burst``). A reply to a prompt of Orion's (the
 idle prompt, a continuation request, the unfinished-line question) is held back at its start
 until :func:`orion.write_session.decision.read_start` has decided how it starts (a declared
 repeat of the quoted tail, the unfinished line sent again or not, a restart of the file); that
 decision reads only the text, so it does not depend on how the stream was chunked.
 
 The intake owns what one message is while it streams: how its text is taken (its
-:class:`Mode`), the text held at its start, the content batch not taken in yet, where its
-content started; at the message's end it resolves the end marker and returns the
+:class:`Mode`), the text held at its start, where its content started; at the message's end it resolves the end marker and returns the
 :class:`~orion.write_session.decision.Facts` that :func:`~orion.write_session.decision.decide_end`
 reads. What the text means for the session (text set aside, a trigger, a failure) it hands to
 its :class:`Outlet`, the session.
@@ -18,7 +18,6 @@ its :class:`Outlet`, the session.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,18 +36,12 @@ if TYPE_CHECKING:
     from orion.statechart.interpreter.lifecycle import Lifecycle
     from orion.validation import StreamedLines
 
-#: Content that arrives faster than it is taken in is taken in batches of about this many
-#: characters: the end marker and the journal cost mostly per call (see Intake.feed).
-FEED_BATCH_CHARS = 4096
 #: A content message's chunks are not kept (the journal has them): only its last ones, at most
 #: TAIL_CHUNKS, cut back to TAIL_KEEP, for the checks of how the message ends (its last line).
 TAIL_CHUNKS = 64
 TAIL_KEEP = 32
 LIVE_LINE_INTERVAL_S = 0.1
 _monotonic = time.monotonic  # looked up once: the live line's clock, read on the hot path
-# In asyncio.__all__ despite its underscore: the running loop or None, without the exception
-# get_running_loop() raises outside a loop (a microsecond a chunk when feed runs outside one).
-_running_loop = asyncio._get_running_loop
 
 
 class Mode(Enum):
@@ -133,11 +126,6 @@ class Intake:
         self._held: list[str] = []  # the start of a reply, held until read_start decides
         self._held_size = 0
         self._read_at = 0  # the held size at which the start is read again
-        # Content chunks not taken in yet (see feed): their characters and line breaks.
-        self._batch: list[str] = []
-        self._batch_chars = 0
-        self._batch_lines = 0
-        self._batch_error: BaseException | None = None
         self._last_live = 0.0
         # Saves pending content when the flush interval is up, whether or not text arrives.
         self.flush_timer = FlushTimer(clock, self._flush_due)
@@ -156,13 +144,7 @@ class Intake:
 
     def feed(self, text: str) -> bool:
         """A text delta of the model's reply. Returns True when it is the file's content: the
-        journal keeps it, so the model system does not keep a copy.
-
-        Inside an event loop, content is taken in (end marker, journal, line checks) in
-        batches: the chunks that arrive before the loop goes round, cut at
-        ``FEED_BATCH_CHARS`` characters and at the journal's next automatic flush, so the
-        journal saves at the same lines as chunk by chunk. Whatever reads or changes the
-        session's state takes the batch in first (see :meth:`take_batch`)."""
+        journal keeps it, so the model system does not keep a copy."""
         if not self.in_message:
             self.start_message()
         kept = self.text
@@ -174,29 +156,17 @@ class Intake:
                 self.cut = True
             if self.claimed_from < 0:
                 self.claimed_from = self._content_end()
-            return self._batched(text)
+            self.take_in(text)
+            return True
         if mode is Mode.HOLD:
             self._hold(text)
         # Mode.CORRECTIONS and Mode.IGNORE: the text is kept in self.text only
         return False
 
-    def _batched(self, text: str) -> bool:
-        batch = self._batch
-        if not batch:
-            if self._batch_error is not None:
-                self.raise_batch_error()
-            loop = _running_loop()
-            if loop is None:  # called outside a loop: nothing would take a batch in
-                self.take_in(text)
-                return True
-            loop.call_soon(self._take_batch_soon)
-        batch.append(text)
-        self._batch_chars += len(text)
-        self._batch_lines += text.count("\n")
-        if self._batch_chars >= FEED_BATCH_CHARS \
-                or self._batch_lines >= self.journal.lines_to_flush:
-            self.take_batch()
-        return True
+    def lines_due(self) -> int:
+        """How many more lines until the journal saves (``Runtime.text_lines_due``): text
+        that arrives in a burst is handed on by then."""
+        return self.journal.lines_to_flush
 
     def _hold(self, text: str) -> None:
         self._held.append(text)
@@ -244,44 +214,16 @@ class Intake:
             self.flush_timer.arm(wait)
 
     def _flush_due(self) -> None:
-        """The flush timer fired: take the batch in, save what is due, and arm again for what
-        is still pending (an automatic flush may have moved the deadline)."""
+        """The flush timer fired: save what is due, and arm again for what is still pending
+        (an automatic flush may have moved the deadline)."""
         if not self.lifecycle.has_tag("open"):
-            return
-        try:
-            self.take_batch()
-        except Exception as exc:  # noqa: BLE001 - re-raised by raise_batch_error
-            self._batch_error = exc
             return
         self.journal.flush_if_due()
         self._arm_flush()
 
-    def take_batch(self) -> None:
-        """Take in the content chunks fed since the last batch (see :meth:`feed`)."""
-        batch = self._batch
-        if not batch:
-            return
-        text = batch[0] if len(batch) == 1 else "".join(batch)
-        self._batch, self._batch_chars, self._batch_lines = [], 0, 0
-        self.take_in(text)
-
-    def _take_batch_soon(self) -> None:
-        # Run by the event loop, outside the turn: an error surfaces at the next feed or
-        # message end, where it would have been raised without batching.
-        try:
-            self.take_batch()
-        except Exception as exc:  # noqa: BLE001 - re-raised by raise_batch_error
-            self._batch_error = exc
-
-    def raise_batch_error(self) -> None:
-        exc, self._batch_error = self._batch_error, None
-        if exc is not None:
-            raise exc
-
     # -- the start of a message ----------------------------------------------------------------
 
     def start_message(self) -> None:
-        self.take_batch()  # the previous message's, if it never ended (a failed request)
         self.in_message = True
         self.text, self.cut, self.claimed_from = [], False, -1
         self.bytes_at_start = self.journal.bytes
@@ -381,10 +323,8 @@ class Intake:
     # -- the end of a message ------------------------------------------------------------------
 
     def open_for_end(self, *, tool_calls: bool, thought: str) -> bool:
-        """The message ended: take in what is pending. False when there is nothing to end (a
-        message with only tool calls that never streamed text)."""
-        self.take_batch()
-        self.raise_batch_error()
+        """The message ended. False when there is nothing to end (a message with only tool
+        calls that never streamed text)."""
         if not self.in_message:
             if tool_calls and not thought:
                 return False
@@ -514,7 +454,7 @@ class Intake:
         """The session has ended: what only an open session needs (the streamed checks, the
         last chunks) goes, so a long conversation of writes does not keep each one's."""
         self.streamed = None
-        self.text, self._held, self._batch = [], [], []
+        self.text, self._held = [], []
 
 
 def only_terminator(text: str, terminator: str) -> bool:

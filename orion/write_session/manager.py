@@ -93,8 +93,7 @@ class SessionManager:
         self.sessions.append(session)
         lifecycle.trigger("begin", target_file=checked.relative, operation=plan.operation.value)
         session.checkpoint()
-        runtime.text_sinks.append(session.feed)
-        runtime.user_gates.append(session.hold)
+        session.listen()
         return {"session_id": lifecycle.id, "stage": "awaiting_content",
                 "target_file": checked.relative, "operation": plan.operation.value,
                 "session_dir": str(journal.directory),
@@ -160,8 +159,7 @@ class SessionManager:
         runtime.lifecycles[lifecycle_key(lifecycle.id)] = lifecycle
         self.sessions.append(session)
         if session.active:  # in a state of the team's own, the model's text is not content
-            runtime.text_sinks.append(session.feed)
-            runtime.user_gates.append(session.hold)
+            session.listen()
         (orphan.directory / "resume").unlink(missing_ok=True)
         self._go_on(session)
         return session

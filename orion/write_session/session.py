@@ -203,16 +203,13 @@ class WriteSession:
 
     def content(self) -> bytes:
         """The content as it stands: the journal, with the corrections applied so far."""
-        self.intake.take_batch()
         return self.finalizer.content()
 
     def progress(self) -> Progress:
-        self.intake.take_batch()
         return Progress(self.plan.relative, self.journal.lines, self.journal.bytes, self.state,
                         self.context.continuations, self.lifecycle.settings["max_continuations"])
 
     def summary(self) -> SessionSummary:
-        self.intake.take_batch()
         return SessionSummary(
             self.id, self.plan.relative, self.plan.plan.operation.value, self.status,
             self.context.continuations, self.context.corrections, self.journal.lines,
@@ -620,7 +617,6 @@ class WriteSession:
         an orphan; content the journal could not save goes to a rescue file, and the user is
         told where (or that it could not be saved anywhere)."""
         try:
-            self.intake.take_batch()
             if self.status is WriteStatus.ACTIVE:
                 self.asides.keep_unread_start()
                 self.checkpoint()  # with the held messages
@@ -709,7 +705,6 @@ class WriteSession:
         """Save the content received so far and the session's state (the lifecycle snapshot,
         the counters, the status, the messages the user typed) to the journal: what crash
         recovery restores."""
-        self.intake.take_batch()
         self.journal.flush(self._journal_state())
 
     # -- helpers ------------------------------------------------------------------------------
@@ -756,11 +751,21 @@ class WriteSession:
         self.messages = []  # the conversation holds them (as references, once written)
         self._ended(self)
 
+    def listen(self) -> None:
+        """The model's text and the user's messages reach this session (an open one)."""
+        runtime = self.runtime
+        runtime.text_sinks.append(self.feed)
+        runtime.text_lines_due.append(self.intake.lines_due)
+        runtime.user_gates.append(self.hold)
+
     def _stop_listening(self) -> None:
         """No more text, user messages or triggers reach this session."""
         self.intake.stop()
-        if self.feed in self.runtime.text_sinks:
-            self.runtime.text_sinks.remove(self.feed)
+        runtime = self.runtime
+        if self.feed in runtime.text_sinks:
+            runtime.text_sinks.remove(self.feed)
+        if self.intake.lines_due in runtime.text_lines_due:
+            runtime.text_lines_due.remove(self.intake.lines_due)
         if self.hold in self.runtime.user_gates:
             self.runtime.user_gates.remove(self.hold)
         self.runtime.lifecycles.pop(lifecycle_key(self.id), None)
