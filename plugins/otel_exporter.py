@@ -331,11 +331,12 @@ class OtelExporter:
         return self.tracer_provider is not None
 
     def _build_pipeline(self) -> None:
-        from orion.trace import otlp
+        from orion.trace.otel_env import wanted
 
         env = os.environ if self.env is None else self.env
-        if not otlp.wanted(env):
+        if not wanted(env):
             return
+        from orion.trace import otlp
         try:
             self.pipeline = otlp.build(env)
         except (OrionError, ImportError) as exc:

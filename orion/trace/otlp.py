@@ -49,17 +49,6 @@ _LOGGERS = ("opentelemetry.exporter.otlp", "opentelemetry.sdk._shared_internal",
             "opentelemetry.sdk.trace.export")
 
 
-def wanted(env: Mapping[str, str]) -> bool:
-    """Whether the environment asks for traces (and OpenTelemetry is not disabled)."""
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return False
-    exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
-    if exporter:
-        return exporter != "none"
-    return bool(env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-                or env.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
-
-
 def _setting(env: Mapping[str, str], *names: str) -> tuple[str, str] | None:
     for name in names:
         value = env.get(name, "").strip()
