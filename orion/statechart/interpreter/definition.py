@@ -350,9 +350,27 @@ def _canonical(spec: StatechartSpec) -> dict[str, Any]:
 # -- loading ----------------------------------------------------------------------------------
 
 # Parsing, checking and compiling cost milliseconds; resolving settings costs microseconds. So
-# checked specs are cached per file content and plugin manager, definitions per settings too.
+# checked specs are cached per file content and plugin manager, definitions per settings too,
+# the most recently used kept: a process that makes a plugin manager per conversation (a
+# server, a test suite) would otherwise keep every one, and what its charts hold, for good.
+CACHED = 64
 _specs: dict[tuple[str, str, int, int], tuple[Any, Any, StatechartSpec]] = {}
 _definitions: dict[tuple, Definition] = {}
+
+
+def _recent(cache: dict[Any, Any], key: Any) -> Any:
+    """``cache[key]`` (or None), marked most recently used."""
+    value = cache.pop(key, None)
+    if value is not None:
+        cache[key] = value
+    return value
+
+
+def _keep(cache: dict[Any, Any], key: Any, value: Any, limit: int) -> None:
+    """Store ``value``; past ``limit`` entries, the least recently used goes."""
+    cache[key] = value
+    while len(cache) > limit:
+        del cache[next(iter(cache))]
 
 
 def load_definition(source: str | Path, *, plugins: Any = None,
@@ -389,7 +407,7 @@ def load_definition(source: str | Path, *, plugins: Any = None,
     registry = plugins.registry
     spec_key = (str(path.resolve()), hashlib.sha256((text or "").encode()).hexdigest(),
                 id(plugins), id(registry))
-    cached = _specs.get(spec_key)
+    cached = _recent(_specs, spec_key)
     if cached is not None and cached[0] is plugins and cached[1] is registry:
         spec = cached[2]
     else:
@@ -397,12 +415,12 @@ def load_definition(source: str | Path, *, plugins: Any = None,
         if diagnostics or parsed is None:
             raise StatechartError(diagnostics)
         spec = parsed
-        _specs[spec_key] = (plugins, registry, spec)
+        _keep(_specs, spec_key, (plugins, registry, spec), CACHED)
     settings = resolve(spec, overrides, env, origin=overrides_origin)
     key = (spec_key, tuple(settings.items()))
-    definition = _definitions.get(key)
+    definition = _recent(_definitions, key)
     if definition is None or definition.plugins is not plugins \
             or definition.registry is not registry:
         definition = Definition(spec, source=str(path), plugins=plugins, settings=settings)
-        _definitions[key] = definition
+        _keep(_definitions, key, definition, CACHED)
     return definition
