@@ -164,3 +164,45 @@ def test_a_streamed_write_is_held_once_not_once_per_listener(tmp_path):
     assert peak < 1.5 * size, f"peak {peak / size:.2f}x the content's size"
     [message] = [m for m in runtime.conversation.messages if m.role == "assistant"][:1]
     assert message.content.startswith("[wrote guide.md: 59918 lines, sha256 ")
+
+
+class Failing:
+    """Streams ``chunks`` in one burst, then fails as a broken connection does, raised."""
+
+    name = "failing"
+
+    def __init__(self, chunks: list[str]):
+        self.chunks = chunks
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        for chunk in self.chunks:
+            yield TextDelta(chunk)
+        raise ConnectionResetError("the server went away")
+
+
+def test_what_arrived_before_a_stream_fails_reaches_the_journal(tmp_path):
+    # The lines are still in the burst (the loop never went round) when the stream raises:
+    # they are handed on first, so the session keeps them, and the turn ends with the error.
+    runtime, session = open_session(tmp_path, Failing(LINES[:10]))
+
+    async def turn() -> bytes:
+        with pytest.raises(ConnectionResetError, match="went away"):
+            await runtime.run_turn()
+        return session.journal.content()  # as the error arrives, not once the loop goes on
+
+    assert asyncio.run(turn()) == "".join(LINES[:10]).encode()
+    runtime.close()
+
+
+def test_a_sink_that_fails_after_the_stream_failed_is_noted_on_the_streams_error(tmp_path):
+    runtime, session = open_session(tmp_path, Failing(LINES[:3]))
+
+    def broken(text: str) -> bool:
+        raise OSError("no space left on the sink's device")
+
+    runtime.text_sinks.insert(0, broken)
+    with pytest.raises(ConnectionResetError) as raised:
+        asyncio.run(runtime.run_turn())
+    assert raised.value.__notes__ == [
+        "handing on the text received before it: OSError: no space left on the sink's device"]
+    runtime.close()
