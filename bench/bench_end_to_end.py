@@ -52,7 +52,12 @@ a shell runs them:
    ``--reps``, the two alternating. Target: at most 5x. Printed beside it: the loop's time in
    the benchmark's own process (no interpreter start), the CPU time of both (steadier than the
    wall clock on a busy machine), and the run's peak RSS over ``orion run hello``'s against the
-   content's size (as line 4).
+   content's size (as line 4). A second line gives the floors any run of this script has: the
+   start-up (``orion run hello``), the scripted model's stream drained in this process, and
+   what is left, Orion's own work with the stream.
+
+Before timing, Orion's modules and the environment's packages are compiled to bytecode, as an
+install does (see :func:`compile_bytecode`).
 """
 
 from __future__ import annotations
