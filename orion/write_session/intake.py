@@ -2,15 +2,16 @@
 
 Every text delta of the model's reply reaches :meth:`Intake.feed` (through the session, a
 runtime text sink): plain code, no statechart trigger per chunk. Content goes through the end
-marker into the journal as it arrives (the model system hands on a burst of deltas
-joined, see ``plugins.turn_systems.Burst``). A reply to a prompt of Orion's (the
-idle prompt, a continuation request, the unfinished-line question) is held back at its start
-until :func:`orion.write_session.decision.read_start` has decided how it starts (a declared
-repeat of the quoted tail, the unfinished line sent again or not, a restart of the file); that
-decision reads only the text, so it does not depend on how the stream was chunked.
+marker into the journal as it arrives (the model system hands a burst of deltas on joined:
+docs/runtime.md, "Text sinks"). A reply to a prompt of Orion's (the idle prompt, a continuation
+request, the unfinished-line question) is held back at its start until
+:func:`orion.write_session.decision.read_start` has decided how it starts (a declared repeat of
+the quoted tail, the unfinished line sent again or not, a restart of the file); that decision
+reads only the text, so it does not depend on how the stream was chunked.
 
 The intake owns what one message is while it streams: how its text is taken (its
-:class:`Mode`), the text held at its start, where its content started; at the message's end it resolves the end marker and returns the
+:class:`Mode`), the text held at its start, where its content started; at the message's end it
+resolves the end marker and returns the
 :class:`~orion.write_session.decision.Facts` that :func:`~orion.write_session.decision.decide_end`
 reads. What the text means for the session (text set aside, a trigger, a failure) it hands to
 its :class:`Outlet`, the session.

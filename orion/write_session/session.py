@@ -766,9 +766,9 @@ class WriteSession:
             runtime.text_sinks.remove(self.feed)
         if self.intake.lines_due in runtime.text_lines_due:
             runtime.text_lines_due.remove(self.intake.lines_due)
-        if self.hold in self.runtime.user_gates:
-            self.runtime.user_gates.remove(self.hold)
-        self.runtime.lifecycles.pop(lifecycle_key(self.id), None)
+        if self.hold in runtime.user_gates:
+            runtime.user_gates.remove(self.hold)
+        runtime.lifecycles.pop(lifecycle_key(self.id), None)
 
     def _trace(self, kind: str, name: str, attributes: dict[str, Any]) -> None:
         self.runtime.tracer.emit(TraceEvent(kind, name, self.runtime.clock.now_ms(),
