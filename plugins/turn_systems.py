@@ -100,8 +100,7 @@ class Burst:
         raised outside the turn, hand this one on when the loop goes round, and return after
         how many lines it is handed on at the latest (the caller counts the burst's
         characters and lines)."""
-        if self._error is not None:
-            self.raise_error()
+        self.raise_error()
         self._soon = self._loop.call_soon(self._deliver_soon)
         budgets = self._budgets
         return min(due() for due in budgets) if budgets else 1 << 62
@@ -142,13 +141,9 @@ class Burst:
             raise exc
 
     def close(self) -> None:
-        """The stream ended (or failed): hand on what is left."""
-        try:
-            self.deliver()
-        finally:
-            if self._soon is not None:
-                self._soon.cancel()
-                self._soon = None
+        """The stream ended (or failed): hand on what is left (which cancels the hand-on
+        the loop would make), then raise what an earlier one raised outside the turn."""
+        self.deliver()
         self.raise_error()
 
 
