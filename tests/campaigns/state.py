@@ -281,11 +281,17 @@ def signals_run(trial: Trial) -> None:
     saved = kept.count(b"\n")
     trial.check(saved >= shown, "lost", f"{saved} lines saved, the live line showed {shown}")
     if how != "hang-up":  # a closed terminal shows nothing more
-        claim = _SAVED.search(output)
-        if trial.check(claim is not None, "wrong", f"no 'still open' line: {output[-600:]}"):
-            trial.check(int(claim.group(2)) == saved, "lost",
-                        f"said {claim.group(2)} lines saved, the journal holds {saved}")
+        said_saved(trial, output, saved)
     recover(trial, ws, found[0].name, kept, ws / "notes.md")
+
+
+def said_saved(trial: Trial, output: str, saved: int) -> None:
+    """The command's 'still open' line says how many lines the journal holds: exactly
+    ``saved``."""
+    claim = _SAVED.search(output)
+    if trial.check(claim is not None, "wrong", f"no 'still open' line: {output[-600:]}"):
+        trial.check(int(claim.group(2)) == saved, "lost",
+                    f"said {claim.group(2)} lines saved, the journal holds {saved}")
 
 
 def signals_chat(trial: Trial) -> None:
@@ -328,11 +334,7 @@ def signals_chat(trial: Trial) -> None:
     trial.check(kept == "".join(lines).encode(), "lost",
                 f"the journal holds {kept.count(NL)} of {count} lines that arrived")
     if how != "hang-up":
-        claim = _SAVED.search(output)
-        if trial.check(claim is not None, "wrong", f"no 'still open' line: {output[-600:]}"):
-            trial.check(int(claim.group(2)) == kept.count(b"\n"), "lost",
-                        f"said {claim.group(2)} lines saved, the journal holds "
-                        f"{kept.count(NL)}")
+        said_saved(trial, output, kept.count(NL))
     recover(trial, root, found[0].name, kept, root / "notes.md")
 
 
