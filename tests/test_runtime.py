@@ -378,6 +378,14 @@ def test_deltas_that_arrive_in_a_burst_reach_the_sinks_joined(tmp_path):
     assert messages == ["hello", ""]  # taken whole: the sink gives the message its content
 
 
+def test_a_scripts_explicit_chunks_arrive_one_by_one_as_separate_reads_do(tmp_path):
+    # No delay, yet the loop goes round between explicit chunks: a script that splits a
+    # reply on purpose (a DONE cut in two) is seen split.
+    seen, messages = sinks_see(tmp_path, '{chunks: ["keep this,", " take that"]}')
+    assert seen == ["keep this,", " take that"]
+    assert messages == ["hello", "keep this,"]
+
+
 def test_a_burst_is_handed_on_every_4096_characters(tmp_path):
     seen, _ = sinks_see(tmp_path, f'{{text: "{"x" * 10_000}", chunk_size: 1000}}')
     assert [len(text) for text in seen] == [5000, 5000]
